@@ -1,0 +1,43 @@
+# Makefile for delaysched (PGXS)
+#
+#   make && make install        build and install the extension
+#   make installcheck           pg_regress and isolation tests on a temporary instance
+#   bash scripts/test.sh        the whole suite (regress, isolation, TAP) as CI runs it
+
+MODULE_big = delaysched
+OBJS = \
+	src/delaysched.o \
+	src/guc.o \
+	src/shmem.o \
+	src/wake.o \
+	src/worker.o \
+	src/worker_views.o
+
+EXTENSION = delaysched
+DATA = delaysched--0.1.sql
+PGFILEDESC = "delaysched - delayed tasks delivered on time from inside PostgreSQL"
+
+REGRESS = setup api validation claim_ack privileges batch
+REGRESS_OPTS = --temp-instance=./tmp_check --temp-config=$(srcdir)/test/delaysched.conf \
+	--load-extension=delaysched
+ISOLATION = claim_race dedupe_race cancel_vs_claim
+ISOLATION_OPTS = --temp-instance=./tmp_check_iso --temp-config=$(srcdir)/test/isolation.conf \
+	--load-extension=delaysched
+
+PG_CPPFLAGS = -I$(srcdir)/src
+PG_CFLAGS = -Wall -Wextra -Werror -Wno-unused-parameter -Wno-missing-field-initializers
+
+EXTRA_CLEAN = test/dslisten tmp_check tmp_check_iso
+
+PG_CONFIG ?= pg_config
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+include $(PGXS)
+
+# The LISTEN client used by the demo and the TAP tests.
+LIBPQ_CFLAGS = -I$(shell $(PG_CONFIG) --includedir)
+LIBPQ_LIBS = -L$(shell $(PG_CONFIG) --libdir) -lpq
+
+all: test/dslisten
+
+test/dslisten: test/dslisten.c
+	$(CC) -O2 -Wall -Wextra -Werror $(LIBPQ_CFLAGS) -o $@ $< $(LIBPQ_LIBS)

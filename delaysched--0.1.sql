@@ -1,0 +1,1113 @@
+/*
+ * delaysched--0.1.sql
+ *		The task store, the public SQL surface and the delivery statements.
+ *
+ * Layout of the store:
+ *	 sched.biz				business types (how and where their tasks go)
+ *	 sched.task			unfinished tasks, LIST-partitioned by "bucket", the
+ *							run-at second mod N (N = delaysched.buckets at
+ *							CREATE EXTENSION time, 60 by default)
+ *	 sched.finished		done, dead and cancelled tasks, kept for the retention
+ *	 sched.dedupe			(biz_type, dedupe_key) of unfinished tasks
+ *	 sched.pointer			the persisted time pointer
+ *
+ * States in sched.task.state ("char"):
+ *	 'p'  pending, not yet due or not yet seen by the scanner
+ *	 'r'  pending, due and announced (pull types): waiting for sched.claim
+ *	 'd'  delivered, awaiting acknowledgement until lease_until
+ * sched.tasks shows 'p' and 'r' as "pending", 'd' as "delivered".
+ *
+ * Task ids carry their first bucket: id = seq * N + bucket, so that ack and
+ * friends look in one partition.  A task that moved (reschedule, nack) is
+ * found by a scan of every partition instead.
+ *
+ * Functions whose names start with "_" are internal: revoked from PUBLIC and
+ * called by the scanner or by the SECURITY DEFINER public functions.
+ */
+
+\echo Use "CREATE EXTENSION delaysched" to load this file. \quit
+
+-------------------------------------------------------------------------------
+-- Tables
+-------------------------------------------------------------------------------
+
+CREATE TABLE sched.biz (
+	name		 text PRIMARY KEY,
+	delivery	 text NOT NULL,
+	channel		 text NOT NULL,
+	max_attempts int NOT NULL,
+	ack_timeout	 interval NOT NULL,
+	created_at	 timestamptz NOT NULL DEFAULT pg_catalog.now(),
+	updated_at	 timestamptz NOT NULL DEFAULT pg_catalog.now()
+);
+COMMENT ON TABLE sched.biz IS 'delaysched business types; change with sched.define_biz and sched.drop_biz';
+
+CREATE SEQUENCE sched.task_seq;
+COMMENT ON SEQUENCE sched.task_seq IS 'source of delaysched task ids (id = nextval * buckets + bucket)';
+
+CREATE TABLE sched.task (
+	id			 bigint NOT NULL,
+	bucket		 smallint NOT NULL,
+	biz_type	 text NOT NULL,
+	run_at		 timestamptz NOT NULL,
+	state		 "char" NOT NULL DEFAULT 'p',
+	attempt		 int NOT NULL DEFAULT 0,
+	payload		 jsonb NOT NULL,
+	dedupe_key	 text,
+	created_at	 timestamptz NOT NULL,
+	delivered_at timestamptz,
+	lease_until	 timestamptz,
+	last_error	 text,
+	PRIMARY KEY (id, bucket)
+) PARTITION BY LIST (bucket);
+COMMENT ON TABLE sched.task IS 'unfinished delaysched tasks, partitioned by run-at second mod the bucket count; read sched.tasks instead';
+
+-- The scanner's walk and sweep: due pending tasks in run-at order.
+CREATE INDEX task_pending_idx ON sched.task (run_at, id) WHERE state = 'p';
+-- sched.claim: a type's due tasks in run-at order.
+CREATE INDEX task_claimable_idx ON sched.task (biz_type, run_at) WHERE state IN ('p', 'r');
+-- Lease expiry of unacknowledged deliveries.
+CREATE INDEX task_leased_idx ON sched.task (lease_until) WHERE state = 'd';
+
+CREATE TABLE sched.finished (
+	id			 bigint PRIMARY KEY,
+	biz_type	 text NOT NULL,
+	run_at		 timestamptz NOT NULL,
+	state		 text NOT NULL CHECK (state IN ('done', 'dead', 'cancelled')),
+	attempt		 int NOT NULL,
+	payload		 jsonb NOT NULL,
+	dedupe_key	 text,
+	created_at	 timestamptz NOT NULL,
+	delivered_at timestamptz,
+	finished_at	 timestamptz NOT NULL,
+	last_error	 text
+);
+COMMENT ON TABLE sched.finished IS 'finished delaysched tasks, kept for delaysched.retention (dead ones for delaysched.dead_retention)';
+CREATE INDEX finished_finished_at_idx ON sched.finished (finished_at);
+CREATE INDEX finished_delivered_at_idx ON sched.finished (delivered_at);
+
+CREATE TABLE sched.dedupe (
+	biz_type	 text NOT NULL,
+	dedupe_key	 text NOT NULL,
+	task_id		 bigint NOT NULL,
+	PRIMARY KEY (biz_type, dedupe_key)
+);
+COMMENT ON TABLE sched.dedupe IS 'dedupe keys of unfinished delaysched tasks';
+
+CREATE TABLE sched.pointer (
+	range_id	 int PRIMARY KEY,
+	first_bucket int NOT NULL,
+	last_bucket	 int NOT NULL,
+	pointer		 timestamptz NOT NULL,
+	updated_at	 timestamptz NOT NULL
+);
+COMMENT ON TABLE sched.pointer IS 'persisted delaysched time pointer(s): every task due before pointer has been handled';
+
+-- Bucket-count-dependent objects: partitions and the functions that compute
+-- buckets and ids, with N written in as a constant.
+DO $install$
+DECLARE
+	n int := coalesce(pg_catalog.current_setting('delaysched.buckets', true), '60')::int;
+	i int;
+BEGIN
+	IF n < 1 OR n > 3600 THEN
+		RAISE EXCEPTION 'delaysched.buckets must be between 1 and 3600, not %', n
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	FOR i IN 0 .. n - 1 LOOP
+		EXECUTE pg_catalog.format(
+			'CREATE TABLE sched.%I PARTITION OF sched.task FOR VALUES IN (%s)'
+			' WITH (fillfactor = 80)',
+			'task_' || pg_catalog.lpad(i::text, 4, '0'), i);
+		EXECUTE pg_catalog.format('COMMENT ON TABLE sched.%I IS %L',
+			'task_' || pg_catalog.lpad(i::text, 4, '0'),
+			'delaysched tasks whose run-at second mod ' || n || ' is ' || i);
+		PERFORM pg_catalog.pg_extension_config_dump(
+			pg_catalog.format('sched.%I', 'task_' || pg_catalog.lpad(i::text, 4, '0'))::regclass, '');
+	END LOOP;
+
+	EXECUTE pg_catalog.format($f$
+		CREATE FUNCTION sched._bucket_count() RETURNS int
+		LANGUAGE sql IMMUTABLE PARALLEL SAFE
+		AS 'SELECT %s'$f$, n);
+	EXECUTE pg_catalog.format($f$
+		CREATE FUNCTION sched._bucket(run_at timestamptz) RETURNS smallint
+		LANGUAGE sql IMMUTABLE PARALLEL SAFE
+		AS $b$SELECT (((pg_catalog.floor(EXTRACT(epoch FROM run_at))::bigint %% %s) + %s) %% %s)::smallint$b$
+	$f$, n, n, n);
+	EXECUTE pg_catalog.format($f$
+		CREATE FUNCTION sched._id_bucket(id bigint) RETURNS smallint
+		LANGUAGE sql IMMUTABLE PARALLEL SAFE
+		AS $b$SELECT (id %% %s)::smallint$b$
+	$f$, n);
+	EXECUTE pg_catalog.format($f$
+		CREATE FUNCTION sched._new_id(bucket smallint) RETURNS bigint
+		LANGUAGE sql VOLATILE
+		AS $b$SELECT pg_catalog.nextval('sched.task_seq') * %s + bucket$b$
+	$f$, n);
+
+	INSERT INTO sched.pointer VALUES
+		(0, 0, n - 1, pg_catalog.date_trunc('second', pg_catalog.now()), pg_catalog.now());
+END
+$install$;
+
+COMMENT ON FUNCTION sched._bucket_count() IS 'internal: number of delaysched task partitions';
+COMMENT ON FUNCTION sched._bucket(timestamptz) IS 'internal: the partition of a task due at run_at';
+COMMENT ON FUNCTION sched._id_bucket(bigint) IS 'internal: the partition a task id was first stored in';
+COMMENT ON FUNCTION sched._new_id(smallint) IS 'internal: a new task id for a task stored in bucket';
+
+SELECT pg_catalog.pg_extension_config_dump('sched.biz', '');
+SELECT pg_catalog.pg_extension_config_dump('sched.finished', '');
+SELECT pg_catalog.pg_extension_config_dump('sched.dedupe', '');
+SELECT pg_catalog.pg_extension_config_dump('sched.pointer', '');
+SELECT pg_catalog.pg_extension_config_dump('sched.task_seq', '');
+
+-------------------------------------------------------------------------------
+-- C functions
+-------------------------------------------------------------------------------
+
+CREATE FUNCTION sched._wake(run_at timestamptz) RETURNS void
+LANGUAGE c STRICT VOLATILE
+AS 'MODULE_PATHNAME', 'delaysched_wake';
+COMMENT ON FUNCTION sched._wake(timestamptz) IS 'internal: wake the scanner after commit if run_at is sooner than it planned';
+
+CREATE FUNCTION sched._workers(
+	OUT pid int, OUT role text, OUT holds text, OUT state text,
+	OUT last_tick timestamptz, OUT time_pointer timestamptz, OUT delivered bigint)
+RETURNS record
+LANGUAGE c STRICT VOLATILE
+AS 'MODULE_PATHNAME', 'delaysched_workers';
+COMMENT ON FUNCTION sched._workers() IS 'internal: the workers'' shared-memory status, behind sched.workers';
+
+-------------------------------------------------------------------------------
+-- Validation helpers (all raise clear errors; none returns on bad input)
+-------------------------------------------------------------------------------
+
+CREATE FUNCTION sched._require(value anyelement, what text) RETURNS void
+LANGUAGE plpgsql IMMUTABLE
+AS $$
+BEGIN
+	IF value IS NULL THEN
+		RAISE EXCEPTION '% must not be null', what
+			USING ERRCODE = 'null_value_not_allowed';
+	END IF;
+END
+$$;
+COMMENT ON FUNCTION sched._require(anyelement, text) IS 'internal: refuse a NULL argument';
+
+CREATE FUNCTION sched._check_name(name text, what text, hint text) RETURNS void
+LANGUAGE plpgsql IMMUTABLE
+AS $$
+BEGIN
+	PERFORM sched._require(name, what);
+	IF name !~ '^[a-z_][a-z0-9_]*$' OR pg_catalog.octet_length(name) > 63 THEN
+		RAISE EXCEPTION 'invalid % "%"', what, name
+			USING ERRCODE = 'invalid_name',
+				  DETAIL = 'A ' || what || ' is a lowercase identifier: a letter or underscore, then letters, digits or underscores, at most 63 bytes.',
+				  HINT = hint;
+	END IF;
+END
+$$;
+COMMENT ON FUNCTION sched._check_name(text, text, text) IS 'internal: refuse a name that is not a lowercase identifier';
+
+/*
+ * The business type a task function names, or an error naming it.
+ */
+CREATE FUNCTION sched._biz(biz_type text) RETURNS sched.biz
+LANGUAGE plpgsql STABLE
+AS $$
+DECLARE
+	b sched.biz;
+BEGIN
+	PERFORM sched._require(biz_type, 'biz_type');
+	SELECT * INTO b FROM sched.biz WHERE name = biz_type;
+	IF NOT FOUND THEN
+		RAISE EXCEPTION 'business type "%" does not exist', biz_type
+			USING ERRCODE = 'undefined_object',
+				  HINT = pg_catalog.format('Define it first with SELECT sched.define_biz(%L);', biz_type);
+	END IF;
+	RETURN b;
+END
+$$;
+COMMENT ON FUNCTION sched._biz(text) IS 'internal: look up a business type or raise undefined_object';
+
+CREATE FUNCTION sched._check_interval(value interval, what text, lowest interval, highest interval)
+RETURNS void
+LANGUAGE plpgsql IMMUTABLE
+AS $$
+BEGIN
+	PERFORM sched._require(value, what);
+	IF value < lowest OR value > highest THEN
+		RAISE EXCEPTION '% must be between % and %, not %', what, lowest, highest, value
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+END
+$$;
+COMMENT ON FUNCTION sched._check_interval(interval, text, interval, interval) IS 'internal: refuse an interval outside its range';
+
+/*
+ * Checks shared by every way of adding a task.
+ */
+CREATE FUNCTION sched._check_task(run_at timestamptz, payload jsonb, dedupe_key text)
+RETURNS void
+LANGUAGE plpgsql STABLE
+AS $$
+DECLARE
+	payload_bytes bigint;
+	limit_bytes bigint;
+BEGIN
+	PERFORM sched._require(run_at, 'run_at');
+	IF NOT pg_catalog.isfinite(run_at) THEN
+		RAISE EXCEPTION 'run_at must be a finite timestamp, not %', run_at
+			USING ERRCODE = 'datetime_field_overflow';
+	END IF;
+	PERFORM sched._require(payload, 'payload');
+	payload_bytes := pg_catalog.octet_length(payload::text);
+	limit_bytes := pg_catalog.pg_size_bytes(pg_catalog.current_setting('delaysched.max_payload_size'));
+	IF payload_bytes > limit_bytes THEN
+		RAISE EXCEPTION 'payload is too large'
+			USING ERRCODE = 'program_limit_exceeded',
+				  DETAIL = pg_catalog.format('The payload is %s bytes; delaysched.max_payload_size is %s.',
+											  payload_bytes, pg_catalog.current_setting('delaysched.max_payload_size')),
+				  HINT = 'Store large documents in a table of your own and put their key in the payload.';
+	END IF;
+	IF dedupe_key IS NOT NULL AND (dedupe_key = '' OR pg_catalog.octet_length(dedupe_key) > 512) THEN
+		RAISE EXCEPTION 'dedupe_key must be between 1 and 512 bytes long'
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	IF pg_catalog.current_database() OPERATOR(pg_catalog.<>) pg_catalog.current_setting('delaysched.database') THEN
+		RAISE EXCEPTION 'delaysched does not deliver tasks of database "%"', pg_catalog.current_database()
+			USING ERRCODE = 'object_not_in_prerequisite_state',
+				  DETAIL = pg_catalog.format('delaysched.database is "%s".', pg_catalog.current_setting('delaysched.database')),
+				  HINT = 'Schedule tasks in that database, or set delaysched.database and restart the server.';
+	END IF;
+END
+$$;
+COMMENT ON FUNCTION sched._check_task(timestamptz, jsonb, text) IS 'internal: refuse a task that could not be delivered as asked';
+
+-------------------------------------------------------------------------------
+-- Internal task operations
+-------------------------------------------------------------------------------
+
+/*
+ * Store one validated task; with a dedupe key, return the unfinished task
+ * that already holds the key instead.  Wakes the scanner after commit.
+ */
+CREATE FUNCTION sched._insert(p_biz text, p_run_at timestamptz, p_payload jsonb, p_dedupe_key text)
+RETURNS bigint
+LANGUAGE plpgsql
+AS $$
+DECLARE
+	v_bucket smallint := sched._bucket(p_run_at);
+	v_id bigint := sched._new_id(v_bucket);
+	v_existing bigint;
+BEGIN
+	IF p_dedupe_key IS NOT NULL THEN
+		LOOP
+			INSERT INTO sched.dedupe (biz_type, dedupe_key, task_id)
+				VALUES (p_biz, p_dedupe_key, v_id)
+				ON CONFLICT DO NOTHING;
+			EXIT WHEN FOUND;
+			SELECT d.task_id INTO v_existing FROM sched.dedupe d
+				WHERE d.biz_type = p_biz AND d.dedupe_key = p_dedupe_key;
+			IF FOUND THEN
+				RETURN v_existing;
+			END IF;
+			-- The holder finished between the two statements: try again.
+		END LOOP;
+	END IF;
+
+	INSERT INTO sched.task (id, bucket, biz_type, run_at, payload, dedupe_key, created_at)
+		VALUES (v_id, v_bucket, p_biz, p_run_at, p_payload, p_dedupe_key, pg_catalog.clock_timestamp());
+	PERFORM sched._wake(p_run_at);
+	RETURN v_id;
+END
+$$;
+COMMENT ON FUNCTION sched._insert(text, timestamptz, jsonb, text) IS 'internal: store a validated task';
+
+/*
+ * Lock an unfinished task by id in one of the given states and return its
+ * bucket, or NULL.  Looks first in the bucket the id was created in, then
+ * (for tasks that moved) in every bucket.
+ */
+CREATE FUNCTION sched._lock(p_id bigint, p_states "char"[]) RETURNS smallint
+LANGUAGE plpgsql
+AS $$
+DECLARE
+	v_bucket smallint;
+BEGIN
+	SELECT t.bucket INTO v_bucket FROM sched.task t
+		WHERE t.bucket = sched._id_bucket(p_id) AND t.id = p_id
+		  AND t.state OPERATOR(pg_catalog.=) ANY (p_states)
+		FOR UPDATE;
+	IF NOT FOUND THEN
+		SELECT t.bucket INTO v_bucket FROM sched.task t
+			WHERE t.id = p_id AND t.state OPERATOR(pg_catalog.=) ANY (p_states)
+			FOR UPDATE;
+	END IF;
+	RETURN v_bucket;
+END
+$$;
+COMMENT ON FUNCTION sched._lock(bigint, "char"[]) IS 'internal: find and lock an unfinished task by id';
+
+/*
+ * Move a locked task out of the live table into sched.finished.
+ */
+CREATE FUNCTION sched._finish(p_bucket smallint, p_id bigint, p_state text, p_error text)
+RETURNS void
+LANGUAGE sql
+AS $$
+	WITH gone AS (
+		DELETE FROM sched.task t WHERE t.bucket = p_bucket AND t.id = p_id
+		RETURNING t.*
+	), released AS (
+		DELETE FROM sched.dedupe d USING gone
+		WHERE d.biz_type = gone.biz_type AND d.dedupe_key = gone.dedupe_key AND d.task_id = gone.id
+	)
+	INSERT INTO sched.finished (id, biz_type, run_at, state, attempt, payload, dedupe_key,
+								created_at, delivered_at, finished_at, last_error)
+	SELECT id, biz_type, run_at, p_state, attempt, payload, dedupe_key,
+		   created_at, delivered_at, pg_catalog.clock_timestamp(), coalesce(p_error, last_error)
+	FROM gone;
+$$;
+COMMENT ON FUNCTION sched._finish(smallint, bigint, text, text) IS 'internal: move a task to sched.finished';
+
+/*
+ * Give a locked task a new run_at (and so maybe a new bucket), keeping its
+ * id, as pending.  Delete and insert rather than UPDATE, so that no
+ * concurrent locker ever meets a row moved to another partition.
+ */
+CREATE FUNCTION sched._move(p_bucket smallint, p_id bigint, p_run_at timestamptz, p_error text)
+RETURNS void
+LANGUAGE sql
+AS $$
+	WITH gone AS (
+		DELETE FROM sched.task t WHERE t.bucket = p_bucket AND t.id = p_id
+		RETURNING t.*
+	)
+	INSERT INTO sched.task (id, bucket, biz_type, run_at, state, attempt, payload, dedupe_key,
+							created_at, delivered_at, lease_until, last_error)
+	SELECT id, sched._bucket(p_run_at), biz_type, p_run_at, 'p', attempt, payload, dedupe_key,
+		   created_at, delivered_at, NULL, coalesce(p_error, last_error)
+	FROM gone;
+	SELECT sched._wake(p_run_at);
+$$;
+COMMENT ON FUNCTION sched._move(smallint, bigint, timestamptz, text) IS 'internal: make a locked task pending again at a new time';
+
+/*
+ * The JSON a notify type's LISTENers receive.  NOTIFY payloads must be
+ * shorter than 8000 bytes; a larger message goes without its payload.
+ */
+CREATE FUNCTION sched._message(p_id bigint, p_biz text, p_run_at timestamptz, p_payload jsonb, p_attempt int)
+RETURNS text
+LANGUAGE sql STABLE
+AS $$
+	SELECT CASE WHEN pg_catalog.octet_length(full_message) < 8000 THEN full_message
+		   ELSE pg_catalog.json_build_object('id', p_id, 'biz_type', p_biz, 'run_at', p_run_at,
+											 'payload_omitted', true, 'attempt', p_attempt)::text
+		   END
+	FROM (SELECT pg_catalog.json_build_object('id', p_id, 'biz_type', p_biz, 'run_at', p_run_at,
+											  'payload', p_payload, 'attempt', p_attempt)::text) AS m(full_message);
+$$;
+COMMENT ON FUNCTION sched._message(bigint, text, timestamptz, jsonb, int) IS 'internal: the NOTIFY payload of a delivery';
+
+CREATE FUNCTION sched._announcement(p_biz text) RETURNS text
+LANGUAGE sql IMMUTABLE
+AS $$ SELECT pg_catalog.json_build_object('biz_type', p_biz, 'ready', true)::text $$;
+COMMENT ON FUNCTION sched._announcement(text) IS 'internal: the NOTIFY payload announcing due tasks of a pull type';
+
+-------------------------------------------------------------------------------
+-- The scanner's statements (called by the worker, see src/worker.c)
+-------------------------------------------------------------------------------
+
+/*
+ * Deliver up to p_batch due pending tasks of one bucket with
+ * p_lo <= run_at < p_hi and run_at <= p_now, in run-at order: notify types
+ * are leased and their message queued; pull types are marked ready and
+ * their channel told.  Rows another transaction holds are skipped.  The
+ * NOTIFYs go out when the caller's transaction commits, with the state
+ * change.  Returns how many tasks it took.
+ */
+CREATE FUNCTION sched._deliver_bucket(p_bucket smallint, p_lo timestamptz, p_hi timestamptz,
+									  p_now timestamptz, p_batch int)
+RETURNS int
+LANGUAGE plpgsql
+AS $$
+DECLARE
+	r record;
+	n int := 0;
+BEGIN
+	FOR r IN
+		WITH due AS (
+			SELECT t.id FROM sched.task t
+			WHERE t.bucket = p_bucket AND t.state = 'p'
+			  AND t.run_at >= p_lo AND t.run_at < p_hi AND t.run_at <= p_now
+			ORDER BY t.run_at, t.id
+			LIMIT p_batch
+			FOR UPDATE SKIP LOCKED
+		), taken AS (
+			UPDATE sched.task t SET
+				state = CASE WHEN b.delivery = 'pull' THEN 'r' ELSE 'd' END::"char",
+				attempt = t.attempt + CASE WHEN b.delivery = 'pull' THEN 0 ELSE 1 END,
+				delivered_at = CASE WHEN b.delivery = 'pull' THEN t.delivered_at
+									ELSE pg_catalog.clock_timestamp() END,
+				lease_until = CASE WHEN b.delivery = 'pull' THEN NULL
+								   ELSE pg_catalog.clock_timestamp() + b.ack_timeout END
+			FROM due, sched.biz b
+			WHERE t.bucket = p_bucket AND t.id = due.id AND b.name = t.biz_type
+			RETURNING t.id, t.biz_type, t.run_at, t.payload, t.attempt, b.channel, b.delivery
+		)
+		SELECT * FROM taken ORDER BY run_at, id
+	LOOP
+		IF r.delivery = 'pull' THEN
+			-- Identical notifications in one transaction are folded into one.
+			PERFORM pg_catalog.pg_notify(r.channel, sched._announcement(r.biz_type));
+		ELSE
+			PERFORM pg_catalog.pg_notify(r.channel,
+				sched._message(r.id, r.biz_type, r.run_at, r.payload, r.attempt));
+		END IF;
+		n := n + 1;
+	END LOOP;
+	RETURN n;
+END
+$$;
+COMMENT ON FUNCTION sched._deliver_bucket(smallint, timestamptz, timestamptz, timestamptz, int) IS 'internal: deliver due tasks of one bucket';
+
+/*
+ * The walk.  The pointer is the start of the first second not yet fully
+ * handled.  Find the earliest pending task at or after it; if it is due,
+ * deliver its second (up to p_batch tasks) and move the pointer past that
+ * second once the second is over and drained; if nothing is due, move the
+ * pointer up to the current second.  Returns what was delivered, the new
+ * pointer and when to look next (p_now itself when there is more to do).
+ */
+CREATE FUNCTION sched._walk(p_now timestamptz, p_batch int,
+							OUT delivered int, OUT time_pointer timestamptz, OUT next_due timestamptz)
+LANGUAGE plpgsql
+AS $$
+DECLARE
+	v_pointer timestamptz;
+	v_next timestamptz;
+	v_second timestamptz;
+	v_now_second timestamptz := pg_catalog.date_trunc('second', p_now);
+BEGIN
+	SELECT p.pointer INTO v_pointer FROM sched.pointer p WHERE p.range_id = 0 FOR UPDATE;
+	delivered := 0;
+
+	SELECT pg_catalog.min(t.run_at) INTO v_next FROM sched.task t
+		WHERE t.state = 'p' AND t.run_at >= v_pointer;
+
+	IF v_next IS NULL OR v_next > p_now THEN
+		-- Every second from the pointer up to now is empty.
+		time_pointer := GREATEST(v_pointer, v_now_second);
+		next_due := v_next;
+	ELSE
+		v_second := pg_catalog.date_trunc('second', v_next);
+		delivered := sched._deliver_bucket(sched._bucket(v_second), v_second,
+										   v_second + interval '1 second', p_now, p_batch);
+		IF delivered < p_batch AND v_second < v_now_second THEN
+			time_pointer := v_second + interval '1 second';
+		ELSE
+			time_pointer := v_second;
+		END IF;
+
+		IF delivered >= p_batch OR time_pointer < v_now_second THEN
+			next_due := p_now;
+		ELSE
+			-- The current second is drained up to now (rows others hold excepted).
+			SELECT pg_catalog.min(t.run_at) INTO next_due FROM sched.task t
+				WHERE t.state = 'p' AND t.run_at > p_now;
+		END IF;
+	END IF;
+
+	IF time_pointer > v_pointer THEN
+		UPDATE sched.pointer p SET pointer = time_pointer, updated_at = pg_catalog.clock_timestamp()
+			WHERE p.range_id = 0;
+	ELSE
+		time_pointer := v_pointer;
+	END IF;
+END
+$$;
+COMMENT ON FUNCTION sched._walk(timestamptz, int) IS 'internal: advance the time pointer, delivering what falls due';
+
+/*
+ * The backstop: deliver pending tasks behind the pointer (added after their
+ * second was walked, or returned by a transaction that rolled back), oldest
+ * bucket first.
+ */
+CREATE FUNCTION sched._deliver_late(p_pointer timestamptz, p_now timestamptz, p_batch int)
+RETURNS int
+LANGUAGE plpgsql
+AS $$
+DECLARE
+	v_bucket smallint;
+	n int := 0;
+	taken int;
+BEGIN
+	WHILE n < p_batch LOOP
+		SELECT t.bucket INTO v_bucket FROM sched.task t
+			WHERE t.state = 'p' AND t.run_at < p_pointer
+			ORDER BY t.run_at LIMIT 1;
+		EXIT WHEN NOT FOUND;
+		taken := sched._deliver_bucket(v_bucket, '-infinity', p_pointer, p_now, p_batch - n);
+		EXIT WHEN taken = 0;	-- all held by other transactions
+		n := n + taken;
+	END LOOP;
+	RETURN n;
+END
+$$;
+COMMENT ON FUNCTION sched._deliver_late(timestamptz, timestamptz, int) IS 'internal: deliver pending tasks behind the time pointer';
+
+/*
+ * Deliveries whose lease ran out: redeliver (attempt + 1), make pull tasks
+ * claimable again, or declare dead after max_attempts.
+ */
+CREATE FUNCTION sched._expire_leases(p_now timestamptz, p_batch int)
+RETURNS int
+LANGUAGE plpgsql
+AS $$
+DECLARE
+	r record;
+	n int := 0;
+	v_error text;
+BEGIN
+	FOR r IN
+		SELECT t.bucket, t.id, t.biz_type, t.run_at, t.payload, t.attempt,
+			   b.delivery, b.channel, b.max_attempts, b.ack_timeout
+		FROM sched.task t JOIN sched.biz b ON b.name = t.biz_type
+		WHERE t.state = 'd' AND t.lease_until <= p_now
+		ORDER BY t.lease_until
+		LIMIT p_batch
+		FOR UPDATE OF t SKIP LOCKED
+	LOOP
+		v_error := pg_catalog.format('not acknowledged within %s (attempt %s of %s)',
+									 r.ack_timeout, r.attempt, r.max_attempts);
+		IF r.attempt >= r.max_attempts THEN
+			PERFORM sched._finish(r.bucket, r.id, 'dead', v_error);
+		ELSIF r.delivery = 'pull' THEN
+			UPDATE sched.task t SET state = 'r', lease_until = NULL, last_error = v_error
+				WHERE t.bucket = r.bucket AND t.id = r.id;
+			PERFORM pg_catalog.pg_notify(r.channel, sched._announcement(r.biz_type));
+		ELSE
+			UPDATE sched.task t SET attempt = t.attempt + 1,
+					delivered_at = pg_catalog.clock_timestamp(),
+					lease_until = pg_catalog.clock_timestamp() + r.ack_timeout,
+					last_error = v_error
+				WHERE t.bucket = r.bucket AND t.id = r.id;
+			PERFORM pg_catalog.pg_notify(r.channel,
+				sched._message(r.id, r.biz_type, r.run_at, r.payload, r.attempt + 1));
+		END IF;
+		n := n + 1;
+	END LOOP;
+	RETURN n;
+END
+$$;
+COMMENT ON FUNCTION sched._expire_leases(timestamptz, int) IS 'internal: redeliver or kill deliveries whose ack timeout passed';
+
+/*
+ * Remove finished tasks past their retention, a batch at a time.
+ */
+CREATE FUNCTION sched._purge(p_now timestamptz, p_retention_s int, p_dead_retention_s int, p_batch int)
+RETURNS int
+LANGUAGE sql
+AS $$
+	WITH old AS (
+		SELECT f.id FROM sched.finished f
+		WHERE f.finished_at < p_now - pg_catalog.make_interval(secs => LEAST(p_retention_s, p_dead_retention_s))
+		  AND f.finished_at < p_now - pg_catalog.make_interval(secs =>
+				CASE WHEN f.state = 'dead' THEN p_dead_retention_s ELSE p_retention_s END)
+		ORDER BY f.finished_at
+		LIMIT p_batch
+	), gone AS (
+		DELETE FROM sched.finished f USING old WHERE f.id = old.id RETURNING 1
+	)
+	SELECT pg_catalog.count(*)::int FROM gone;
+$$;
+COMMENT ON FUNCTION sched._purge(timestamptz, int, int, int) IS 'internal: remove finished tasks past their retention';
+
+/*
+ * One tick of the scanner, in the worker's transaction.
+ */
+CREATE FUNCTION sched._tick(p_now timestamptz, p_batch int, p_sweep boolean,
+							p_retention_s int, p_dead_retention_s int,
+							OUT delivered bigint, OUT time_pointer timestamptz,
+							OUT next_due timestamptz, OUT next_lease timestamptz)
+LANGUAGE plpgsql
+AS $$
+DECLARE
+	w record;
+	late int;
+	expired int;
+BEGIN
+	SELECT * INTO w FROM sched._walk(p_now, p_batch);
+	delivered := w.delivered;
+	time_pointer := w.time_pointer;
+	next_due := w.next_due;
+
+	IF p_sweep THEN
+		IF delivered < p_batch THEN
+			late := sched._deliver_late(time_pointer, p_now, p_batch - delivered::int);
+			delivered := delivered + late;
+			IF delivered >= p_batch THEN
+				next_due := p_now;
+			END IF;
+		END IF;
+
+		expired := sched._expire_leases(p_now, p_batch);
+		IF expired >= p_batch THEN
+			next_lease := p_now;
+		ELSE
+			SELECT pg_catalog.min(t.lease_until) INTO next_lease FROM sched.task t
+				WHERE t.state = 'd';
+		END IF;
+
+		PERFORM sched._purge(p_now, p_retention_s, p_dead_retention_s, p_batch);
+	END IF;
+END
+$$;
+COMMENT ON FUNCTION sched._tick(timestamptz, int, boolean, int, int) IS 'internal: one tick of the scanner worker';
+
+-------------------------------------------------------------------------------
+-- Public functions: business types (administrators)
+-------------------------------------------------------------------------------
+
+CREATE FUNCTION sched.define_biz(
+	name text,
+	delivery text DEFAULT 'notify',
+	channel text DEFAULT NULL,
+	max_attempts int DEFAULT 10,
+	ack_timeout interval DEFAULT '30 seconds')
+RETURNS void
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+	v_channel text := coalesce(channel, name);
+BEGIN
+	PERFORM sched._check_name(name, 'business type name',
+		'Use a lowercase identifier such as ''order_timeout''.');
+	PERFORM sched._require(delivery, 'delivery');
+	IF delivery = 'http' THEN
+		RAISE EXCEPTION 'delivery ''http'' is not supported yet'
+			USING ERRCODE = 'feature_not_supported',
+				  HINT = 'Use delivery ''notify'' or ''pull''.';
+	ELSIF delivery NOT IN ('notify', 'pull') THEN
+		RAISE EXCEPTION 'invalid delivery "%"', delivery
+			USING ERRCODE = 'invalid_parameter_value',
+				  HINT = 'delivery is ''notify'' (push to LISTENers) or ''pull'' (announce, then sched.claim).';
+	END IF;
+	PERFORM sched._check_name(v_channel, 'channel name',
+		'LISTEN folds unquoted names to lower case, so a channel is a lowercase identifier.');
+	PERFORM sched._require(max_attempts, 'max_attempts');
+	IF max_attempts < 1 OR max_attempts > 1000 THEN
+		RAISE EXCEPTION 'max_attempts must be between 1 and 1000, not %', max_attempts
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	PERFORM sched._check_interval(ack_timeout, 'ack_timeout', interval '1 second', interval '7 days');
+
+	INSERT INTO sched.biz AS b (name, delivery, channel, max_attempts, ack_timeout)
+		VALUES (name, delivery, v_channel, max_attempts, ack_timeout)
+	ON CONFLICT ON CONSTRAINT biz_pkey DO UPDATE
+		SET delivery = excluded.delivery, channel = excluded.channel,
+			max_attempts = excluded.max_attempts, ack_timeout = excluded.ack_timeout,
+			updated_at = now();
+END
+$$;
+COMMENT ON FUNCTION sched.define_biz(text, text, text, int, interval) IS 'create or replace a delaysched business type';
+
+CREATE FUNCTION sched.drop_biz(name text, cancel_tasks boolean DEFAULT false)
+RETURNS bigint
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+	v_unfinished bigint;
+	r record;
+BEGIN
+	PERFORM sched._require(cancel_tasks, 'cancel_tasks');
+	PERFORM sched._biz(name);
+	-- Lock the type so that no add slips in between the count and the delete.
+	PERFORM 1 FROM sched.biz b WHERE b.name = drop_biz.name FOR UPDATE;
+	SELECT count(*) INTO v_unfinished FROM sched.task t WHERE t.biz_type = drop_biz.name;
+	IF v_unfinished > 0 AND NOT cancel_tasks THEN
+		RAISE EXCEPTION 'business type "%" still has % unfinished tasks', name, v_unfinished
+			USING ERRCODE = 'object_in_use',
+				  HINT = pg_catalog.format('Wait for them, or cancel them with SELECT sched.drop_biz(%L, cancel_tasks => true);', name);
+	END IF;
+	FOR r IN SELECT t.bucket, t.id FROM sched.task t WHERE t.biz_type = drop_biz.name FOR UPDATE LOOP
+		PERFORM sched._finish(r.bucket, r.id, 'cancelled', 'business type dropped');
+	END LOOP;
+	DELETE FROM sched.biz b WHERE b.name = drop_biz.name;
+	RETURN v_unfinished;
+END
+$$;
+COMMENT ON FUNCTION sched.drop_biz(text, boolean) IS 'drop a delaysched business type; with cancel_tasks, cancel its unfinished tasks';
+
+-------------------------------------------------------------------------------
+-- Public functions: tasks
+-------------------------------------------------------------------------------
+
+CREATE FUNCTION sched.add(biz_type text, run_at timestamptz, payload jsonb DEFAULT '{}',
+						  dedupe_key text DEFAULT NULL)
+RETURNS bigint
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+	PERFORM sched._biz(biz_type);
+	PERFORM sched._check_task(run_at, payload, dedupe_key);
+	RETURN sched._insert(biz_type, run_at, payload, dedupe_key);
+END
+$$;
+COMMENT ON FUNCTION sched.add(text, timestamptz, jsonb, text) IS 'schedule a task for run_at; returns its id';
+
+CREATE FUNCTION sched.add_after(biz_type text, delay interval, payload jsonb DEFAULT '{}',
+								dedupe_key text DEFAULT NULL)
+RETURNS bigint
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+	PERFORM sched._require(delay, 'delay');
+	IF delay < interval '0' THEN
+		RAISE EXCEPTION 'delay must not be negative, not %', delay
+			USING ERRCODE = 'invalid_parameter_value',
+				  HINT = 'Use a delay of zero to deliver at once.';
+	END IF;
+	RETURN sched.add(biz_type, clock_timestamp() + delay, payload, dedupe_key);
+END
+$$;
+COMMENT ON FUNCTION sched.add_after(text, interval, jsonb, text) IS 'schedule a task for delay from now (the clock, not the transaction start); returns its id';
+
+CREATE FUNCTION sched.add_many(biz_type text, run_ats timestamptz[], payloads jsonb[] DEFAULT NULL,
+							   dedupe_keys text[] DEFAULT NULL)
+RETURNS SETOF bigint
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	n int;
+	i int;
+	v_min timestamptz;
+BEGIN
+	PERFORM sched._biz(biz_type);
+	PERFORM sched._require(run_ats, 'run_ats');
+	n := coalesce(cardinality(run_ats), 0);
+	IF payloads IS NOT NULL AND cardinality(payloads) <> n THEN
+		RAISE EXCEPTION 'payloads has % elements but run_ats has %', cardinality(payloads), n
+			USING ERRCODE = 'array_subscript_error';
+	END IF;
+	IF dedupe_keys IS NOT NULL AND cardinality(dedupe_keys) <> n THEN
+		RAISE EXCEPTION 'dedupe_keys has % elements but run_ats has %', cardinality(dedupe_keys), n
+			USING ERRCODE = 'array_subscript_error';
+	END IF;
+	IF n = 0 THEN
+		RETURN;
+	END IF;
+
+	-- Validate everything before storing anything.
+	FOR i IN 1 .. n LOOP
+		PERFORM sched._check_task(run_ats[i], coalesce(payloads[i], CASE WHEN payloads IS NULL THEN '{}'::jsonb END),
+								  dedupe_keys[i]);
+	END LOOP;
+
+	IF dedupe_keys IS NOT NULL THEN
+		FOR i IN 1 .. n LOOP
+			RETURN NEXT sched._insert(biz_type, run_ats[i], coalesce(payloads[i], '{}'), dedupe_keys[i]);
+		END LOOP;
+		RETURN;
+	END IF;
+
+	-- The set-based path: one INSERT for the whole batch.
+	RETURN QUERY
+	WITH input AS (
+		SELECT u.run_at, coalesce(u.payload, '{}'::jsonb) AS payload, u.ord,
+			   sched._bucket(u.run_at) AS bucket
+		FROM unnest(run_ats, payloads) WITH ORDINALITY AS u(run_at, payload, ord)
+	), stored AS (
+		INSERT INTO sched.task (id, bucket, biz_type, run_at, payload, created_at)
+		SELECT sched._new_id(input.bucket), input.bucket, add_many.biz_type, input.run_at,
+			   input.payload, clock_timestamp()
+		FROM input ORDER BY input.ord
+		RETURNING id
+	)
+	SELECT stored.id FROM stored;
+
+	SELECT min(r) INTO v_min FROM unnest(run_ats) AS r;
+	PERFORM sched._wake(v_min);
+END
+$$;
+COMMENT ON FUNCTION sched.add_many(text, timestamptz[], jsonb[], text[]) IS 'schedule many tasks of one type in one statement; returns their ids in input order';
+
+CREATE FUNCTION sched.cancel(id bigint) RETURNS boolean
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	v_bucket smallint;
+BEGIN
+	PERFORM sched._require(id, 'id');
+	v_bucket := sched._lock(id, '{p,r}');
+	IF v_bucket IS NULL THEN
+		RETURN false;
+	END IF;
+	PERFORM sched._finish(v_bucket, id, 'cancelled', NULL);
+	RETURN true;
+END
+$$;
+COMMENT ON FUNCTION sched.cancel(bigint) IS 'cancel a pending task; false if there was no pending task with this id';
+
+CREATE FUNCTION sched.reschedule(id bigint, run_at timestamptz) RETURNS boolean
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	v_bucket smallint;
+BEGIN
+	PERFORM sched._require(id, 'id');
+	PERFORM sched._check_task(run_at, '{}', NULL);
+	v_bucket := sched._lock(id, '{p,r}');
+	IF v_bucket IS NULL THEN
+		RETURN false;
+	END IF;
+	PERFORM sched._move(v_bucket, id, run_at, NULL);
+	RETURN true;
+END
+$$;
+COMMENT ON FUNCTION sched.reschedule(bigint, timestamptz) IS 'move a pending task to a new run_at; false if there was no pending task with this id';
+
+CREATE FUNCTION sched.ack(id bigint) RETURNS boolean
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	v_bucket smallint;
+BEGIN
+	PERFORM sched._require(id, 'id');
+	v_bucket := sched._lock(id, '{d}');
+	IF v_bucket IS NULL THEN
+		RETURN false;
+	END IF;
+	PERFORM sched._finish(v_bucket, id, 'done', NULL);
+	RETURN true;
+END
+$$;
+COMMENT ON FUNCTION sched.ack(bigint) IS 'acknowledge a delivered task: it is done; false if no delivery of this id awaits acknowledgement';
+
+CREATE FUNCTION sched.ack_many(ids bigint[]) RETURNS int
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	v_id bigint;
+	n int := 0;
+BEGIN
+	PERFORM sched._require(ids, 'ids');
+	FOREACH v_id IN ARRAY ids LOOP
+		IF v_id IS NOT NULL AND sched.ack(v_id) THEN
+			n := n + 1;
+		END IF;
+	END LOOP;
+	RETURN n;
+END
+$$;
+COMMENT ON FUNCTION sched.ack_many(bigint[]) IS 'acknowledge several delivered tasks; returns how many awaited acknowledgement';
+
+CREATE FUNCTION sched.nack(id bigint, retry_in interval DEFAULT NULL, error text DEFAULT NULL)
+RETURNS boolean
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	v_bucket smallint;
+	t record;
+	v_delay interval;
+BEGIN
+	PERFORM sched._require(id, 'id');
+	IF retry_in IS NOT NULL THEN
+		PERFORM sched._check_interval(retry_in, 'retry_in', interval '0', interval '1 year');
+	END IF;
+	v_bucket := sched._lock(id, '{d}');
+	IF v_bucket IS NULL THEN
+		RETURN false;
+	END IF;
+	SELECT k.attempt, b.max_attempts INTO t
+		FROM sched.task k JOIN sched.biz b ON b.name = k.biz_type
+		WHERE k.bucket = v_bucket AND k.id = nack.id;
+	IF t.attempt >= t.max_attempts THEN
+		PERFORM sched._finish(v_bucket, id,  'dead',
+			format('%s (attempt %s of %s)', coalesce(error, 'negative acknowledgement'), t.attempt, t.max_attempts));
+	ELSE
+		-- Without retry_in: 1 s, 2 s, 4 s ... capped at one hour.
+		v_delay := coalesce(retry_in,
+							LEAST(interval '1 second' * power(2, LEAST(t.attempt - 1, 12)), interval '1 hour'));
+		PERFORM sched._move(v_bucket, id, clock_timestamp() + v_delay,
+							coalesce(error, 'negative acknowledgement'));
+	END IF;
+	RETURN true;
+END
+$$;
+COMMENT ON FUNCTION sched.nack(bigint, interval, text) IS 'report a failed delivery: retry later, or dead after max_attempts; false if no delivery of this id awaits acknowledgement';
+
+CREATE FUNCTION sched.claim(biz_type text, max_tasks int DEFAULT 100)
+RETURNS TABLE(id bigint, biz_type text, run_at timestamptz, payload jsonb, attempt int)
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+	b sched.biz := sched._biz(claim.biz_type);
+	v_now timestamptz := clock_timestamp();
+BEGIN
+	PERFORM sched._require(max_tasks, 'max_tasks');
+	IF max_tasks < 1 OR max_tasks > 10000 THEN
+		RAISE EXCEPTION 'max_tasks must be between 1 and 10000, not %', max_tasks
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	RETURN QUERY
+	WITH chosen AS (
+		SELECT t.bucket, t.id FROM sched.task t
+		WHERE t.biz_type = b.name AND t.state IN ('p', 'r') AND t.run_at <= v_now
+		ORDER BY t.run_at, t.id
+		LIMIT max_tasks
+		FOR UPDATE SKIP LOCKED
+	), leased AS (
+		UPDATE sched.task t SET state = 'd', attempt = t.attempt + 1,
+				delivered_at = v_now, lease_until = v_now + b.ack_timeout
+		FROM chosen
+		WHERE t.bucket = chosen.bucket AND t.id = chosen.id
+		RETURNING t.id, t.biz_type, t.run_at, t.payload, t.attempt
+	)
+	SELECT l.id, l.biz_type, l.run_at, l.payload, l.attempt FROM leased l ORDER BY l.run_at, l.id;
+END
+$$;
+COMMENT ON FUNCTION sched.claim(text, int) IS 'take up to max_tasks due tasks of a type, each leased for the type''s ack_timeout';
+
+CREATE FUNCTION sched.retry(id bigint) RETURNS boolean
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+	f sched.finished;
+	v_now timestamptz := clock_timestamp();
+	v_bucket smallint := sched._bucket(v_now);
+BEGIN
+	PERFORM sched._require(retry.id, 'id');
+	DELETE FROM sched.finished x WHERE x.id = retry.id AND x.state = 'dead' RETURNING * INTO f;
+	IF NOT FOUND THEN
+		RETURN false;
+	END IF;
+	PERFORM sched._biz(f.biz_type);
+	IF f.dedupe_key IS NOT NULL THEN
+		INSERT INTO sched.dedupe (biz_type, dedupe_key, task_id)
+			VALUES (f.biz_type, f.dedupe_key, f.id) ON CONFLICT DO NOTHING;
+		IF NOT FOUND THEN
+			RAISE EXCEPTION 'dedupe key "%" of business type "%" is held by another unfinished task', f.dedupe_key, f.biz_type
+				USING ERRCODE = 'unique_violation';
+		END IF;
+	END IF;
+	INSERT INTO sched.task (id, bucket, biz_type, run_at, state, attempt, payload, dedupe_key,
+							created_at, delivered_at, last_error)
+		VALUES (f.id, v_bucket, f.biz_type, v_now, 'p', 0, f.payload, f.dedupe_key,
+				f.created_at, f.delivered_at, f.last_error);
+	PERFORM sched._wake(v_now);
+	RETURN true;
+END
+$$;
+COMMENT ON FUNCTION sched.retry(bigint) IS 'revive a dead task: pending now, attempts counted from zero; false if no dead task has this id';
+
+-------------------------------------------------------------------------------
+-- Views
+-------------------------------------------------------------------------------
+
+CREATE VIEW sched.tasks AS
+	SELECT t.id, t.biz_type, t.run_at,
+		   CASE t.state WHEN 'd' THEN 'delivered' ELSE 'pending' END AS state,
+		   t.attempt, t.payload, t.dedupe_key, t.created_at, t.delivered_at, t.last_error,
+		   t.lease_until, NULL::timestamptz AS finished_at
+	FROM sched.task t
+	UNION ALL
+	SELECT f.id, f.biz_type, f.run_at, f.state, f.attempt, f.payload, f.dedupe_key,
+		   f.created_at, f.delivered_at, f.last_error, NULL::timestamptz, f.finished_at
+	FROM sched.finished f;
+COMMENT ON VIEW sched.tasks IS 'every delaysched task: unfinished ones, and finished ones within their retention';
+
+CREATE VIEW sched.biz_stats AS
+	WITH live AS (
+		SELECT t.biz_type,
+			   count(*) FILTER (WHERE t.state IN ('p', 'r')) AS pending,
+			   count(*) FILTER (WHERE t.state IN ('p', 'r') AND t.run_at <= now()) AS due_now,
+			   count(*) FILTER (WHERE t.state = 'd') AS awaiting_ack
+		FROM sched.task t GROUP BY t.biz_type
+	), fin AS (
+		SELECT f.biz_type,
+			   count(*) FILTER (WHERE f.state = 'done') AS done,
+			   count(*) FILTER (WHERE f.state = 'dead') AS dead
+		FROM sched.finished f GROUP BY f.biz_type
+	), recent AS (
+		SELECT t.biz_type, t.attempt, t.delivered_at - t.run_at AS lateness
+		FROM sched.task t
+		WHERE t.state = 'd' AND t.delivered_at >= now() - interval '1 minute'
+		UNION ALL
+		SELECT f.biz_type, f.attempt, f.delivered_at - f.run_at
+		FROM sched.finished f
+		WHERE f.delivered_at >= now() - interval '1 minute'
+	), rates AS (
+		SELECT r.biz_type,
+			   round(count(*) / 60.0, 2) AS delivered_per_sec,
+			   percentile_cont(0.5) WITHIN GROUP (ORDER BY r.lateness) FILTER (WHERE r.attempt = 1) AS lateness_p50,
+			   percentile_cont(0.99) WITHIN GROUP (ORDER BY r.lateness) FILTER (WHERE r.attempt = 1) AS lateness_p99
+		FROM recent r GROUP BY r.biz_type
+	)
+	SELECT b.name AS biz_type, b.delivery, b.channel,
+		   coalesce(live.pending, 0) AS pending,
+		   coalesce(live.due_now, 0) AS due_now,
+		   coalesce(live.awaiting_ack, 0) AS awaiting_ack,
+		   coalesce(fin.done, 0) AS done,
+		   coalesce(fin.dead, 0) AS dead,
+		   coalesce(rates.delivered_per_sec, 0) AS delivered_per_sec,
+		   rates.lateness_p50,
+		   rates.lateness_p99
+	FROM sched.biz b
+	LEFT JOIN live ON live.biz_type = b.name
+	LEFT JOIN fin ON fin.biz_type = b.name
+	LEFT JOIN rates ON rates.biz_type = b.name;
+COMMENT ON VIEW sched.biz_stats IS 'per business type: task counts, delivery rate and lateness over the last minute';
+
+CREATE VIEW sched.workers AS
+	SELECT w.pid, w.role, w.holds, w.state, w.last_tick, w.time_pointer, w.delivered
+	FROM sched._workers() w;
+COMMENT ON VIEW sched.workers IS 'the delaysched background workers and what they hold';
+
+CREATE VIEW sched.time_pointer AS
+	SELECT p.range_id, p.first_bucket, p.last_bucket, p.pointer, p.updated_at,
+		   now() - p.pointer AS lag
+	FROM sched.pointer p;
+COMMENT ON VIEW sched.time_pointer IS 'the persisted time pointer(s) and how far behind now they are';
+
+-------------------------------------------------------------------------------
+-- Privileges: nothing for PUBLIC; administrators grant what roles need
+-- (see doc/privileges.md).
+-------------------------------------------------------------------------------
+
+REVOKE ALL ON ALL TABLES IN SCHEMA sched FROM PUBLIC;
+REVOKE ALL ON ALL SEQUENCES IN SCHEMA sched FROM PUBLIC;
+REVOKE ALL ON ALL FUNCTIONS IN SCHEMA sched FROM PUBLIC;
+
+-- Wake a scanner that was waiting for the extension to appear.
+SELECT sched._wake('-infinity');

@@ -1,0 +1,54 @@
+# scripts/lib.sh: what the demo and the test runner share.
+#
+# Sourced, not run.  Installs the packages delaysched needs (as root, from
+# Debian's archive), builds and installs the extension, and runs commands as
+# the unprivileged user that PostgreSQL insists on.
+
+PG_MAJOR=${PG_MAJOR:-15}
+PG_BINDIR=/usr/lib/postgresql/$PG_MAJOR/bin
+PG_USER=${PG_USER:-postgres}
+PACKAGES="make gcc libc6-dev postgresql-$PG_MAJOR postgresql-server-dev-$PG_MAJOR libpq-dev libipc-run-perl"
+
+log() { printf '==> %s\n' "$*" >&2; }
+
+# Install whatever of $PACKAGES is missing (apt-get update first).
+ensure_packages() {
+	local missing=""
+	for p in $PACKAGES; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+	done
+	[ -z "$missing" ] && return 0
+	if [ "$(id -u)" -ne 0 ]; then
+		echo "missing packages:$missing (run as root to install them)" >&2
+		return 1
+	fi
+	log "installing$missing"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq
+	apt-get install -y -qq --no-install-recommends $missing >/dev/null
+}
+
+# Build and install the extension and the LISTEN client from $1.
+build_and_install() {
+	log "building and installing delaysched"
+	make -C "$1" -s PG_CONFIG="$PG_BINDIR/pg_config" >/dev/null
+	make -C "$1" -s PG_CONFIG="$PG_BINDIR/pg_config" install >/dev/null
+}
+
+# Run a command as $PG_USER (PostgreSQL refuses to run as root).
+as_pg_user() {
+	if [ "$(id -u)" -eq 0 ]; then
+		runuser -u "$PG_USER" -- env PATH="$PG_BINDIR:$PATH" "$@"
+	else
+		env PATH="$PG_BINDIR:$PATH" "$@"
+	fi
+}
+
+# A fresh directory the test user owns, holding a copy of the tree $1.
+copy_tree_for_pg_user() {
+	local dir
+	dir=$(mktemp -d /tmp/delaysched.XXXXXX)
+	cp -a "$1/." "$dir/"
+	[ "$(id -u)" -eq 0 ] && chown -R "$PG_USER" "$dir"
+	echo "$dir"
+}

@@ -1,0 +1,51 @@
+/*-------------------------------------------------------------------------
+ *
+ * delaysched.c
+ *		Entry point of the delaysched extension: checks that the library is
+ *		preloaded, then defines the parameters, asks for shared memory and
+ *		registers the scanner worker.
+ *
+ * Layout of src/:
+ *	 guc.c			the delaysched.* parameters
+ *	 shmem.c		shared memory (the scanner's latch, wake-up time, status)
+ *	 wake.c			sched._wake(): wake the scanner after a commit
+ *	 worker.c		the scanner worker's loop
+ *	 worker_views.c	sched._workers(), behind the sched.workers view
+ *	 compat.h		every PostgreSQL version check
+ *
+ * The task store and the delivery statements are SQL, in
+ * delaysched--<version>.sql.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "fmgr.h"
+#include "miscadmin.h"
+
+#include "compat.h"
+#include "guc.h"
+#include "shmem.h"
+#include "worker.h"
+
+PG_MODULE_MAGIC;
+
+void		_PG_init(void);
+
+void
+_PG_init(void)
+{
+	/* pg_upgrade loads libraries to check them; do nothing then. */
+	if (IsBinaryUpgrade)
+		return;
+
+	if (!process_shared_preload_libraries_in_progress)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("delaysched must be loaded via \"shared_preload_libraries\""),
+				 errhint("Add delaysched to shared_preload_libraries in postgresql.conf and restart the server.")));
+
+	delaysched_define_gucs();
+	delaysched_shmem_register();
+	delaysched_register_scanner();
+}

@@ -1,0 +1,102 @@
+/*-------------------------------------------------------------------------
+ *
+ * guc.c
+ *		Definitions of the delaysched.* configuration parameters.
+ *
+ * Every parameter is documented in doc/configuration.md; keep the two in
+ * step.  Parameters the worker reads are PGC_SIGHUP so that a reload changes
+ * them without a restart, except delaysched.database, which decides what the
+ * worker connects to and so needs a restart.  The SQL functions read
+ * delaysched.buckets and delaysched.max_payload_size with current_setting().
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <limits.h>
+
+#include "utils/guc.h"
+
+#include "compat.h"
+#include "guc.h"
+
+char	   *delaysched_database = NULL;
+int			delaysched_batch_size = 1000;
+int			delaysched_sweep_interval_ms = 1000;
+int			delaysched_retention_s = 3600;
+int			delaysched_dead_retention_s = 7 * 24 * 3600;
+int			delaysched_buckets = 60;
+int			delaysched_max_payload_kb = 1024;
+
+/*
+ * Define every delaysched.* parameter.  Called once from _PG_init.
+ */
+void
+delaysched_define_gucs(void)
+{
+	DefineCustomStringVariable("delaysched.database",
+							   "Database whose tasks the delaysched workers deliver.",
+							   "sched.add refuses to schedule tasks in any other database.",
+							   &delaysched_database,
+							   "postgres",
+							   PGC_POSTMASTER,
+							   0,
+							   NULL, NULL, NULL);
+
+	DefineCustomIntVariable("delaysched.batch_size",
+							"Most tasks delivered in one worker transaction.",
+							"Smaller batches commit (and so notify) sooner; larger ones cost less per task.",
+							&delaysched_batch_size,
+							1000, 1, 100000,
+							PGC_SIGHUP,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("delaysched.sweep_interval",
+							"How often the worker runs its backstop sweep.",
+							"The sweep delivers tasks added behind the time pointer, expires "
+							"unacknowledged deliveries and removes finished tasks past their retention.",
+							&delaysched_sweep_interval_ms,
+							1000, 10, 60 * 1000,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("delaysched.retention",
+							"How long done and cancelled tasks stay visible in sched.tasks.",
+							NULL,
+							&delaysched_retention_s,
+							3600, 0, INT_MAX,
+							PGC_SIGHUP,
+							GUC_UNIT_S,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("delaysched.dead_retention",
+							"How long dead tasks stay visible (and retryable) in sched.tasks.",
+							NULL,
+							&delaysched_dead_retention_s,
+							7 * 24 * 3600, 0, INT_MAX,
+							PGC_SIGHUP,
+							GUC_UNIT_S,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("delaysched.buckets",
+							"Number of task partitions (run-at second mod N), read by CREATE EXTENSION.",
+							"Changing it later has no effect on an installed extension.",
+							&delaysched_buckets,
+							60, 1, 3600,
+							PGC_SUSET,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("delaysched.max_payload_size",
+							"Largest task payload sched.add accepts.",
+							NULL,
+							&delaysched_max_payload_kb,
+							1024, 1, 256 * 1024,
+							PGC_SUSET,
+							GUC_UNIT_KB,
+							NULL, NULL, NULL);
+
+	delaysched_reserve_guc_prefix("delaysched");
+}

@@ -1,0 +1,21 @@
+/*-------------------------------------------------------------------------
+ *
+ * guc.h
+ *		The delaysched.* configuration parameters.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef DELAYSCHED_GUC_H
+#define DELAYSCHED_GUC_H
+
+extern char *delaysched_database;
+extern int	delaysched_batch_size;
+extern int	delaysched_sweep_interval_ms;
+extern int	delaysched_retention_s;
+extern int	delaysched_dead_retention_s;
+extern int	delaysched_buckets;
+extern int	delaysched_max_payload_kb;
+
+extern void delaysched_define_gucs(void);
+
+#endif							/* DELAYSCHED_GUC_H */

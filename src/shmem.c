@@ -1,0 +1,78 @@
+/*-------------------------------------------------------------------------
+ *
+ * shmem.c
+ *		Allocation and initialisation of delaysched's shared memory.
+ *
+ * Locking: DelayschedShared is one small struct guarded by its spinlock
+ * (see shmem.h).  It is created once, under AddinShmemInitLock, by whichever
+ * process attaches first.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "miscadmin.h"
+#include "storage/ipc.h"
+#include "storage/lwlock.h"
+#include "storage/shmem.h"
+
+#include "compat.h"
+#include "shmem.h"
+
+DelayschedShared *delaysched_shared = NULL;
+
+static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
+
+#ifdef DELAYSCHED_HAS_SHMEM_REQUEST_HOOK
+static shmem_request_hook_type prev_shmem_request_hook = NULL;
+
+static void
+delaysched_shmem_request(void)
+{
+	if (prev_shmem_request_hook)
+		prev_shmem_request_hook();
+	RequestAddinShmemSpace(MAXALIGN(sizeof(DelayschedShared)));
+}
+#endif
+
+/*
+ * Create or attach to the shared struct.
+ */
+static void
+delaysched_shmem_startup(void)
+{
+	bool		found;
+
+	if (prev_shmem_startup_hook)
+		prev_shmem_startup_hook();
+
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	delaysched_shared = ShmemInitStruct("delaysched",
+										sizeof(DelayschedShared),
+										&found);
+	if (!found)
+	{
+		memset(delaysched_shared, 0, sizeof(DelayschedShared));
+		SpinLockInit(&delaysched_shared->mutex);
+		delaysched_shared->wake_at = DT_NOEND;
+		delaysched_shared->scanner_status = SCANNER_STOPPED;
+	}
+	LWLockRelease(AddinShmemInitLock);
+}
+
+/*
+ * Ask for shared memory and install the hooks; called from _PG_init while
+ * shared_preload_libraries is being processed.
+ */
+void
+delaysched_shmem_register(void)
+{
+#ifdef DELAYSCHED_HAS_SHMEM_REQUEST_HOOK
+	prev_shmem_request_hook = shmem_request_hook;
+	shmem_request_hook = delaysched_shmem_request;
+#else
+	RequestAddinShmemSpace(MAXALIGN(sizeof(DelayschedShared)));
+#endif
+	prev_shmem_startup_hook = shmem_startup_hook;
+	shmem_startup_hook = delaysched_shmem_startup;
+}

@@ -1,0 +1,137 @@
+# DelayschedTest.pm: what the delaysched TAP tests share.
+#
+#   my $node = DelayschedTest::new_node('main', extra_conf => "...");
+#   my $l = DelayschedTest::Listener->start($node, 'postgres', ['--ack'], 'orders');
+#   my @got = $l->wait_for(10, 30);     # 10 notifications, 30 s deadline
+#
+# A Listener runs test/dslisten (a libpq LISTEN client) in the background and
+# parses its lines: { recv_us, late_us, run_at_us, channel, message (decoded
+# JSON), id, attempt }.
+package DelayschedTest;
+
+use strict;
+use warnings;
+
+use IPC::Run;
+use JSON::PP;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(usleep time);
+
+# A started cluster with delaysched preloaded and the extension created.
+sub new_node
+{
+	my ($name, %opts) = @_;
+	my $node = PostgreSQL::Test::Cluster->new($name);
+	$node->init;
+	$node->append_conf('postgresql.conf', <<"EOC");
+shared_preload_libraries = 'delaysched'
+timezone = 'UTC'
+log_min_messages = warning
+@{[ $opts{extra_conf} // '' ]}
+EOC
+	$node->start;
+	$node->safe_psql('postgres', 'CREATE EXTENSION delaysched');
+	return $node;
+}
+
+# Poll $query until it returns $expected or $timeout seconds pass; true if it did.
+sub poll_until
+{
+	my ($node, $query, $expected, $timeout) = @_;
+	my $deadline = time + ($timeout // 30);
+	while (time < $deadline)
+	{
+		my $got = $node->safe_psql('postgres', $query);
+		return 1 if $got eq $expected;
+		usleep(50_000);
+	}
+	return 0;
+}
+
+# Percentile (0..1) of a list of numbers, nearest-rank.
+sub percentile
+{
+	my ($p, @values) = @_;
+	return undef unless @values;
+	my @sorted = sort { $a <=> $b } @values;
+	my $rank = int($p * @sorted + 0.999999) - 1;
+	$rank = 0 if $rank < 0;
+	$rank = $#sorted if $rank > $#sorted;
+	return $sorted[$rank];
+}
+
+package DelayschedTest::Listener;
+
+use strict;
+use warnings;
+
+use JSON::PP;
+use Time::HiRes qw(usleep time);
+
+sub start
+{
+	my ($class, $node, $dbname, $options, @channels) = @_;
+	my $self = bless { out => '', err => '', parsed => [], buffer => '' }, $class;
+	my $bin = $ENV{DSLISTEN} // 'test/dslisten';
+	$self->{harness} = IPC::Run::start(
+		[ $bin, @$options, $node->connstr($dbname), @channels ],
+		'<', \undef, '>', \$self->{out}, '2>', \$self->{err});
+	# Wait until it is listening, so nothing sent after this returns is missed.
+	my $deadline = time + 30;
+	while ($self->{out} !~ /^listening$/m)
+	{
+		die "dslisten did not start: $self->{err}" if time > $deadline || !$self->{harness}->pumpable;
+		$self->{harness}->pump_nb;
+		usleep(10_000);
+	}
+	$self->{out} =~ s/^listening\n//m;
+	return $self;
+}
+
+# Parse whatever complete lines arrived; return all notifications so far.
+sub received
+{
+	my ($self) = @_;
+	$self->{harness}->pump_nb if $self->{harness}->pumpable;
+	while ($self->{out} =~ s/^([^\n]*)\n//)
+	{
+		my ($recv, $late, $channel, $json) = split /\t/, $1, 4;
+		my $message = JSON::PP::decode_json($json);
+		push @{ $self->{parsed} }, {
+			recv_us => $recv,
+			late_us => ($late eq '-' ? undef : $late),
+			run_at_us => ($late eq '-' ? undef : $recv - $late),
+			channel => $channel,
+			message => $message,
+			id => $message->{id},
+			attempt => $message->{attempt},
+		};
+	}
+	return @{ $self->{parsed} };
+}
+
+# Wait until at least $count notifications arrived or $timeout seconds passed.
+sub wait_for
+{
+	my ($self, $count, $timeout) = @_;
+	my $deadline = time + ($timeout // 30);
+	my @got = $self->received;
+	while (@got < $count && time < $deadline)
+	{
+		usleep(10_000);
+		@got = $self->received;
+	}
+	return @got;
+}
+
+sub stop
+{
+	my ($self) = @_;
+	$self->{harness}->kill_kill if $self->{harness}->pumpable;
+	$self->{harness}->finish;
+	return $self->received;
+}
+
+1;

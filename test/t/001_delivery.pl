@@ -1,0 +1,94 @@
+# Delivery by NOTIFY: on time, never early, woken by the adding commit, and
+# immediate for tasks added in the past.
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::Bin/../perl";
+use DelayschedTest;
+use Test::More;
+
+# A long sweep interval: only the wake-after-commit can make the scanner
+# deliver a task promptly that was added while it slept.
+my $node = DelayschedTest::new_node('delivery',
+	extra_conf => "delaysched.sweep_interval = '60s'");
+$node->safe_psql('postgres', "SELECT sched.define_biz('orders')");
+
+my $listener = DelayschedTest::Listener->start($node, 'postgres', ['--ack'], 'orders');
+
+# The scanner sleeps: nothing is due for an hour.
+$node->safe_psql('postgres', "SELECT sched.add('orders', now() + interval '1 hour', '{\"far\": true}')");
+ok(DelayschedTest::poll_until($node,
+	"SELECT state FROM sched.workers", 'sleeping', 10), 'scanner is sleeping');
+
+# 40 tasks scattered over the next 4 seconds, each added in its own
+# transaction while the scanner sleeps, plus two already overdue.
+my $sql = join ";\n", map {
+	sprintf("SELECT sched.add('orders', clock_timestamp() + interval '%d milliseconds', '{\"n\": %d}')",
+		300 + int(rand(3700)), $_)
+} 1 .. 40;
+$node->safe_psql('postgres', $sql);
+$node->safe_psql('postgres', "SELECT sched.add('orders', now() - interval '1 day', '{\"overdue\": 1}')");
+$node->safe_psql('postgres', "SELECT sched.add('orders', now() - interval '1 second', '{\"overdue\": 2}')");
+
+my @got = $listener->wait_for(42, 30);
+is(scalar @got, 42, 'every due task was delivered once');
+
+my @early = grep { $_->{late_us} < 0 } @got;
+is(scalar @early, 0, 'no task arrived before its run_at (client clock)');
+is($node->safe_psql('postgres',
+	"SELECT count(*) FROM sched.tasks WHERE delivered_at < run_at"), '0',
+	'no task was taken before its run_at (server clock)');
+
+my @scheduled = map { $_->{late_us} } grep { !exists $_->{message}{payload}{overdue} } @got;
+my @overdue = grep { exists $_->{message}{payload}{overdue} } @got;
+is(scalar @overdue, 2, 'both overdue tasks were delivered');
+
+# On time: the scanner sleeps until the next run_at and is woken by commits.
+# Generous bounds for a loaded CI machine; a scanner that waited for its
+# 60 s sweep would miss them by seconds.
+my $p50 = DelayschedTest::percentile(0.5, @scheduled);
+my $max = DelayschedTest::percentile(1, @scheduled);
+cmp_ok($p50, '<', 100_000, "median lateness under 100 ms (was @{[ $p50 / 1000 ]} ms)");
+cmp_ok($max, '<', 1_000_000, "every task under 1 s late (worst @{[ $max / 1000 ]} ms)");
+diag(sprintf("lateness at the listener: p50 %.1f ms, max %.1f ms", $p50 / 1000, $max / 1000));
+
+# Overdue tasks go out at once, not after a sweep or a lap of the buckets.
+my ($overdue_recv) = sort { $b <=> $a } map { $_->{recv_us} } @overdue;
+my ($first_recv) = sort { $a <=> $b } map { $_->{recv_us} } @got;
+cmp_ok($overdue_recv - $first_recv, '<', 1_000_000, 'overdue tasks were delivered promptly');
+
+# The message shape.
+my ($one) = grep { exists $_->{message}{payload}{n} } @got;
+is_deeply([ sort keys %{ $one->{message} } ], [qw(attempt biz_type id payload run_at)],
+	'message has id, biz_type, run_at, payload, attempt');
+is($one->{message}{biz_type}, 'orders', 'message names its business type');
+is($one->{message}{attempt}, 1, 'first delivery is attempt 1');
+is($one->{channel}, 'orders', 'channel defaults to the type name');
+
+# The listener acknowledged everything: all done, nothing awaiting ack.
+ok(DelayschedTest::poll_until($node,
+	"SELECT count(*) FROM sched.tasks WHERE state = 'done'", '42', 30),
+	'every acknowledged task is done');
+is($node->safe_psql('postgres', "SELECT count(*) FROM sched.tasks WHERE state = 'pending'"),
+	'1', 'only the far task is still pending');
+
+# In-order delivery within a second: run_at never decreases in arrival order
+# for tasks delivered by the walk.
+my @walk = map { $_->{run_at_us} } grep { exists $_->{message}{payload}{n} } @got;
+my $ordered = 1;
+for my $i (1 .. $#walk) { $ordered = 0 if $walk[$i] < $walk[ $i - 1 ]; }
+ok($ordered, 'scheduled tasks arrived in run_at order');
+
+# Large payloads are announced without the payload.
+my $big = 'x' x 9000;
+$node->safe_psql('postgres',
+	"SELECT sched.add('orders', clock_timestamp(), jsonb_build_object('big', '$big'))");
+@got = $listener->wait_for(43, 30);
+is(scalar @got, 43, 'task with a large payload was delivered');
+ok($got[-1]{message}{payload_omitted} && !exists $got[-1]{message}{payload},
+	'large payload omitted from the notification');
+
+$listener->stop;
+$node->stop;
+done_testing();
