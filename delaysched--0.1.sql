@@ -961,20 +961,23 @@ END
 $$;
 COMMENT ON FUNCTION sched.nack(bigint, interval, text) IS 'report a failed delivery: retry later, or dead after max_attempts; false if no delivery of this id awaits acknowledgement';
 
-CREATE FUNCTION sched.claim(biz_type text, max_tasks int DEFAULT 100)
+/*
+ * The body of sched.claim.  PL/pgSQL cannot have an argument and a result
+ * column of the same name (biz_type), so the public function is a SQL
+ * wrapper around this one.
+ */
+CREATE FUNCTION sched._claim(p_biz text, p_max int)
 RETURNS TABLE(id bigint, biz_type text, run_at timestamptz, payload jsonb, attempt int)
 LANGUAGE plpgsql
-SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
-	b sched.biz := sched._biz(claim.biz_type);
+	b sched.biz := sched._biz(p_biz);
 	v_now timestamptz := clock_timestamp();
 BEGIN
-	PERFORM sched._require(max_tasks, 'max_tasks');
-	IF max_tasks < 1 OR max_tasks > 10000 THEN
-		RAISE EXCEPTION 'max_tasks must be between 1 and 10000, not %', max_tasks
+	PERFORM sched._require(p_max, 'max_tasks');
+	IF p_max < 1 OR p_max > 10000 THEN
+		RAISE EXCEPTION 'max_tasks must be between 1 and 10000, not %', p_max
 			USING ERRCODE = 'invalid_parameter_value';
 	END IF;
 	RETURN QUERY
@@ -982,7 +985,7 @@ BEGIN
 		SELECT t.bucket, t.id FROM sched.task t
 		WHERE t.biz_type = b.name AND t.state IN ('p', 'r') AND t.run_at <= v_now
 		ORDER BY t.run_at, t.id
-		LIMIT max_tasks
+		LIMIT p_max
 		FOR UPDATE SKIP LOCKED
 	), leased AS (
 		UPDATE sched.task t SET state = 'd', attempt = t.attempt + 1,
@@ -994,6 +997,14 @@ BEGIN
 	SELECT l.id, l.biz_type, l.run_at, l.payload, l.attempt FROM leased l ORDER BY l.run_at, l.id;
 END
 $$;
+COMMENT ON FUNCTION sched._claim(text, int) IS 'internal: the body of sched.claim';
+
+CREATE FUNCTION sched.claim(biz_type text, max_tasks int DEFAULT 100)
+RETURNS TABLE(id bigint, biz_type text, run_at timestamptz, payload jsonb, attempt int)
+LANGUAGE sql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT * FROM sched._claim($1, $2) $$;
 COMMENT ON FUNCTION sched.claim(text, int) IS 'take up to max_tasks due tasks of a type, each leased for the type''s ack_timeout';
 
 CREATE FUNCTION sched.retry(id bigint) RETURNS boolean

@@ -129,6 +129,7 @@ sub wait_for
 sub stop
 {
 	my ($self) = @_;
+	$self->received;
 	$self->{harness}->kill_kill if $self->{harness}->pumpable;
 	$self->{harness}->finish;
 	return $self->received;
