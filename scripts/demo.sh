@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# scripts/demo.sh: watch delaysched deliver tasks on time.
+#
+# Installs what is missing (as root), builds and installs the extension,
+# starts a throwaway PostgreSQL cluster in /tmp (unix socket only), schedules
+# a handful of tasks over the next few seconds and shows each one arriving at
+# a LISTEN client with its lateness.  Removes the cluster when done.
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+. "$root/scripts/lib.sh"
+exec 2>&1
+
+ensure_packages
+build_and_install "$root"
+
+demo=$(mktemp -d /tmp/delaysched-demo.XXXXXX)
+[ "$(id -u)" -eq 0 ] && chown "$PG_USER" "$demo"
+port=54329
+listener_pid=""
+
+cleanup() {
+	pkill -f "dslisten --pretty --ack host=$demo" 2>/dev/null || true
+	[ -n "$listener_pid" ] && wait "$listener_pid" 2>/dev/null || true
+	as_pg_user pg_ctl -D "$demo/data" -m fast stop >/dev/null 2>&1 || true
+	rm -rf "$demo"
+}
+trap cleanup EXIT
+
+log "starting a throwaway cluster in $demo"
+as_pg_user initdb -D "$demo/data" -A trust -U postgres >/dev/null
+cat >>"$demo/data/postgresql.conf" <<CONF
+shared_preload_libraries = 'delaysched'
+delaysched.database = 'postgres'
+listen_addresses = ''
+unix_socket_directories = '$demo'
+port = $port
+CONF
+as_pg_user pg_ctl -D "$demo/data" -l "$demo/server.log" -w start >/dev/null
+
+sql() { as_pg_user psql -X -q -h "$demo" -p "$port" -U postgres -d postgres "$@"; }
+
+sql -c "CREATE EXTENSION delaysched" \
+	-c "SELECT sched.define_biz('order_timeout')" \
+	-c "SELECT sched.define_biz('coupon_reminder', ack_timeout => '10 seconds')" >/dev/null
+
+log "a LISTEN client (test/dslisten) waits on channels order_timeout and coupon_reminder"
+as_pg_user "$root/test/dslisten" --pretty --ack \
+	"host=$demo port=$port user=postgres dbname=postgres" order_timeout coupon_reminder &
+listener_pid=$!
+sleep 0.5
+
+log "scheduling 12 tasks due over the next 8 seconds, one overdue, one cancelled, one rescheduled"
+sql <<'SQL'
+\pset footer off
+SELECT sched.add(biz, due, payload) AS id, biz AS biz_type,
+	   to_char(due, 'HH24:MI:SS.MS') AS due, payload
+FROM (
+	SELECT 'order_timeout' AS biz, clock_timestamp() + i * interval '650 milliseconds' AS due,
+		   jsonb_build_object('order', 1000 + i) AS payload
+	FROM generate_series(1, 10) AS i
+	UNION ALL
+	SELECT 'coupon_reminder', clock_timestamp() + interval '2.5 seconds', '{"user": 7, "coupon": "XMAS"}'
+	UNION ALL
+	SELECT 'order_timeout', now() - interval '1 minute', '{"order": 999, "note": "overdue"}'
+) AS wanted
+ORDER BY wanted.due;
+
+SELECT sched.cancel(id) AS cancelled_order_1004
+FROM sched.tasks WHERE payload = '{"order": 1004}';
+SELECT sched.reschedule(id, clock_timestamp() + interval '7.5 seconds') AS rescheduled_order_1002
+FROM sched.tasks WHERE payload = '{"order": 1002}';
+SQL
+
+log "deliveries as they arrive:"
+deadline=$((SECONDS + 30))
+until [ "$(sql -At -c "SELECT count(*) FROM sched.tasks WHERE state = 'done'")" -ge 11 ]; do
+	[ $SECONDS -ge $deadline ] && { echo "demo: deliveries did not finish in 30 s" >&2; exit 1; }
+	sleep 0.2
+done
+sleep 0.3
+
+log "what the database says now"
+sql <<'SQL'
+\pset footer off
+SELECT id, biz_type, state, attempt, to_char(run_at, 'HH24:MI:SS.MS') AS due,
+	   round(extract(epoch FROM delivered_at - run_at) * 1000, 1) AS late_ms
+FROM sched.tasks ORDER BY run_at;
+SELECT biz_type, pending, awaiting_ack, done, dead, delivered_per_sec,
+	   round(extract(epoch FROM lateness_p50) * 1000, 1) AS p50_ms,
+	   round(extract(epoch FROM lateness_p99) * 1000, 1) AS p99_ms
+FROM sched.biz_stats;
+SELECT role, state, time_pointer, delivered FROM sched.workers;
+SQL
+log "done; the throwaway cluster is removed"
