@@ -355,8 +355,9 @@ COMMENT ON FUNCTION sched._lock(bigint, "char"[]) IS 'internal: find and lock an
  */
 CREATE FUNCTION sched._finish(p_bucket smallint, p_id bigint, p_state text, p_error text)
 RETURNS void
-LANGUAGE sql
+LANGUAGE plpgsql
 AS $$
+BEGIN
 	WITH gone AS (
 		DELETE FROM sched.task t WHERE t.bucket = p_bucket AND t.id = p_id
 		RETURNING t.*
@@ -366,9 +367,11 @@ AS $$
 	)
 	INSERT INTO sched.finished (id, biz_type, run_at, state, attempt, payload, dedupe_key,
 								created_at, delivered_at, finished_at, last_error)
-	SELECT id, biz_type, run_at, p_state, attempt, payload, dedupe_key,
-		   created_at, delivered_at, pg_catalog.clock_timestamp(), coalesce(p_error, last_error)
+	SELECT gone.id, gone.biz_type, gone.run_at, p_state, gone.attempt, gone.payload, gone.dedupe_key,
+		   gone.created_at, gone.delivered_at, pg_catalog.clock_timestamp(),
+		   coalesce(p_error, gone.last_error)
 	FROM gone;
+END
 $$;
 COMMENT ON FUNCTION sched._finish(smallint, bigint, text, text) IS 'internal: move a task to sched.finished';
 
@@ -379,18 +382,21 @@ COMMENT ON FUNCTION sched._finish(smallint, bigint, text, text) IS 'internal: mo
  */
 CREATE FUNCTION sched._move(p_bucket smallint, p_id bigint, p_run_at timestamptz, p_error text)
 RETURNS void
-LANGUAGE sql
+LANGUAGE plpgsql
 AS $$
+BEGIN
 	WITH gone AS (
 		DELETE FROM sched.task t WHERE t.bucket = p_bucket AND t.id = p_id
 		RETURNING t.*
 	)
 	INSERT INTO sched.task (id, bucket, biz_type, run_at, state, attempt, payload, dedupe_key,
 							created_at, delivered_at, lease_until, last_error)
-	SELECT id, sched._bucket(p_run_at), biz_type, p_run_at, 'p', attempt, payload, dedupe_key,
-		   created_at, delivered_at, NULL, coalesce(p_error, last_error)
+	SELECT gone.id, sched._bucket(p_run_at), gone.biz_type, p_run_at, 'p', gone.attempt,
+		   gone.payload, gone.dedupe_key, gone.created_at, gone.delivered_at, NULL,
+		   coalesce(p_error, gone.last_error)
 	FROM gone;
-	SELECT sched._wake(p_run_at);
+	PERFORM sched._wake(p_run_at);
+END
 $$;
 COMMENT ON FUNCTION sched._move(smallint, bigint, timestamptz, text) IS 'internal: make a locked task pending again at a new time';
 
@@ -400,14 +406,18 @@ COMMENT ON FUNCTION sched._move(smallint, bigint, timestamptz, text) IS 'interna
  */
 CREATE FUNCTION sched._message(p_id bigint, p_biz text, p_run_at timestamptz, p_payload jsonb, p_attempt int)
 RETURNS text
-LANGUAGE sql STABLE
+LANGUAGE plpgsql STABLE
 AS $$
-	SELECT CASE WHEN pg_catalog.octet_length(full_message) < 8000 THEN full_message
-		   ELSE pg_catalog.json_build_object('id', p_id, 'biz_type', p_biz, 'run_at', p_run_at,
-											 'payload_omitted', true, 'attempt', p_attempt)::text
-		   END
-	FROM (SELECT pg_catalog.json_build_object('id', p_id, 'biz_type', p_biz, 'run_at', p_run_at,
-											  'payload', p_payload, 'attempt', p_attempt)::text) AS m(full_message);
+DECLARE
+	m text := pg_catalog.json_build_object('id', p_id, 'biz_type', p_biz, 'run_at', p_run_at,
+										   'payload', p_payload, 'attempt', p_attempt)::text;
+BEGIN
+	IF pg_catalog.octet_length(m) < 8000 THEN
+		RETURN m;
+	END IF;
+	RETURN pg_catalog.json_build_object('id', p_id, 'biz_type', p_biz, 'run_at', p_run_at,
+										'payload_omitted', true, 'attempt', p_attempt)::text;
+END
 $$;
 COMMENT ON FUNCTION sched._message(bigint, text, timestamptz, jsonb, int) IS 'internal: the NOTIFY payload of a delivery';
 
@@ -434,40 +444,37 @@ RETURNS int
 LANGUAGE plpgsql
 AS $$
 DECLARE
-	r record;
-	n int := 0;
+	n int;
 BEGIN
-	FOR r IN
-		WITH due AS (
-			SELECT t.id FROM sched.task t
-			WHERE t.bucket = p_bucket AND t.state = 'p'
-			  AND t.run_at >= p_lo AND t.run_at < p_hi AND t.run_at <= p_now
-			ORDER BY t.run_at, t.id
-			LIMIT p_batch
-			FOR UPDATE SKIP LOCKED
-		), taken AS (
-			UPDATE sched.task t SET
-				state = CASE WHEN b.delivery = 'pull' THEN 'r' ELSE 'd' END::"char",
-				attempt = t.attempt + CASE WHEN b.delivery = 'pull' THEN 0 ELSE 1 END,
-				delivered_at = CASE WHEN b.delivery = 'pull' THEN t.delivered_at
-									ELSE pg_catalog.clock_timestamp() END,
-				lease_until = CASE WHEN b.delivery = 'pull' THEN NULL
-								   ELSE pg_catalog.clock_timestamp() + b.ack_timeout END
-			FROM due, sched.biz b
-			WHERE t.bucket = p_bucket AND t.id = due.id AND b.name = t.biz_type
-			RETURNING t.id, t.biz_type, t.run_at, t.payload, t.attempt, b.channel, b.delivery
-		)
-		SELECT * FROM taken ORDER BY run_at, id
-	LOOP
-		IF r.delivery = 'pull' THEN
-			-- Identical notifications in one transaction are folded into one.
-			PERFORM pg_catalog.pg_notify(r.channel, sched._announcement(r.biz_type));
-		ELSE
-			PERFORM pg_catalog.pg_notify(r.channel,
-				sched._message(r.id, r.biz_type, r.run_at, r.payload, r.attempt));
-		END IF;
-		n := n + 1;
-	END LOOP;
+	WITH due AS (
+		SELECT t.id FROM sched.task t
+		WHERE t.bucket = p_bucket AND t.state = 'p'
+		  AND t.run_at >= p_lo AND t.run_at < p_hi AND t.run_at <= p_now
+		ORDER BY t.run_at, t.id
+		LIMIT p_batch
+		FOR UPDATE SKIP LOCKED
+	), taken AS (
+		UPDATE sched.task t SET
+			state = CASE WHEN b.delivery = 'pull' THEN 'r' ELSE 'd' END::"char",
+			attempt = t.attempt + CASE WHEN b.delivery = 'pull' THEN 0 ELSE 1 END,
+			delivered_at = CASE WHEN b.delivery = 'pull' THEN t.delivered_at
+								ELSE pg_catalog.clock_timestamp() END,
+			lease_until = CASE WHEN b.delivery = 'pull' THEN NULL
+							   ELSE pg_catalog.clock_timestamp() + b.ack_timeout END
+		FROM due, sched.biz b
+		WHERE t.bucket = p_bucket AND t.id = due.id AND b.name = t.biz_type
+		RETURNING t.id, t.biz_type, t.run_at, t.payload, t.attempt, b.channel, b.delivery
+	), notified AS (
+		-- pg_notify is volatile, so it runs after the sort: in run-at order.
+		-- Identical pull announcements in one transaction fold into one.
+		SELECT pg_catalog.pg_notify(taken.channel,
+				   CASE WHEN taken.delivery = 'pull' THEN sched._announcement(taken.biz_type)
+						ELSE sched._message(taken.id, taken.biz_type, taken.run_at,
+											taken.payload, taken.attempt) END)
+		FROM taken
+		ORDER BY taken.run_at, taken.id
+	)
+	SELECT pg_catalog.count(*)::int INTO n FROM notified;
 	RETURN n;
 END
 $$;
@@ -609,8 +616,11 @@ COMMENT ON FUNCTION sched._expire_leases(timestamptz, int) IS 'internal: redeliv
  */
 CREATE FUNCTION sched._purge(p_now timestamptz, p_retention_s int, p_dead_retention_s int, p_batch int)
 RETURNS int
-LANGUAGE sql
+LANGUAGE plpgsql
 AS $$
+DECLARE
+	n int;
+BEGIN
 	WITH old AS (
 		SELECT f.id FROM sched.finished f
 		WHERE f.finished_at < p_now - pg_catalog.make_interval(secs => LEAST(p_retention_s, p_dead_retention_s))
@@ -621,7 +631,9 @@ AS $$
 	), gone AS (
 		DELETE FROM sched.finished f USING old WHERE f.id = old.id RETURNING 1
 	)
-	SELECT pg_catalog.count(*)::int FROM gone;
+	SELECT pg_catalog.count(*)::int INTO n FROM gone;
+	RETURN n;
+END
 $$;
 COMMENT ON FUNCTION sched._purge(timestamptz, int, int, int) IS 'internal: remove finished tasks past their retention';
 

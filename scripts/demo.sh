@@ -14,41 +14,29 @@ exec 2>&1
 ensure_packages
 build_and_install "$root"
 
-demo=$(mktemp -d /tmp/delaysched-demo.XXXXXX)
-[ "$(id -u)" -eq 0 ] && chown "$PG_USER" "$demo"
-port=54329
 listener_pid=""
 
 cleanup() {
-	pkill -f "dslisten --pretty --ack host=$demo" 2>/dev/null || true
-	[ -n "$listener_pid" ] && wait "$listener_pid" 2>/dev/null || true
-	as_pg_user pg_ctl -D "$demo/data" -m fast stop >/dev/null 2>&1 || true
-	rm -rf "$demo"
+	[ -n "$listener_pid" ] && pkill -f "^$root/test/dslisten --pretty" 2>/dev/null || true
+	stop_throwaway_cluster
 }
 trap cleanup EXIT
 
-log "starting a throwaway cluster in $demo"
-as_pg_user initdb -D "$demo/data" -A trust -U postgres >/dev/null
-cat >>"$demo/data/postgresql.conf" <<CONF
-shared_preload_libraries = 'delaysched'
-delaysched.database = 'postgres'
-listen_addresses = ''
-unix_socket_directories = '$demo'
-port = $port
-CONF
-as_pg_user pg_ctl -D "$demo/data" -l "$demo/server.log" -w start >/dev/null
+log "starting a throwaway cluster"
+start_throwaway_cluster 54329
+sql() { cluster_sql "$@"; }
 
-sql() { as_pg_user psql -X -q -h "$demo" -p "$port" -U postgres -d postgres "$@"; }
-
-sql -c "CREATE EXTENSION delaysched" \
-	-c "SELECT sched.define_biz('order_timeout')" \
+sql -c "SELECT sched.define_biz('order_timeout')" \
 	-c "SELECT sched.define_biz('coupon_reminder', ack_timeout => '10 seconds')" >/dev/null
 
 log "a LISTEN client (test/dslisten) waits on channels order_timeout and coupon_reminder"
-as_pg_user "$root/test/dslisten" --pretty --ack \
-	"host=$demo port=$port user=postgres dbname=postgres" order_timeout coupon_reminder &
+# It exits by itself after the 11 deliveries it expects (or after 30 s).
+as_pg_user "$root/test/dslisten" --pretty --ack --count 11 --timeout 30 \
+	"$(cluster_conninfo)" order_timeout coupon_reminder &
 listener_pid=$!
-sleep 0.5
+until [ "$(sql -At -c "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'LISTEN %coupon_reminder%' AND state = 'idle'")" -ge 1 ]; do
+	sleep 0.05
+done
 
 log "scheduling 12 tasks due over the next 8 seconds, one overdue, one cancelled, one rescheduled"
 sql <<'SQL'
@@ -73,12 +61,11 @@ FROM sched.tasks WHERE payload = '{"order": 1002}';
 SQL
 
 log "deliveries as they arrive:"
-deadline=$((SECONDS + 30))
-until [ "$(sql -At -c "SELECT count(*) FROM sched.tasks WHERE state = 'done'")" -ge 11 ]; do
-	[ $SECONDS -ge $deadline ] && { echo "demo: deliveries did not finish in 30 s" >&2; exit 1; }
-	sleep 0.2
-done
-sleep 0.3
+if ! wait "$listener_pid"; then
+	echo "demo: the deliveries did not all arrive within 30 s" >&2
+	exit 1
+fi
+listener_pid=""
 
 log "what the database says now"
 sql <<'SQL'

@@ -52,3 +52,41 @@ copy_tree_for_pg_user() {
 	[ "$(id -u)" -eq 0 ] && chown -R "$PG_USER" "$dir"
 	echo "$dir"
 }
+
+# Start a throwaway cluster with delaysched preloaded in a new directory
+# under /tmp, listening on a unix socket only.  Sets CLUSTER_DIR and
+# CLUSTER_PORT; stop_throwaway_cluster removes it.  Extra settings in $2.
+start_throwaway_cluster() {
+	local port=$1 extra=${2:-}
+	CLUSTER_DIR=$(mktemp -d /tmp/delaysched-cluster.XXXXXX)
+	CLUSTER_PORT=$port
+	[ "$(id -u)" -eq 0 ] && chown "$PG_USER" "$CLUSTER_DIR"
+	as_pg_user initdb -D "$CLUSTER_DIR/data" -A trust -U postgres >/dev/null
+	cat >>"$CLUSTER_DIR/data/postgresql.conf" <<CONF
+shared_preload_libraries = 'delaysched'
+delaysched.database = 'postgres'
+listen_addresses = ''
+unix_socket_directories = '$CLUSTER_DIR'
+port = $port
+$extra
+CONF
+	as_pg_user pg_ctl -D "$CLUSTER_DIR/data" -l "$CLUSTER_DIR/server.log" -w start >/dev/null
+	as_pg_user psql -X -q -h "$CLUSTER_DIR" -p "$port" -U postgres -d postgres \
+		-c "CREATE EXTENSION delaysched" >/dev/null
+}
+
+stop_throwaway_cluster() {
+	[ -n "${CLUSTER_DIR:-}" ] || return 0
+	as_pg_user pg_ctl -D "$CLUSTER_DIR/data" -m fast stop >/dev/null 2>&1 || true
+	rm -rf "$CLUSTER_DIR"
+	CLUSTER_DIR=""
+}
+
+# psql against the throwaway cluster.
+cluster_sql() {
+	as_pg_user psql -X -q -h "$CLUSTER_DIR" -p "$CLUSTER_PORT" -U postgres -d postgres "$@"
+}
+
+cluster_conninfo() {
+	echo "host=$CLUSTER_DIR port=$CLUSTER_PORT user=postgres dbname=postgres"
+}
