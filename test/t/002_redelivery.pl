@@ -65,5 +65,15 @@ is($node->safe_psql('postgres', "SELECT id, attempt FROM sched.claim('inbox')"),
 is($node->safe_psql('postgres', "SELECT sched.ack($pid)"), 't', 'acknowledged');
 $pull->stop;
 
+# Retention: finished tasks go once they are older than delaysched.retention
+# (a reload is enough); dead ones follow delaysched.dead_retention.
+is($node->safe_psql('postgres', "SELECT count(*) FROM sched.tasks WHERE state = 'done'"),
+	'2', 'done tasks are kept for the retention');
+$node->safe_psql('postgres', "ALTER SYSTEM SET delaysched.retention = '1s'");
+$node->reload;
+ok(DelayschedTest::poll_until($node,
+	"SELECT count(*) FROM sched.tasks WHERE state = 'done'", '0', 30),
+	'done tasks removed after the retention');
+
 $node->stop;
 done_testing();

@@ -38,5 +38,18 @@ is($node->safe_psql('postgres',
 	"SELECT datname FROM pg_stat_activity WHERE backend_type = 'delaysched scanner'"),
 	'postgres', 'the scanner is connected to delaysched.database');
 
+# Dropping the extension under the running scanner, then creating it again:
+# the scanner waits, then serves the new installation.
+$node->safe_psql('postgres', 'DROP EXTENSION delaysched');
+ok(DelayschedTest::poll_until($node,
+	"SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'delaysched scanner' AND state = 'idle'",
+	'1', 10), 'the scanner outlives DROP EXTENSION');
+$node->safe_psql('postgres', "CREATE EXTENSION delaysched; SELECT sched.define_biz('again', delivery => 'pull')");
+my $listener = DelayschedTest::Listener->start($node, 'postgres', [], 'again');
+$node->safe_psql('postgres', "SELECT sched.add('again', clock_timestamp())");
+my @got = $listener->wait_for(1, 30);
+is(scalar @got, 1, 'a recreated extension is served at once');
+$listener->stop;
+
 $node->stop;
 done_testing();
