@@ -20,11 +20,12 @@ use Test::More;
 use Time::HiRes qw(usleep time);
 
 # A started cluster with delaysched preloaded and the extension created.
+# Options: extra_conf (postgresql.conf lines), init (options for init).
 sub new_node
 {
 	my ($name, %opts) = @_;
 	my $node = PostgreSQL::Test::Cluster->new($name);
-	$node->init;
+	$node->init(%{ $opts{init} // {} });
 	$node->append_conf('postgresql.conf', <<"EOC");
 shared_preload_libraries = 'delaysched'
 timezone = 'UTC'
