@@ -34,6 +34,9 @@ PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
+# PGXS tracks no header dependencies: rebuild every object when a header changes.
+$(OBJS): $(wildcard $(srcdir)/src/*.h)
+
 # The LISTEN client used by the demo and the TAP tests.
 LIBPQ_CFLAGS = -I$(shell $(PG_CONFIG) --includedir)
 LIBPQ_LIBS = -L$(shell $(PG_CONFIG) --libdir) -lpq

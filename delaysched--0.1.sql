@@ -27,6 +27,8 @@
 
 \echo Use "CREATE EXTENSION delaysched" to load this file. \quit
 
+COMMENT ON SCHEMA sched IS 'delaysched: delayed tasks delivered by NOTIFY or pull';
+
 -------------------------------------------------------------------------------
 -- Tables
 -------------------------------------------------------------------------------
@@ -102,6 +104,9 @@ CREATE TABLE sched.pointer (
 	updated_at	 timestamptz NOT NULL
 );
 COMMENT ON TABLE sched.pointer IS 'persisted delaysched time pointer(s): every task due before pointer has been handled';
+-- Not marked for pg_dump: CREATE EXTENSION starts a restored database's
+-- pointer at the time of the restore, and the sweep delivers anything that
+-- fell due before it.
 
 -- Bucket-count-dependent objects: partitions and the functions that compute
 -- buckets and ids, with N written in as a constant.
@@ -159,7 +164,6 @@ COMMENT ON FUNCTION sched._new_id(smallint) IS 'internal: a new task id for a ta
 SELECT pg_catalog.pg_extension_config_dump('sched.biz', '');
 SELECT pg_catalog.pg_extension_config_dump('sched.finished', '');
 SELECT pg_catalog.pg_extension_config_dump('sched.dedupe', '');
-SELECT pg_catalog.pg_extension_config_dump('sched.pointer', '');
 SELECT pg_catalog.pg_extension_config_dump('sched.task_seq', '');
 
 -------------------------------------------------------------------------------
@@ -211,16 +215,19 @@ $$;
 COMMENT ON FUNCTION sched._check_name(text, text, text) IS 'internal: refuse a name that is not a lowercase identifier';
 
 /*
- * The business type a task function names, or an error naming it.
+ * The business type a task function names, or an error naming it.  The row
+ * is locked FOR KEY SHARE (as a foreign key check would) so that a
+ * concurrent sched.drop_biz waits for this transaction, and this one for it:
+ * no task is ever stored for a type being dropped.
  */
 CREATE FUNCTION sched._biz(biz_type text) RETURNS sched.biz
-LANGUAGE plpgsql STABLE
+LANGUAGE plpgsql VOLATILE
 AS $$
 DECLARE
 	b sched.biz;
 BEGIN
 	PERFORM sched._require(biz_type, 'biz_type');
-	SELECT * INTO b FROM sched.biz WHERE name = biz_type;
+	SELECT * INTO b FROM sched.biz WHERE name = biz_type FOR KEY SHARE;
 	IF NOT FOUND THEN
 		RAISE EXCEPTION 'business type "%" does not exist', biz_type
 			USING ERRCODE = 'undefined_object',
@@ -548,17 +555,19 @@ LANGUAGE plpgsql
 AS $$
 DECLARE
 	v_bucket smallint;
+	v_tried smallint[] := '{}';
 	n int := 0;
-	taken int;
 BEGIN
 	WHILE n < p_batch LOOP
 		SELECT t.bucket INTO v_bucket FROM sched.task t
 			WHERE t.state = 'p' AND t.run_at < p_pointer
+			  AND t.bucket OPERATOR(pg_catalog.<>) ALL (v_tried)
 			ORDER BY t.run_at LIMIT 1;
 		EXIT WHEN NOT FOUND;
-		taken := sched._deliver_bucket(v_bucket, '-infinity', p_pointer, p_now, p_batch - n);
-		EXIT WHEN taken = 0;	-- all held by other transactions
-		n := n + taken;
+		n := n + sched._deliver_bucket(v_bucket, '-infinity', p_pointer, p_now, p_batch - n);
+		-- Whatever is left there is held by other transactions (or was cut
+		-- by the batch): look at the next bucket.
+		v_tried := v_tried || v_bucket;
 	END LOOP;
 	RETURN n;
 END
@@ -740,14 +749,16 @@ DECLARE
 	v_unfinished bigint;
 	r record;
 BEGIN
+	PERFORM sched._require(name, 'name');
 	PERFORM sched._require(cancel_tasks, 'cancel_tasks');
 	PERFORM sched._biz(name);
 	-- Lock the type so that no add slips in between the count and the delete.
 	PERFORM 1 FROM sched.biz b WHERE b.name = drop_biz.name FOR UPDATE;
 	SELECT count(*) INTO v_unfinished FROM sched.task t WHERE t.biz_type = drop_biz.name;
 	IF v_unfinished > 0 AND NOT cancel_tasks THEN
-		RAISE EXCEPTION 'business type "%" still has % unfinished tasks', name, v_unfinished
+		RAISE EXCEPTION 'business type "%" still has unfinished tasks', name
 			USING ERRCODE = 'object_in_use',
+				  DETAIL = pg_catalog.format('Tasks pending or awaiting acknowledgement: %s.', v_unfinished),
 				  HINT = pg_catalog.format('Wait for them, or cancel them with SELECT sched.drop_biz(%L, cancel_tasks => true);', name);
 	END IF;
 	FOR r IN SELECT t.bucket, t.id FROM sched.task t WHERE t.biz_type = drop_biz.name FOR UPDATE LOOP
@@ -837,20 +848,22 @@ BEGIN
 		RETURN;
 	END IF;
 
-	-- The set-based path: one INSERT for the whole batch.
+	-- The set-based path: one INSERT for the whole batch.  Ids are drawn
+	-- first, so that they can be returned in input order.
 	RETURN QUERY
-	WITH input AS (
-		SELECT u.run_at, coalesce(u.payload, '{}'::jsonb) AS payload, u.ord,
+	WITH input AS MATERIALIZED (
+		SELECT u.ord, u.run_at, coalesce(u.payload, '{}'::jsonb) AS payload,
 			   sched._bucket(u.run_at) AS bucket
 		FROM unnest(run_ats, payloads) WITH ORDINALITY AS u(run_at, payload, ord)
+	), numbered AS MATERIALIZED (
+		SELECT input.*, sched._new_id(input.bucket) AS id FROM input
 	), stored AS (
 		INSERT INTO sched.task (id, bucket, biz_type, run_at, payload, created_at)
-		SELECT sched._new_id(input.bucket), input.bucket, add_many.biz_type, input.run_at,
-			   input.payload, clock_timestamp()
-		FROM input ORDER BY input.ord
-		RETURNING id
+		SELECT numbered.id, numbered.bucket, add_many.biz_type, numbered.run_at,
+			   numbered.payload, clock_timestamp()
+		FROM numbered
 	)
-	SELECT stored.id FROM stored;
+	SELECT numbered.id FROM numbered ORDER BY numbered.ord;
 
 	SELECT min(r) INTO v_min FROM unnest(run_ats) AS r;
 	PERFORM sched._wake(v_min);
@@ -1041,7 +1054,8 @@ BEGIN
 			VALUES (f.biz_type, f.dedupe_key, f.id) ON CONFLICT DO NOTHING;
 		IF NOT FOUND THEN
 			RAISE EXCEPTION 'dedupe key "%" of business type "%" is held by another unfinished task', f.dedupe_key, f.biz_type
-				USING ERRCODE = 'unique_violation';
+				USING ERRCODE = 'unique_violation',
+					  HINT = 'Cancel or finish the task that holds the key, then retry this one.';
 		END IF;
 	END IF;
 	INSERT INTO sched.task (id, bucket, biz_type, run_at, state, attempt, payload, dedupe_key,

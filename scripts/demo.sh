@@ -17,7 +17,7 @@ build_and_install "$root"
 listener_pid=""
 
 cleanup() {
-	[ -n "$listener_pid" ] && pkill -f "^$root/test/dslisten --pretty" 2>/dev/null || true
+	[ -n "$listener_pid" ] && pkill -P "$listener_pid" 2>/dev/null || true
 	stop_throwaway_cluster
 }
 trap cleanup EXIT

@@ -45,6 +45,11 @@ wake_xact_callback(XactEvent event, void *arg)
 			break;
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
+		case XACT_EVENT_PREPARE:
+			/*
+			 * A prepared transaction commits later, perhaps in another
+			 * session; the scanner's next walk or sweep finds its tasks.
+			 */
 			pending_wake_at = DT_NOEND;
 			return;
 		default:

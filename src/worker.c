@@ -236,6 +236,13 @@ delaysched_scanner_main(Datum main_arg)
 	 */
 	SetConfigOption("plan_cache_mode", "force_generic_plan", PGC_SUSET, PGC_S_OVERRIDE);
 
+	/*
+	 * If a tick ever deadlocks with DDL (DROP EXTENSION locks the partitions
+	 * in its own order), let the scanner be the one to give way: it retries
+	 * a second later, while the user's command would fail.
+	 */
+	SetConfigOption("deadlock_timeout", "100ms", PGC_SUSET, PGC_S_OVERRIDE);
+
 	for (;;)
 	{
 		TimestampTz now;

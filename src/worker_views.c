@@ -30,8 +30,6 @@ status_name(ScannerStatus status)
 			return "stopped";
 		case SCANNER_WAITING_FOR_EXTENSION:
 			return "waiting for extension";
-		case SCANNER_WAITING_FOR_PROMOTION:
-			return "waiting for promotion";
 		case SCANNER_DELIVERING:
 			return "delivering";
 		case SCANNER_SLEEPING:

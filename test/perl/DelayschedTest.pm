@@ -51,6 +51,32 @@ sub poll_until
 	return 0;
 }
 
+# Run $sql in a new session inside an open transaction and keep it open
+# (with its locks) until release_session.  Returns the session.
+sub hold_in_transaction
+{
+	my ($node, $sql) = @_;
+	my $session = { in => "BEGIN;\n$sql;\n\\echo held\n", out => '' };
+	$session->{harness} = IPC::Run::start(
+		[ 'psql', '-X', '-q', '-v', 'ON_ERROR_STOP=1', '-d', $node->connstr('postgres') ],
+		'<', \$session->{in}, '>', \$session->{out}, '2>', \$session->{out});
+	my $deadline = time + 30;
+	until ($session->{out} =~ /^held$/m)
+	{
+		die "could not hold: $session->{out}" if time > $deadline || !$session->{harness}->pumpable;
+		$session->{harness}->pump_nb;
+		usleep(10_000);
+	}
+	return $session;
+}
+
+sub release_session
+{
+	my ($session) = @_;
+	$session->{in} .= "ROLLBACK;\n\\q\n";
+	$session->{harness}->finish;
+}
+
 # Percentile (0..1) of a list of numbers, nearest-rank.
 sub percentile
 {

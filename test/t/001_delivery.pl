@@ -89,6 +89,28 @@ is(scalar @got, 43, 'task with a large payload was delivered');
 ok($got[-1]{message}{payload_omitted} && !exists $got[-1]{message}{payload},
 	'large payload omitted from the notification');
 
+# A late task held by another transaction does not hold up the other late
+# tasks.  Stop the scanner (hold its pointer row) while task A falls behind
+# the pointer, lock A in a second session, add B behind the pointer in another
+# bucket, then let the scanner go: B is delivered while A is held.
+my $pointer_holder = DelayschedTest::hold_in_transaction($node,
+	'SELECT 1 FROM sched.pointer FOR UPDATE');
+my $a = $node->safe_psql('postgres',
+	"SELECT sched.add('orders', now() - interval '1 hour', '{\"held\": \"a\"}')");
+my $a_holder = DelayschedTest::hold_in_transaction($node,
+	"SELECT 1 FROM sched.task WHERE id = $a FOR UPDATE");
+$node->safe_psql('postgres',
+	"SELECT sched.add('orders', now() - interval '1 hour' + interval '1 second', '{\"held\": \"b\"}')");
+DelayschedTest::release_session($pointer_holder);
+@got = $listener->wait_for(44, 30);
+is($got[-1]{message}{payload}{held}, 'b', 'a late task is delivered while an older one is held');
+# Skipped rows are the backstop sweep's to find: shorten it, then release A.
+$node->safe_psql('postgres', "ALTER SYSTEM SET delaysched.sweep_interval = '1s'");
+$node->reload;
+DelayschedTest::release_session($a_holder);
+@got = $listener->wait_for(45, 30);
+is($got[-1]{message}{payload}{held}, 'a', 'the held one goes at the next sweep once released');
+
 $listener->stop;
 $node->stop;
 done_testing();
