@@ -1,0 +1,154 @@
+-- privileges: nothing in schema sched is open to ordinary roles until an
+-- administrator grants it, and the SECURITY DEFINER functions are safe.
+
+CREATE ROLE regress_ds_app NOLOGIN;
+CREATE ROLE regress_ds_nobody NOLOGIN;
+SELECT sched.define_biz('priv_jobs', 'pull', ack_timeout => '1 hour');
+CREATE TEMP TABLE priv_task AS SELECT sched.add('priv_jobs', '2100-01-01') AS id;
+GRANT SELECT ON priv_task TO regress_ds_app;
+
+-- every SECURITY DEFINER function pins search_path
+SELECT p.proname, p.proconfig FROM pg_proc p
+WHERE p.pronamespace = 'sched'::regnamespace AND p.prosecdef ORDER BY p.proname;
+SELECT count(*) AS unpinned FROM pg_proc p
+WHERE p.pronamespace = 'sched'::regnamespace AND p.prosecdef
+  AND NOT coalesce('search_path=pg_catalog, pg_temp' = ANY (p.proconfig), false);
+-- internal functions are not SECURITY DEFINER
+SELECT count(*) AS internal_definer FROM pg_proc p
+WHERE p.pronamespace = 'sched'::regnamespace AND p.prosecdef AND p.proname ~ '^_';
+
+-- no function in sched is executable by PUBLIC (a NULL ACL would mean it is)
+SELECT count(*) AS functions,
+       count(*) FILTER (WHERE has_function_privilege('public', p.oid, 'EXECUTE')) AS public_execute,
+       count(*) FILTER (WHERE p.proacl IS NULL
+                           OR EXISTS (SELECT FROM aclexplode(p.proacl) a WHERE a.grantee = 0)) AS public_acl,
+       count(*) FILTER (WHERE has_function_privilege('regress_ds_nobody', p.oid, 'EXECUTE')) AS nobody_execute
+FROM pg_proc p WHERE p.pronamespace = 'sched'::regnamespace;
+
+-- no table, view, partition or sequence in sched is open to PUBLIC or a role without grants
+SELECT count(*) AS relations,
+       count(*) FILTER (WHERE EXISTS (SELECT FROM aclexplode(c.relacl) a WHERE a.grantee = 0)) AS public_acl,
+       count(*) FILTER (WHERE c.relkind <> 'S' AND has_table_privilege('regress_ds_nobody', c.oid,
+                              'SELECT, INSERT, UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER')) AS nobody_table,
+       count(*) FILTER (WHERE c.relkind = 'S' AND has_sequence_privilege('regress_ds_nobody', c.oid,
+                              'USAGE, SELECT, UPDATE')) AS nobody_sequence
+FROM pg_class c
+WHERE c.relnamespace = 'sched'::regnamespace AND c.relkind IN ('r', 'p', 'v', 'S');
+SELECT has_schema_privilege('regress_ds_nobody', 'sched', 'USAGE') AS nobody_usage,
+       has_schema_privilege('regress_ds_nobody', 'sched', 'CREATE') AS nobody_create;
+
+-- an ordinary role without grants: permission denied for everything
+SET ROLE regress_ds_app;
+SELECT q, try(q) FROM (VALUES
+  ($$SELECT sched.define_biz('priv_x')$$),
+  ($$SELECT sched.drop_biz('priv_jobs')$$),
+  ($$SELECT sched.add('priv_jobs', '2100-01-01')$$),
+  ($$SELECT * FROM sched.tasks$$)
+) AS v(q);
+RESET ROLE;
+
+-- USAGE on the schema alone still grants nothing
+GRANT USAGE ON SCHEMA sched TO regress_ds_app;
+SET ROLE regress_ds_app;
+SELECT q, try(q) FROM (VALUES
+  ($$SELECT sched.define_biz('priv_x')$$),
+  ($$SELECT sched.drop_biz('priv_jobs', true)$$),
+  ($$SELECT sched.add('priv_jobs', '2100-01-01')$$),
+  ($$SELECT sched.add_after('priv_jobs', '1 day')$$),
+  ($$SELECT sched.add_many('priv_jobs', ARRAY['2100-01-01']::timestamptz[])$$),
+  ($$SELECT sched.cancel((SELECT id FROM priv_task))$$),
+  ($$SELECT sched.reschedule((SELECT id FROM priv_task), '2100-01-02')$$),
+  ($$SELECT sched.claim('priv_jobs')$$),
+  ($$SELECT sched.ack(1)$$),
+  ($$SELECT sched.ack_many('{1}')$$),
+  ($$SELECT sched.nack(1)$$),
+  ($$SELECT sched.retry(1)$$),
+  ($$SELECT sched._insert('priv_jobs', '2100-01-01', '{}', NULL)$$),
+  ($$SELECT sched._finish(0::smallint, 1, 'done', NULL)$$),
+  ($$SELECT sched._wake(now())$$),
+  ($$SELECT sched._workers()$$),
+  ($$INSERT INTO sched.biz VALUES ('priv_x', 'notify', 'priv_x', 1, '1 hour')$$),
+  ($$UPDATE sched.biz SET max_attempts = 1$$),
+  ($$DELETE FROM sched.biz$$),
+  ($$INSERT INTO sched.task (id, bucket, biz_type, run_at, payload, created_at) VALUES (1, 0, 'priv_jobs', now(), '{}', now())$$),
+  ($$INSERT INTO sched.task_0000 (id, bucket, biz_type, run_at, payload, created_at) VALUES (1, 0, 'priv_jobs', now(), '{}', now())$$),
+  ($$UPDATE sched.task SET state = 'd'$$),
+  ($$DELETE FROM sched.task$$),
+  ($$TRUNCATE sched.finished$$),
+  ($$DELETE FROM sched.dedupe$$),
+  ($$UPDATE sched.pointer SET pointer = now()$$),
+  ($$SELECT nextval('sched.task_seq')$$),
+  ($$SELECT * FROM sched.tasks$$),
+  ($$SELECT * FROM sched.biz_stats$$),
+  ($$SELECT * FROM sched.time_pointer$$),
+  ($$SELECT * FROM sched.workers$$)
+) AS v(q);
+RESET ROLE;
+
+-- EXECUTE on sched.add: the role can schedule tasks ...
+GRANT EXECUTE ON FUNCTION sched.add(text, timestamptz, jsonb, text) TO regress_ds_app;
+SET ROLE regress_ds_app;
+SELECT sched.add('priv_jobs', '2100-01-01', '{"by": "app"}') IS NOT NULL AS added;
+SELECT sched.add('priv_jobs', '2100-01-01', '{"by": "app"}', 'app-key') =
+       sched.add('priv_jobs', '2100-01-02', '{"by": "app"}', 'app-key') AS deduped;
+-- ... and still nothing else
+SELECT q, try(q) FROM (VALUES
+  ($$SELECT sched.add_after('priv_jobs', '1 day')$$),
+  ($$SELECT sched.cancel((SELECT id FROM priv_task))$$),
+  ($$SELECT sched._insert('priv_jobs', '2100-01-01', '{}', NULL)$$),
+  ($$INSERT INTO sched.task (id, bucket, biz_type, run_at, payload, created_at) VALUES (1, 0, 'priv_jobs', now(), '{}', now())$$),
+  ($$UPDATE sched.task SET payload = '{}'$$),
+  ($$INSERT INTO sched.biz VALUES ('priv_x', 'notify', 'priv_x', 1, '1 hour')$$),
+  ($$INSERT INTO sched.dedupe VALUES ('priv_jobs', 'app-key', 1)$$),
+  ($$SELECT * FROM sched.tasks$$),
+  ($$SET delaysched.max_payload_size = '256MB'$$)
+) AS v(q);
+-- the role's own search_path does not reach into the definer's functions
+CREATE TEMP TABLE biz (name text);
+SET search_path = pg_temp, public;
+SELECT sched.add('priv_jobs', '2100-01-03', '{"by": "app, temp search_path"}') IS NOT NULL AS added;
+RESET search_path;
+RESET ROLE;
+SELECT payload, dedupe_key, state FROM sched.tasks WHERE payload->>'by' LIKE 'app%'
+ORDER BY run_at, dedupe_key NULLS FIRST;
+
+-- EXECUTE on add_after alone is enough: it calls sched.add as the definer
+REVOKE EXECUTE ON FUNCTION sched.add(text, timestamptz, jsonb, text) FROM regress_ds_app;
+GRANT EXECUTE ON FUNCTION sched.add_after(text, interval, jsonb, text) TO regress_ds_app;
+SET ROLE regress_ds_app;
+SELECT sched.add_after('priv_jobs', '1 day', '{"by": "app, add_after"}') IS NOT NULL AS added_after;
+SELECT try($$SELECT sched.add('priv_jobs', '2100-01-01')$$) AS add_revoked;
+RESET ROLE;
+
+-- SELECT on the views lets a role read through them, never the tables
+GRANT SELECT ON sched.tasks, sched.biz_stats, sched.time_pointer, sched.workers TO regress_ds_app;
+SET ROLE regress_ds_app;
+SELECT count(*) AS app_tasks FROM sched.tasks WHERE payload->>'by' LIKE 'app%';
+SELECT biz_type, pending FROM sched.biz_stats WHERE biz_type = 'priv_jobs';
+SELECT count(*) AS pointers FROM sched.time_pointer;
+SELECT q, try(q) FROM (VALUES
+  ($$SELECT * FROM sched.workers$$),
+  ($$SELECT * FROM sched.task$$),
+  ($$SELECT * FROM sched.finished$$)
+) AS v(q);
+RESET ROLE;
+-- sched.workers also needs EXECUTE on sched._workers()
+GRANT EXECUTE ON FUNCTION sched._workers() TO regress_ds_app;
+SET ROLE regress_ds_app;
+SELECT role FROM sched.workers;
+RESET ROLE;
+
+-- the unknown-type error reaches the role with its hint
+SET ROLE regress_ds_app;
+SELECT try($$SELECT sched.add_after('priv_nope', '1 day')$$);
+RESET ROLE;
+
+-- clean up
+SELECT sched.drop_biz('priv_jobs', cancel_tasks => true);
+DROP TABLE priv_task;
+DROP OWNED BY regress_ds_app;
+DROP OWNED BY regress_ds_nobody;
+DROP ROLE regress_ds_app;
+DROP ROLE regress_ds_nobody;
+SELECT count(*) AS roles_left FROM pg_roles WHERE rolname LIKE 'regress\_ds\_%';
+SELECT has_function_privilege('public', 'sched.add(text, timestamptz, jsonb, text)', 'EXECUTE') AS public_add;
