@@ -383,6 +383,26 @@ $$;
 COMMENT ON FUNCTION sched._finish(smallint, bigint, text, text) IS 'internal: move a task to sched.finished';
 
 /*
+ * Finish the unfinished task p_id as p_state if it is in one of p_states;
+ * false if there is no such task.  The body of sched.ack and sched.cancel.
+ */
+CREATE FUNCTION sched._finish_by_id(p_id bigint, p_states "char"[], p_state text)
+RETURNS boolean
+LANGUAGE plpgsql
+AS $$
+DECLARE
+	v_bucket smallint := sched._lock(p_id, p_states);
+BEGIN
+	IF v_bucket IS NULL THEN
+		RETURN false;
+	END IF;
+	PERFORM sched._finish(v_bucket, p_id, p_state, NULL);
+	RETURN true;
+END
+$$;
+COMMENT ON FUNCTION sched._finish_by_id(bigint, "char"[], text) IS 'internal: finish an unfinished task by id if it is in one of the given states';
+
+/*
  * Give a locked task a new run_at (and so maybe a new bucket), keeping its
  * id, as pending.  Delete and insert rather than UPDATE, so that no
  * concurrent locker ever meets a row moved to another partition.
@@ -876,16 +896,9 @@ LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-DECLARE
-	v_bucket smallint;
 BEGIN
 	PERFORM sched._require(id, 'id');
-	v_bucket := sched._lock(id, '{p,r}');
-	IF v_bucket IS NULL THEN
-		RETURN false;
-	END IF;
-	PERFORM sched._finish(v_bucket, id, 'cancelled', NULL);
-	RETURN true;
+	RETURN sched._finish_by_id(id, '{p,r}', 'cancelled');
 END
 $$;
 COMMENT ON FUNCTION sched.cancel(bigint) IS 'cancel a pending task; false if there was no pending task with this id';
@@ -915,16 +928,9 @@ LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-DECLARE
-	v_bucket smallint;
 BEGIN
 	PERFORM sched._require(id, 'id');
-	v_bucket := sched._lock(id, '{d}');
-	IF v_bucket IS NULL THEN
-		RETURN false;
-	END IF;
-	PERFORM sched._finish(v_bucket, id, 'done', NULL);
-	RETURN true;
+	RETURN sched._finish_by_id(id, '{d}', 'done');
 END
 $$;
 COMMENT ON FUNCTION sched.ack(bigint) IS 'acknowledge a delivered task: it is done; false if no delivery of this id awaits acknowledgement';

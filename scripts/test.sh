@@ -21,19 +21,28 @@ as_pg_user mkdir -p "$logs"
 passed=0
 failed=0
 
-# pg_regress and pg_isolation_regress print one "... ok" or "... FAILED" per test.
-log "pg_regress and isolation tests"
-(cd "$work" && as_pg_user make -s installcheck PG_CONFIG="$PG_BINDIR/pg_config") >"$logs/installcheck.log" 2>&1
-status=$?
-cat "$logs/installcheck.log"
-ok=$(grep -cE '\.\.\. ok' "$logs/installcheck.log")
-bad=$(grep -cE '\.\.\. FAILED|\.\.\. failed' "$logs/installcheck.log")
-if [ "$status" -ne 0 ] && [ "$bad" -eq 0 ]; then bad=1; fi
+# pg_regress and pg_isolation_regress print one "... ok" or "... FAILED" per
+# test.  Run them one after the other, so that a failure in the first does not
+# hide the second.
+for suite in regress isolation; do
+	log "$suite tests"
+	case $suite in
+		regress) only="ISOLATION=" ;;
+		isolation) only="REGRESS=" ;;
+	esac
+	(cd "$work" && as_pg_user make -s installcheck $only PG_CONFIG="$PG_BINDIR/pg_config") \
+		>"$logs/$suite.log" 2>&1
+	status=$?
+	cat "$logs/$suite.log"
+	ok=$(grep -cE '\.\.\. ok' "$logs/$suite.log")
+	bad=$(grep -cE '\.\.\. FAILED|\.\.\. failed' "$logs/$suite.log")
+	if [ "$status" -ne 0 ] && [ "$bad" -eq 0 ]; then bad=1; fi
+	passed=$((passed + ok))
+	failed=$((failed + bad))
+done
 for d in "$work/regression.diffs" "$work/output_iso/regression.diffs"; do
 	[ -s "$d" ] && { echo "---- $d"; cat "$d"; }
 done
-passed=$((passed + ok))
-failed=$((failed + bad))
 
 # TAP: every assertion counts.
 log "TAP tests"
