@@ -177,7 +177,8 @@ COMMENT ON FUNCTION sched._wake(timestamptz) IS 'internal: wake the scanner afte
 
 CREATE FUNCTION sched._workers(
 	OUT pid int, OUT role text, OUT holds text, OUT state text,
-	OUT last_tick timestamptz, OUT time_pointer timestamptz, OUT delivered bigint)
+	OUT last_tick timestamptz, OUT time_pointer timestamptz, OUT delivered bigint,
+	OUT ticks bigint)
 RETURNS record
 LANGUAGE c STRICT VOLATILE
 AS 'MODULE_PATHNAME', 'delaysched_workers';
@@ -698,8 +699,11 @@ BEGIN
 		IF expired >= p_batch THEN
 			next_lease := p_now;
 		ELSE
+			-- Strictly later than now: an expired lease that another
+			-- transaction holds (an ack in progress) waits for the next
+			-- sweep rather than waking the scanner over and over.
 			SELECT pg_catalog.min(t.lease_until) INTO next_lease FROM sched.task t
-				WHERE t.state = 'd';
+				WHERE t.state = 'd' AND t.lease_until > p_now;
 		END IF;
 
 		PERFORM sched._purge(p_now, p_retention_s, p_dead_retention_s, p_batch);
@@ -1133,7 +1137,7 @@ CREATE VIEW sched.biz_stats AS
 COMMENT ON VIEW sched.biz_stats IS 'per business type: task counts, delivery rate and lateness over the last minute';
 
 CREATE VIEW sched.workers AS
-	SELECT w.pid, w.role, w.holds, w.state, w.last_tick, w.time_pointer, w.delivered
+	SELECT w.pid, w.role, w.holds, w.state, w.last_tick, w.time_pointer, w.delivered, w.ticks
 	FROM sched._workers() w;
 COMMENT ON VIEW sched.workers IS 'the delaysched background workers and what they hold';
 

@@ -51,6 +51,7 @@ typedef struct DelayschedShared
 	TimestampTz last_tick;
 	TimestampTz time_pointer;
 	int64		delivered;
+	int64		ticks;
 } DelayschedShared;
 
 extern DelayschedShared *delaysched_shared;

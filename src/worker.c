@@ -119,6 +119,7 @@ scanner_attach(void)
 	delaysched_shared->scanner_status = SCANNER_DELIVERING;
 	delaysched_shared->sleep_until = 0;
 	delaysched_shared->delivered = 0;
+	delaysched_shared->ticks = 0;
 	SpinLockRelease(&delaysched_shared->mutex);
 	before_shmem_exit(scanner_detach, (Datum) 0);
 }
@@ -300,6 +301,7 @@ delaysched_scanner_main(Datum main_arg)
 		delaysched_shared->last_tick = now;
 		delaysched_shared->time_pointer = time_pointer;
 		delaysched_shared->delivered += tick.delivered;
+		delaysched_shared->ticks++;
 		if (delaysched_shared->wake_at < next)
 			next = delaysched_shared->wake_at;
 		delaysched_shared->sleep_until = next;

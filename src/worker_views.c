@@ -19,7 +19,7 @@
 
 PG_FUNCTION_INFO_V1(delaysched_workers);
 
-#define WORKERS_COLUMNS 7
+#define WORKERS_COLUMNS 8
 
 static const char *
 status_name(ScannerStatus status)
@@ -41,7 +41,7 @@ status_name(ScannerStatus status)
 /*
  * sched._workers() RETURNS TABLE(pid int, role text, holds text,
  *		state text, last_tick timestamptz, time_pointer timestamptz,
- *		delivered bigint)
+ *		delivered bigint, ticks bigint)
  *
  * One row per worker slot.  For now there is one scanner, which holds every
  * bucket.
@@ -57,6 +57,7 @@ delaysched_workers(PG_FUNCTION_ARGS)
 	TimestampTz last_tick;
 	TimestampTz time_pointer;
 	int64		delivered;
+	int64		ticks;
 
 	if (delaysched_shared == NULL)
 		ereport(ERROR,
@@ -72,6 +73,7 @@ delaysched_workers(PG_FUNCTION_ARGS)
 	last_tick = delaysched_shared->last_tick;
 	time_pointer = delaysched_shared->time_pointer;
 	delivered = delaysched_shared->delivered;
+	ticks = delaysched_shared->ticks;
 	SpinLockRelease(&delaysched_shared->mutex);
 
 	memset(nulls, 0, sizeof(nulls));
@@ -85,6 +87,7 @@ delaysched_workers(PG_FUNCTION_ARGS)
 	values[5] = TimestampTzGetDatum(time_pointer);
 	nulls[5] = (time_pointer == 0 || TIMESTAMP_NOT_FINITE(time_pointer));
 	values[6] = Int64GetDatum(delivered);
+	values[7] = Int64GetDatum(ticks);
 
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
 }

@@ -65,10 +65,32 @@ is($node->safe_psql('postgres', "SELECT id, attempt FROM sched.claim('inbox')"),
 is($node->safe_psql('postgres', "SELECT sched.ack($pid)"), 't', 'acknowledged');
 $pull->stop;
 
+# An expired lease held by another transaction (an acknowledgement in
+# progress) must not make the scanner spin: it waits for its next sweep.
+$node->safe_psql('postgres',
+	"SELECT sched.define_biz('slow', ack_timeout => '1 second')");
+my $slow = DelayschedTest::Listener->start($node, 'postgres', [], 'slow');
+my $sid = $node->safe_psql('postgres', "SELECT sched.add('slow', clock_timestamp())");
+@got = $slow->wait_for(1, 30);
+is(scalar @got, 1, 'slow task delivered');
+my $acker = DelayschedTest::hold_in_transaction($node, "SELECT sched.ack($sid)");
+ok(DelayschedTest::poll_until($node,
+	"SELECT lease_until < clock_timestamp() FROM sched.task WHERE id = $sid", 't', 10),
+	'its lease expired while the ack is in progress');
+my $ticks_before = $node->safe_psql('postgres', 'SELECT ticks FROM sched.workers');
+sleep 2;	# the window being measured
+my $ticks = $node->safe_psql('postgres', 'SELECT ticks FROM sched.workers') - $ticks_before;
+cmp_ok($ticks, '<', 20, "the scanner did not spin on the held lease ($ticks ticks in 2 s)");
+DelayschedTest::release_session($acker);
+@got = $slow->wait_for(2, 30);
+is($got[1]{attempt}, 2, 'redelivered once the ack rolled back');
+$node->safe_psql('postgres', "SELECT sched.ack($sid)");
+$slow->stop;
+
 # Retention: finished tasks go once they are older than delaysched.retention
 # (a reload is enough); dead ones follow delaysched.dead_retention.
 is($node->safe_psql('postgres', "SELECT count(*) FROM sched.tasks WHERE state = 'done'"),
-	'2', 'done tasks are kept for the retention');
+	'3', 'done tasks are kept for the retention');
 $node->safe_psql('postgres', "ALTER SYSTEM SET delaysched.retention = '1s'");
 $node->reload;
 ok(DelayschedTest::poll_until($node,
