@@ -460,24 +460,26 @@ COMMENT ON FUNCTION sched._announcement(text) IS 'internal: the NOTIFY payload a
 
 /*
  * Deliver up to p_batch due pending tasks of one bucket with
- * p_lo <= run_at < p_hi and run_at <= p_now, in run-at order: notify types
- * are leased and their message queued; pull types are marked ready and
- * their channel told.  Rows another transaction holds are skipped.  The
- * NOTIFYs go out when the caller's transaction commits, with the state
- * change.  Returns how many tasks it took.
+ * (run_at, id) > (p_lo, p_after_id), run_at < p_hi and run_at <= p_now, in
+ * (run_at, id) order: notify types are leased and their message queued; pull
+ * types are marked ready and their channel told.  Rows another transaction
+ * holds are skipped.  The NOTIFYs go out when the caller's transaction
+ * commits, with the state change.  Returns how many tasks it took and the
+ * (run_at, id) of the last one, which the caller may pass back as
+ * (p_lo, p_after_id) to continue without re-reading the index entries of
+ * what it delivered.
  */
-CREATE FUNCTION sched._deliver_bucket(p_bucket smallint, p_lo timestamptz, p_hi timestamptz,
-									  p_now timestamptz, p_batch int)
-RETURNS int
+CREATE FUNCTION sched._deliver_bucket(p_bucket smallint, p_lo timestamptz, p_after_id bigint,
+									  p_hi timestamptz, p_now timestamptz, p_batch int,
+									  OUT delivered int, OUT last_run_at timestamptz,
+									  OUT last_id bigint)
 LANGUAGE plpgsql
 AS $$
-DECLARE
-	n int;
 BEGIN
 	WITH due AS (
 		SELECT t.id FROM sched.task t
 		WHERE t.bucket = p_bucket AND t.state = 'p'
-		  AND t.run_at >= p_lo AND t.run_at < p_hi AND t.run_at <= p_now
+		  AND (t.run_at, t.id) > (p_lo, p_after_id) AND t.run_at < p_hi AND t.run_at <= p_now
 		ORDER BY t.run_at, t.id
 		LIMIT p_batch
 		FOR UPDATE SKIP LOCKED
@@ -495,18 +497,22 @@ BEGIN
 	), notified AS (
 		-- pg_notify is volatile, so it runs after the sort: in run-at order.
 		-- Identical pull announcements in one transaction fold into one.
-		SELECT pg_catalog.pg_notify(taken.channel,
+		SELECT taken.run_at, taken.id,
+			   pg_catalog.pg_notify(taken.channel,
 				   CASE WHEN taken.delivery = 'pull' THEN sched._announcement(taken.biz_type)
 						ELSE sched._message(taken.id, taken.biz_type, taken.run_at,
 											taken.payload, taken.attempt) END)
 		FROM taken
 		ORDER BY taken.run_at, taken.id
 	)
-	SELECT pg_catalog.count(*)::int INTO n FROM notified;
-	RETURN n;
+	SELECT pg_catalog.count(*)::int,
+		   (pg_catalog.array_agg(notified.run_at ORDER BY notified.run_at DESC, notified.id DESC))[1],
+		   (pg_catalog.array_agg(notified.id ORDER BY notified.run_at DESC, notified.id DESC))[1]
+	INTO delivered, last_run_at, last_id
+	FROM notified;
 END
 $$;
-COMMENT ON FUNCTION sched._deliver_bucket(smallint, timestamptz, timestamptz, timestamptz, int) IS 'internal: deliver due tasks of one bucket';
+COMMENT ON FUNCTION sched._deliver_bucket(smallint, timestamptz, bigint, timestamptz, timestamptz, int) IS 'internal: deliver due tasks of one bucket';
 
 /*
  * The walk.  The pointer is the start of the first second not yet fully
@@ -515,9 +521,19 @@ COMMENT ON FUNCTION sched._deliver_bucket(smallint, timestamptz, timestamptz, ti
  * second once the second is over and drained; if nothing is due, move the
  * pointer up to the current second.  Returns what was delivered, the new
  * pointer and when to look next (p_now itself when there is more to do).
+ *
+ * The cursor (p_cursor_run_at, p_cursor_id) is where the previous tick's
+ * delivery stopped, if it is still at or after the pointer: the search
+ * starts after it, so that a burst of thousands of tasks in one second does
+ * not re-read the index entries of the tasks already delivered, making the
+ * drain quadratic.  The scanner drops the cursor when a commit reports a
+ * task due at or before it; anything else left behind it (rows that others
+ * held) is behind the pointer once the second ends, for the sweep.
  */
 CREATE FUNCTION sched._walk(p_now timestamptz, p_batch int,
-							OUT delivered int, OUT time_pointer timestamptz, OUT next_due timestamptz)
+							p_cursor_run_at timestamptz, p_cursor_id bigint,
+							OUT delivered int, OUT time_pointer timestamptz, OUT next_due timestamptz,
+							OUT cursor_run_at timestamptz, OUT cursor_id bigint)
 LANGUAGE plpgsql
 AS $$
 DECLARE
@@ -525,21 +541,44 @@ DECLARE
 	v_next timestamptz;
 	v_second timestamptz;
 	v_now_second timestamptz := pg_catalog.date_trunc('second', p_now);
+	v_from timestamptz;
+	v_from_id bigint;
+	d record;
 BEGIN
 	SELECT p.pointer INTO v_pointer FROM sched.pointer p WHERE p.range_id = 0 FOR UPDATE;
 	delivered := 0;
 
-	SELECT pg_catalog.min(t.run_at) INTO v_next FROM sched.task t
-		WHERE t.state = 'p' AND t.run_at >= v_pointer;
+	IF p_cursor_run_at IS NOT NULL AND p_cursor_run_at >= v_pointer THEN
+		v_from := p_cursor_run_at;
+		v_from_id := p_cursor_id;
+	ELSE
+		v_from := v_pointer;
+		v_from_id := -1;
+	END IF;
+	cursor_run_at := v_from;
+	cursor_id := v_from_id;
+
+	SELECT t.run_at INTO v_next FROM sched.task t
+		WHERE t.state = 'p' AND (t.run_at, t.id) > (v_from, v_from_id)
+		ORDER BY t.run_at, t.id LIMIT 1;
 
 	IF v_next IS NULL OR v_next > p_now THEN
-		-- Every second from the pointer up to now is empty.
+		-- Every second from the pointer up to now is drained.
 		time_pointer := GREATEST(v_pointer, v_now_second);
 		next_due := v_next;
 	ELSE
 		v_second := pg_catalog.date_trunc('second', v_next);
-		delivered := sched._deliver_bucket(sched._bucket(v_second), v_second,
-										   v_second + interval '1 second', p_now, p_batch);
+		IF v_from < v_second THEN
+			v_from := v_second;
+			v_from_id := -1;
+		END IF;
+		SELECT * INTO d FROM sched._deliver_bucket(sched._bucket(v_second), v_from, v_from_id,
+												   v_second + interval '1 second', p_now, p_batch);
+		delivered := d.delivered;
+		IF d.delivered > 0 THEN
+			cursor_run_at := d.last_run_at;
+			cursor_id := d.last_id;
+		END IF;
 		IF delivered < p_batch AND v_second < v_now_second THEN
 			time_pointer := v_second + interval '1 second';
 		ELSE
@@ -563,7 +602,7 @@ BEGIN
 	END IF;
 END
 $$;
-COMMENT ON FUNCTION sched._walk(timestamptz, int) IS 'internal: advance the time pointer, delivering what falls due';
+COMMENT ON FUNCTION sched._walk(timestamptz, int, timestamptz, bigint) IS 'internal: advance the time pointer, delivering what falls due';
 
 /*
  * The backstop: deliver pending tasks behind the pointer (added after their
@@ -585,7 +624,7 @@ BEGIN
 			  AND t.bucket OPERATOR(pg_catalog.<>) ALL (v_tried)
 			ORDER BY t.run_at LIMIT 1;
 		EXIT WHEN NOT FOUND;
-		n := n + sched._deliver_bucket(v_bucket, '-infinity', p_pointer, p_now, p_batch - n);
+		n := n + (sched._deliver_bucket(v_bucket, '-infinity', -1, p_pointer, p_now, p_batch - n)).delivered;
 		-- Whatever is left there is held by other transactions (or was cut
 		-- by the batch): look at the next bucket.
 		v_tried := v_tried || v_bucket;
@@ -672,8 +711,10 @@ COMMENT ON FUNCTION sched._purge(timestamptz, int, int, int) IS 'internal: remov
  */
 CREATE FUNCTION sched._tick(p_now timestamptz, p_batch int, p_sweep boolean,
 							p_retention_s int, p_dead_retention_s int,
+							p_cursor_run_at timestamptz, p_cursor_id bigint,
 							OUT delivered bigint, OUT time_pointer timestamptz,
-							OUT next_due timestamptz, OUT next_lease timestamptz)
+							OUT next_due timestamptz, OUT next_lease timestamptz,
+							OUT cursor_run_at timestamptz, OUT cursor_id bigint)
 LANGUAGE plpgsql
 AS $$
 DECLARE
@@ -681,10 +722,12 @@ DECLARE
 	late int;
 	expired int;
 BEGIN
-	SELECT * INTO w FROM sched._walk(p_now, p_batch);
+	SELECT * INTO w FROM sched._walk(p_now, p_batch, p_cursor_run_at, p_cursor_id);
 	delivered := w.delivered;
 	time_pointer := w.time_pointer;
 	next_due := w.next_due;
+	cursor_run_at := w.cursor_run_at;
+	cursor_id := w.cursor_id;
 
 	IF p_sweep THEN
 		IF delivered < p_batch THEN
@@ -710,7 +753,7 @@ BEGIN
 	END IF;
 END
 $$;
-COMMENT ON FUNCTION sched._tick(timestamptz, int, boolean, int, int) IS 'internal: one tick of the scanner worker';
+COMMENT ON FUNCTION sched._tick(timestamptz, int, boolean, int, int, timestamptz, bigint) IS 'internal: one tick of the scanner worker';
 
 -------------------------------------------------------------------------------
 -- Public functions: business types (administrators)
@@ -1039,6 +1082,7 @@ RETURNS TABLE(id bigint, biz_type text, run_at timestamptz, payload jsonb, attem
 LANGUAGE sql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$ SELECT * FROM sched._claim($1, $2) $$;
 COMMENT ON FUNCTION sched.claim(text, int) IS 'take up to max_tasks due tasks of a type, each leased for the type''s ack_timeout';
 

@@ -66,6 +66,18 @@ typedef struct TickResult
 	TimestampTz next_lease;		/* DT_NOEND if none; only set by a sweep */
 } TickResult;
 
+/*
+ * Where the walk's last delivery stopped (see sched._walk): the next tick
+ * searches after it.  Dropped when a commit reports a task due at or before
+ * it, since the walk would not look there.
+ */
+typedef struct WalkCursor
+{
+	bool		valid;
+	TimestampTz run_at;
+	int64		id;
+} WalkCursor;
+
 static SPIPlanPtr tick_plan = NULL;
 
 /*
@@ -137,7 +149,7 @@ nullable_timestamp(HeapTuple tuple, TupleDesc desc, int column, TimestampTz if_n
  * Run one tick in its own transaction and fill *result.
  */
 static void
-run_tick(TimestampTz now, bool sweep, TickResult *result)
+run_tick(TimestampTz now, bool sweep, WalkCursor *cursor, TickResult *result)
 {
 	memset(result, 0, sizeof(*result));
 	result->next_due = DT_NOEND;
@@ -152,7 +164,8 @@ run_tick(TimestampTz now, bool sweep, TickResult *result)
 	result->extension_present = OidIsValid(get_extension_oid("delaysched", true));
 	if (result->extension_present)
 	{
-		Datum		values[5];
+		Datum		values[7];
+		char		nulls[7] = {' ', ' ', ' ', ' ', ' ', ' ', ' '};
 		HeapTuple	tuple;
 		TupleDesc	desc;
 		bool		isnull;
@@ -160,12 +173,14 @@ run_tick(TimestampTz now, bool sweep, TickResult *result)
 
 		if (tick_plan == NULL)
 		{
-			Oid			types[5] = {TIMESTAMPTZOID, INT4OID, BOOLOID, INT4OID, INT4OID};
+			Oid			types[7] = {TIMESTAMPTZOID, INT4OID, BOOLOID, INT4OID, INT4OID,
+			TIMESTAMPTZOID, INT8OID};
 			SPIPlanPtr	plan;
 
-			plan = SPI_prepare("SELECT delivered, time_pointer, next_due, next_lease"
-							   " FROM sched._tick($1, $2, $3, $4, $5)",
-							   5, types);
+			plan = SPI_prepare("SELECT delivered, time_pointer, next_due, next_lease,"
+							   " cursor_run_at, cursor_id"
+							   " FROM sched._tick($1, $2, $3, $4, $5, $6, $7)",
+							   7, types);
 			if (plan == NULL)
 				elog(ERROR, "SPI_prepare failed for sched._tick: %s",
 					 SPI_result_code_string(SPI_result));
@@ -179,8 +194,12 @@ run_tick(TimestampTz now, bool sweep, TickResult *result)
 		values[2] = BoolGetDatum(sweep);
 		values[3] = Int32GetDatum(delaysched_retention_s);
 		values[4] = Int32GetDatum(delaysched_dead_retention_s);
+		values[5] = TimestampTzGetDatum(cursor->run_at);
+		values[6] = Int64GetDatum(cursor->id);
+		if (!cursor->valid)
+			nulls[5] = nulls[6] = 'n';
 
-		ret = SPI_execute_plan(tick_plan, values, NULL, false, 1);
+		ret = SPI_execute_plan(tick_plan, values, nulls, false, 1);
 		if (ret != SPI_OK_SELECT || SPI_processed != 1)
 			elog(ERROR, "sched._tick returned %d with " UINT64_FORMAT " rows",
 				 ret, SPI_processed);
@@ -191,7 +210,13 @@ run_tick(TimestampTz now, bool sweep, TickResult *result)
 		result->time_pointer = nullable_timestamp(tuple, desc, 2, DT_NOBEGIN);
 		result->next_due = nullable_timestamp(tuple, desc, 3, DT_NOEND);
 		result->next_lease = nullable_timestamp(tuple, desc, 4, DT_NOEND);
+		cursor->run_at = DatumGetTimestampTz(SPI_getbinval(tuple, desc, 5, &isnull));
+		cursor->valid = !isnull;
+		if (cursor->valid)
+			cursor->id = DatumGetInt64(SPI_getbinval(tuple, desc, 6, &isnull));
 	}
+	else
+		cursor->valid = false;
 
 	SPI_finish();
 	PopActiveSnapshot();
@@ -209,6 +234,7 @@ delaysched_scanner_main(Datum main_arg)
 	TimestampTz last_sweep = 0;
 	TimestampTz next_lease = DT_NOEND;
 	TimestampTz time_pointer = DT_NOBEGIN;
+	WalkCursor	cursor = {false, 0, 0};
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
@@ -236,6 +262,13 @@ delaysched_scanner_main(Datum main_arg)
 	 * at run time just as well.
 	 */
 	SetConfigOption("plan_cache_mode", "force_generic_plan", PGC_SUSET, PGC_S_OVERRIDE);
+
+	/*
+	 * A generic plan over a large partition is estimated at millions of rows,
+	 * which would make JIT compile the tick's statements every time: half a
+	 * second per tick for a statement that runs in a few milliseconds.
+	 */
+	SetConfigOption("jit", "off", PGC_SUSET, PGC_S_OVERRIDE);
 
 	/*
 	 * If a tick ever deadlocks with DDL (DROP EXTENSION locks the partitions
@@ -272,7 +305,10 @@ delaysched_scanner_main(Datum main_arg)
 			now >= next_lease ||
 			now - last_sweep >= sweep_every;
 
-		run_tick(now, sweep, &tick);
+		if (cursor.valid && wake_at <= cursor.run_at)
+			cursor.valid = false;
+
+		run_tick(now, sweep, &cursor, &tick);
 
 		if (!tick.extension_present)
 		{
