@@ -253,6 +253,19 @@ END
 $$;
 COMMENT ON FUNCTION sched._check_interval(interval, text, interval, interval) IS 'internal: refuse an interval outside its range';
 
+CREATE FUNCTION sched._check_array(value anyarray, what text) RETURNS void
+LANGUAGE plpgsql IMMUTABLE
+AS $$
+BEGIN
+	IF value IS NOT NULL AND pg_catalog.cardinality(value) > 0
+	   AND (pg_catalog.array_ndims(value) <> 1 OR pg_catalog.array_lower(value, 1) <> 1) THEN
+		RAISE EXCEPTION '% must be a one-dimensional array starting at subscript 1', what
+			USING ERRCODE = 'array_subscript_error';
+	END IF;
+END
+$$;
+COMMENT ON FUNCTION sched._check_array(anyarray, text) IS 'internal: refuse a multi-dimensional array or one not starting at 1';
+
 /*
  * Checks shared by every way of adding a task.
  */
@@ -357,6 +370,34 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION sched._lock(bigint, "char"[]) IS 'internal: find and lock an unfinished task by id';
+
+/*
+ * Lock FOR KEY SHARE the business type of unfinished task p_id, as sched.add
+ * does for a new task, before the caller re-stores the task (_move deletes
+ * and inserts it): a concurrent sched.drop_biz then waits for the caller, or
+ * the caller for it.  False if there is no such task or it has no type any
+ * more (drop_biz cancelled it).  Taken before the task's own row lock, in
+ * the order drop_biz takes them.
+ */
+CREATE FUNCTION sched._lock_type_of(p_id bigint) RETURNS boolean
+LANGUAGE plpgsql
+AS $$
+DECLARE
+	v_biz text;
+BEGIN
+	SELECT t.biz_type INTO v_biz FROM sched.task t
+		WHERE t.bucket = sched._id_bucket(p_id) AND t.id = p_id;
+	IF NOT FOUND THEN
+		SELECT t.biz_type INTO v_biz FROM sched.task t WHERE t.id = p_id;
+	END IF;
+	IF v_biz IS NULL THEN
+		RETURN false;
+	END IF;
+	PERFORM 1 FROM sched.biz b WHERE b.name = v_biz FOR KEY SHARE;
+	RETURN FOUND;
+END
+$$;
+COMMENT ON FUNCTION sched._lock_type_of(bigint) IS 'internal: lock the business type of a task before re-storing the task';
 
 /*
  * Move a locked task out of the live table into sched.finished.
@@ -585,7 +626,10 @@ BEGIN
 			time_pointer := v_second;
 		END IF;
 
-		IF delivered >= p_batch OR time_pointer < v_now_second THEN
+		IF delivered >= p_batch OR v_second < v_now_second THEN
+			-- More to do: the batch was full, or this tick finished an
+			-- earlier second and the current one (whose due tasks the
+			-- search below would not count) is still to be walked.
 			next_due := p_now;
 		ELSE
 			-- The current second is drained up to now (rows others hold excepted).
@@ -713,7 +757,7 @@ CREATE FUNCTION sched._tick(p_now timestamptz, p_batch int, p_sweep boolean,
 							p_retention_s int, p_dead_retention_s int,
 							p_cursor_run_at timestamptz, p_cursor_id bigint,
 							OUT delivered bigint, OUT time_pointer timestamptz,
-							OUT next_due timestamptz, OUT next_lease timestamptz,
+							OUT next_due timestamptz, OUT next_sweep timestamptz,
 							OUT cursor_run_at timestamptz, OUT cursor_id bigint)
 LANGUAGE plpgsql
 AS $$
@@ -721,6 +765,7 @@ DECLARE
 	w record;
 	late int;
 	expired int;
+	purged int;
 BEGIN
 	SELECT * INTO w FROM sched._walk(p_now, p_batch, p_cursor_run_at, p_cursor_id);
 	delivered := w.delivered;
@@ -730,26 +775,25 @@ BEGIN
 	cursor_id := w.cursor_id;
 
 	IF p_sweep THEN
+		late := 0;
 		IF delivered < p_batch THEN
 			late := sched._deliver_late(time_pointer, p_now, p_batch - delivered::int);
 			delivered := delivered + late;
-			IF delivered >= p_batch THEN
-				next_due := p_now;
-			END IF;
 		END IF;
 
 		expired := sched._expire_leases(p_now, p_batch);
-		IF expired >= p_batch THEN
-			next_lease := p_now;
+		purged := sched._purge(p_now, p_retention_s, p_dead_retention_s, p_batch);
+		IF delivered >= p_batch OR expired >= p_batch OR purged >= p_batch THEN
+			-- A full batch: sweep again at once.
+			next_sweep := p_now;
 		ELSE
-			-- Strictly later than now: an expired lease that another
-			-- transaction holds (an ack in progress) waits for the next
-			-- sweep rather than waking the scanner over and over.
-			SELECT pg_catalog.min(t.lease_until) INTO next_lease FROM sched.task t
+			-- The next lease to expire.  Strictly later than now: an expired
+			-- lease that another transaction holds (an ack in progress)
+			-- waits for the next regular sweep rather than waking the
+			-- scanner over and over.
+			SELECT pg_catalog.min(t.lease_until) INTO next_sweep FROM sched.task t
 				WHERE t.state = 'd' AND t.lease_until > p_now;
 		END IF;
-
-		PERFORM sched._purge(p_now, p_retention_s, p_dead_retention_s, p_batch);
 	END IF;
 END
 $$;
@@ -801,6 +845,16 @@ BEGIN
 		SET delivery = excluded.delivery, channel = excluded.channel,
 			max_attempts = excluded.max_attempts, ack_timeout = excluded.ack_timeout,
 			updated_at = now();
+
+	-- A pull type turned notify: its announced tasks ('r') wait for a claim
+	-- that no consumer will make; make them pending again, behind the
+	-- pointer, for the sweep to deliver by NOTIFY.
+	IF delivery = 'notify' THEN
+		UPDATE sched.task t SET state = 'p' WHERE t.biz_type = define_biz.name AND t.state = 'r';
+		IF FOUND THEN
+			PERFORM sched._wake('-infinity');
+		END IF;
+	END IF;
 END
 $$;
 COMMENT ON FUNCTION sched.define_biz(text, text, text, int, interval) IS 'create or replace a delaysched business type';
@@ -818,9 +872,13 @@ DECLARE
 BEGIN
 	PERFORM sched._require(name, 'name');
 	PERFORM sched._require(cancel_tasks, 'cancel_tasks');
-	PERFORM sched._biz(name);
-	-- Lock the type so that no add slips in between the count and the delete.
+	-- Lock the type first: every function that stores a task of this type
+	-- holds it FOR KEY SHARE until it commits, so none slips in between the
+	-- count and the delete.
 	PERFORM 1 FROM sched.biz b WHERE b.name = drop_biz.name FOR UPDATE;
+	IF NOT FOUND THEN
+		PERFORM sched._biz(name);	-- raises undefined_object
+	END IF;
 	SELECT count(*) INTO v_unfinished FROM sched.task t WHERE t.biz_type = drop_biz.name;
 	IF v_unfinished > 0 AND NOT cancel_tasks THEN
 		RAISE EXCEPTION 'business type "%" still has unfinished tasks', name
@@ -889,6 +947,9 @@ DECLARE
 BEGIN
 	PERFORM sched._biz(biz_type);
 	PERFORM sched._require(run_ats, 'run_ats');
+	PERFORM sched._check_array(run_ats, 'run_ats');
+	PERFORM sched._check_array(payloads, 'payloads');
+	PERFORM sched._check_array(dedupe_keys, 'dedupe_keys');
 	n := coalesce(cardinality(run_ats), 0);
 	IF payloads IS NOT NULL AND cardinality(payloads) <> n THEN
 		RAISE EXCEPTION 'payloads has % elements but run_ats has %', cardinality(payloads), n
@@ -960,6 +1021,9 @@ DECLARE
 BEGIN
 	PERFORM sched._require(id, 'id');
 	PERFORM sched._check_task(run_at, '{}', NULL);
+	IF NOT sched._lock_type_of(id) THEN
+		RETURN false;
+	END IF;
 	v_bucket := sched._lock(id, '{p,r}');
 	IF v_bucket IS NULL THEN
 		RETURN false;
@@ -1016,6 +1080,9 @@ BEGIN
 	PERFORM sched._require(id, 'id');
 	IF retry_in IS NOT NULL THEN
 		PERFORM sched._check_interval(retry_in, 'retry_in', interval '0', interval '1 year');
+	END IF;
+	IF NOT sched._lock_type_of(id) THEN
+		RETURN false;
 	END IF;
 	v_bucket := sched._lock(id, '{d}');
 	IF v_bucket IS NULL THEN

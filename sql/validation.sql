@@ -195,7 +195,10 @@ SELECT q, try(q) FROM (VALUES
   ($$SELECT sched.add_many('val_notify', ARRAY['2100-01-01', '2100-01-02']::timestamptz[], NULL, ARRAY['a'])$$),
   ($$SELECT sched.add_many('val_notify', '{}', ARRAY['{}']::jsonb[])$$),
   ($$SELECT sched.add_many('val_notify', ARRAY['2100-01-01', NULL]::timestamptz[])$$),
-  ($$SELECT sched.add_many('val_notify', ARRAY['2100-01-01', '2100-01-02']::timestamptz[], ARRAY['{}', NULL]::jsonb[])$$)
+  ($$SELECT sched.add_many('val_notify', ARRAY['2100-01-01', '2100-01-02']::timestamptz[], ARRAY['{}', NULL]::jsonb[])$$),
+  ($$SELECT sched.add_many('val_notify', '[0:1]={2100-01-01,2100-01-02}'::timestamptz[])$$),
+  ($$SELECT sched.add_many('val_notify', ARRAY['2100-01-01', '2100-01-02']::timestamptz[], NULL, '[0:1]={k1,k2}'::text[])$$),
+  ($$SELECT sched.add_many('val_notify', ARRAY[['2100-01-01'], ['2100-01-02']]::timestamptz[])$$)
 ) AS v(q);
 
 -- nothing stored was harmed

@@ -63,7 +63,10 @@ typedef struct TickResult
 	int64		delivered;
 	TimestampTz time_pointer;
 	TimestampTz next_due;		/* DT_NOEND if nothing is pending */
-	TimestampTz next_lease;		/* DT_NOEND if none; only set by a sweep */
+	TimestampTz next_sweep;		/* when the next sweep is due at the latest
+								 * (the next lease expiry, or now when a
+								 * sweep batch was full); DT_NOEND if
+								 * nothing asks; only set by a sweep */
 } TickResult;
 
 /*
@@ -153,7 +156,7 @@ run_tick(TimestampTz now, bool sweep, WalkCursor *cursor, TickResult *result)
 {
 	memset(result, 0, sizeof(*result));
 	result->next_due = DT_NOEND;
-	result->next_lease = DT_NOEND;
+	result->next_sweep = DT_NOEND;
 
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
@@ -177,7 +180,7 @@ run_tick(TimestampTz now, bool sweep, WalkCursor *cursor, TickResult *result)
 			TIMESTAMPTZOID, INT8OID};
 			SPIPlanPtr	plan;
 
-			plan = SPI_prepare("SELECT delivered, time_pointer, next_due, next_lease,"
+			plan = SPI_prepare("SELECT delivered, time_pointer, next_due, next_sweep,"
 							   " cursor_run_at, cursor_id"
 							   " FROM sched._tick($1, $2, $3, $4, $5, $6, $7)",
 							   7, types);
@@ -209,7 +212,7 @@ run_tick(TimestampTz now, bool sweep, WalkCursor *cursor, TickResult *result)
 		result->delivered = DatumGetInt64(SPI_getbinval(tuple, desc, 1, &isnull));
 		result->time_pointer = nullable_timestamp(tuple, desc, 2, DT_NOBEGIN);
 		result->next_due = nullable_timestamp(tuple, desc, 3, DT_NOEND);
-		result->next_lease = nullable_timestamp(tuple, desc, 4, DT_NOEND);
+		result->next_sweep = nullable_timestamp(tuple, desc, 4, DT_NOEND);
 		cursor->run_at = DatumGetTimestampTz(SPI_getbinval(tuple, desc, 5, &isnull));
 		cursor->valid = !isnull;
 		if (cursor->valid)
@@ -232,7 +235,7 @@ void
 delaysched_scanner_main(Datum main_arg)
 {
 	TimestampTz last_sweep = 0;
-	TimestampTz next_lease = DT_NOEND;
+	TimestampTz next_sweep = DT_NOEND;
 	TimestampTz time_pointer = DT_NOBEGIN;
 	WalkCursor	cursor = {false, 0, 0};
 
@@ -277,6 +280,15 @@ delaysched_scanner_main(Datum main_arg)
 	 */
 	SetConfigOption("deadlock_timeout", "100ms", PGC_SUSET, PGC_S_OVERRIDE);
 
+	/*
+	 * The tick relies on READ COMMITTED (a row skipped or changed under it
+	 * is re-read, never a serialisation failure) and must write; database
+	 * or role defaults must not change that, nor time it out.
+	 */
+	SetConfigOption("default_transaction_isolation", "read committed", PGC_SUSET, PGC_S_OVERRIDE);
+	SetConfigOption("default_transaction_read_only", "off", PGC_SUSET, PGC_S_OVERRIDE);
+	SetConfigOption("statement_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE);
+
 	for (;;)
 	{
 		TimestampTz now;
@@ -301,9 +313,11 @@ delaysched_scanner_main(Datum main_arg)
 		SpinLockRelease(&delaysched_shared->mutex);
 
 		now = GetCurrentTimestamp();
+		/* (now < last_sweep: the clock went back; do not wait it out.) */
 		sweep = wake_at < time_pointer ||
-			now >= next_lease ||
-			now - last_sweep >= sweep_every;
+			now >= next_sweep ||
+			now - last_sweep >= sweep_every ||
+			now < last_sweep;
 
 		if (cursor.valid && wake_at <= cursor.run_at)
 			cursor.valid = false;
@@ -314,7 +328,7 @@ delaysched_scanner_main(Datum main_arg)
 		{
 			set_status(SCANNER_WAITING_FOR_EXTENSION);
 			time_pointer = DT_NOBEGIN;
-			next_lease = DT_NOEND;
+			next_sweep = DT_NOEND;
 			next = TimestampTzPlusMilliseconds(now, EXTENSION_RECHECK_MS);
 		}
 		else
@@ -323,10 +337,11 @@ delaysched_scanner_main(Datum main_arg)
 			if (sweep)
 			{
 				last_sweep = now;
-				next_lease = tick.next_lease;
+				next_sweep = tick.next_sweep;
 			}
-			next = Min(tick.next_due, next_lease);
+			next = Min(tick.next_due, next_sweep);
 			next = Min(next, last_sweep + sweep_every);
+			next = Min(next, now + sweep_every);
 		}
 
 		/*

@@ -89,6 +89,23 @@ is(scalar @got, 43, 'task with a large payload was delivered');
 ok($got[-1]{message}{payload_omitted} && !exists $got[-1]{message}{payload},
 	'large payload omitted from the notification');
 
+# Across a second boundary: when the tick that finishes one second finds the
+# next one already under way, it walks that second at once instead of
+# sleeping until the next task (or, here, the 60 s sweep).
+for my $round (1 .. 3)
+{
+	my $count = scalar $listener->received;
+	$node->safe_psql('postgres', q{
+		SELECT sched.add('orders', s - interval '50 microseconds', '{"edge": "before"}'),
+			   sched.add('orders', s + interval '20 microseconds', '{"edge": "after"}')
+		FROM (SELECT date_trunc('second', clock_timestamp()) + interval '2 seconds' AS s) AS t});
+	my @edge = $listener->wait_for($count + 2, 10);
+	is(scalar @edge, $count + 2, "round $round: both tasks around the second boundary delivered");
+	my ($after) = grep { ($_->{message}{payload}{edge} // '') eq 'after' } @edge[ $count .. $#edge ];
+	cmp_ok($after->{late_us} // 1e9, '<', 500_000,
+		"round $round: the task just after the boundary was not left for a later tick");
+}
+
 # A late task held by another transaction does not hold up the other late
 # tasks.  Stop the scanner (hold its pointer row) while task A falls behind
 # the pointer, lock A in a second session, add B behind the pointer in another
@@ -102,13 +119,13 @@ my $a_holder = DelayschedTest::hold_in_transaction($node,
 $node->safe_psql('postgres',
 	"SELECT sched.add('orders', now() - interval '1 hour' + interval '1 second', '{\"held\": \"b\"}')");
 DelayschedTest::release_session($pointer_holder);
-@got = $listener->wait_for(44, 30);
+@got = $listener->wait_for(50, 30);
 is($got[-1]{message}{payload}{held}, 'b', 'a late task is delivered while an older one is held');
 # Skipped rows are the backstop sweep's to find: shorten it, then release A.
 $node->safe_psql('postgres', "ALTER SYSTEM SET delaysched.sweep_interval = '1s'");
 $node->reload;
 DelayschedTest::release_session($a_holder);
-@got = $listener->wait_for(45, 30);
+@got = $listener->wait_for(51, 30);
 is($got[-1]{message}{payload}{held}, 'a', 'the held one goes at the next sweep once released');
 
 $listener->stop;

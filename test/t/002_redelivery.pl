@@ -63,6 +63,18 @@ is(scalar @got, 2, 'announced again when the lease expired');
 is($node->safe_psql('postgres', "SELECT id, attempt FROM sched.claim('inbox')"),
 	"$pid|2", 'claimed again with attempt 2');
 is($node->safe_psql('postgres', "SELECT sched.ack($pid)"), 't', 'acknowledged');
+
+# A pull type turned notify: a task announced and waiting for a claim is
+# delivered by NOTIFY instead of waiting for ever.
+my $waiting = $node->safe_psql('postgres',
+	"SELECT sched.add('inbox', clock_timestamp(), '{\"p\": 2}')");
+@got = $pull->wait_for(3, 30);
+is(scalar @got, 3, 'announced');
+$node->safe_psql('postgres',
+	"SELECT sched.define_biz('inbox', delivery => 'notify', ack_timeout => '1 second')");
+@got = $pull->wait_for(4, 30);
+is($got[3]{id}, $waiting, 'the announced task is delivered by NOTIFY once the type is notify');
+is($node->safe_psql('postgres', "SELECT sched.ack($waiting)"), 't', 'and acknowledged');
 $pull->stop;
 
 # An expired lease held by another transaction (an acknowledgement in
@@ -90,7 +102,7 @@ $slow->stop;
 # Retention: finished tasks go once they are older than delaysched.retention
 # (a reload is enough); dead ones follow delaysched.dead_retention.
 is($node->safe_psql('postgres', "SELECT count(*) FROM sched.tasks WHERE state = 'done'"),
-	'3', 'done tasks are kept for the retention');
+	'4', 'done tasks are kept for the retention');
 $node->safe_psql('postgres', "ALTER SYSTEM SET delaysched.retention = '1s'");
 $node->reload;
 ok(DelayschedTest::poll_until($node,

@@ -38,6 +38,26 @@ is($node->safe_psql('postgres',
 	"SELECT datname FROM pg_stat_activity WHERE backend_type = 'delaysched scanner'"),
 	'postgres', 'the scanner is connected to delaysched.database');
 
+# Database defaults do not reach the scanner's transactions: with REPEATABLE
+# READ as the database default and claims racing it, the scanner neither
+# fails with serialisation errors nor restarts.
+$node->safe_psql('postgres',
+	"ALTER DATABASE postgres SET default_transaction_isolation = 'repeatable read'");
+$node->restart;
+$node->safe_psql('postgres', "SELECT sched.define_biz('racy', delivery => 'pull')");
+ok(DelayschedTest::poll_until($node, "SELECT state FROM sched.workers", 'sleeping', 10),
+	'scanner up after the restart');
+my $scanner_pid = $node->safe_psql('postgres', 'SELECT pid FROM sched.workers');
+my $script = $node->basedir . '/racy.sql';
+open my $fh, '>', $script or die $!;
+print $fh "SELECT sched.add_after('racy', '0'); SELECT count(*) FROM sched.claim('racy', 5);\n";
+close $fh;
+$node->command_ok([ 'pgbench', '-n', '-c', '2', '-j', '2', '-T', '3', '-f', $script,
+	'-d', $node->connstr('postgres') ], 'adds and claims raced the scanner');
+is($node->safe_psql('postgres', 'SELECT pid FROM sched.workers'), $scanner_pid,
+	'the scanner survived: no serialisation failure restarted it');
+$node->safe_psql('postgres', 'ALTER DATABASE postgres RESET default_transaction_isolation');
+
 # Dropping the extension under the running scanner, then creating it again:
 # the scanner waits, then serves the new installation.
 $node->safe_psql('postgres', 'DROP EXTENSION delaysched');
