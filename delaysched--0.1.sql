@@ -513,7 +513,7 @@ COMMENT ON FUNCTION sched._announcement(text) IS 'internal: the NOTIFY payload a
 CREATE FUNCTION sched._deliver_bucket(p_bucket smallint, p_lo timestamptz, p_after_id bigint,
 									  p_hi timestamptz, p_now timestamptz, p_batch int,
 									  OUT delivered int, OUT last_run_at timestamptz,
-									  OUT last_id bigint)
+									  OUT last_id bigint, OUT first_lease timestamptz)
 LANGUAGE plpgsql
 AS $$
 BEGIN
@@ -534,11 +534,11 @@ BEGIN
 							   ELSE pg_catalog.clock_timestamp() + b.ack_timeout END
 		FROM due, sched.biz b
 		WHERE t.bucket = p_bucket AND t.id = due.id AND b.name = t.biz_type
-		RETURNING t.id, t.biz_type, t.run_at, t.payload, t.attempt, b.channel, b.delivery
+		RETURNING t.id, t.biz_type, t.run_at, t.payload, t.attempt, t.lease_until, b.channel, b.delivery
 	), notified AS (
 		-- pg_notify is volatile, so it runs after the sort: in run-at order.
 		-- Identical pull announcements in one transaction fold into one.
-		SELECT taken.run_at, taken.id,
+		SELECT taken.run_at, taken.id, taken.lease_until,
 			   pg_catalog.pg_notify(taken.channel,
 				   CASE WHEN taken.delivery = 'pull' THEN sched._announcement(taken.biz_type)
 						ELSE sched._message(taken.id, taken.biz_type, taken.run_at,
@@ -548,8 +548,9 @@ BEGIN
 	)
 	SELECT pg_catalog.count(*)::int,
 		   (pg_catalog.array_agg(notified.run_at ORDER BY notified.run_at DESC, notified.id DESC))[1],
-		   (pg_catalog.array_agg(notified.id ORDER BY notified.run_at DESC, notified.id DESC))[1]
-	INTO delivered, last_run_at, last_id
+		   (pg_catalog.array_agg(notified.id ORDER BY notified.run_at DESC, notified.id DESC))[1],
+		   pg_catalog.min(notified.lease_until)
+	INTO delivered, last_run_at, last_id, first_lease
 	FROM notified;
 END
 $$;
@@ -574,7 +575,8 @@ COMMENT ON FUNCTION sched._deliver_bucket(smallint, timestamptz, bigint, timesta
 CREATE FUNCTION sched._walk(p_now timestamptz, p_batch int,
 							p_cursor_run_at timestamptz, p_cursor_id bigint,
 							OUT delivered int, OUT time_pointer timestamptz, OUT next_due timestamptz,
-							OUT cursor_run_at timestamptz, OUT cursor_id bigint)
+							OUT cursor_run_at timestamptz, OUT cursor_id bigint,
+							OUT first_lease timestamptz)
 LANGUAGE plpgsql
 AS $$
 DECLARE
@@ -616,6 +618,7 @@ BEGIN
 		SELECT * INTO d FROM sched._deliver_bucket(sched._bucket(v_second), v_from, v_from_id,
 												   v_second + interval '1 second', p_now, p_batch);
 		delivered := d.delivered;
+		first_lease := d.first_lease;
 		IF d.delivered > 0 THEN
 			cursor_run_at := d.last_run_at;
 			cursor_id := d.last_id;
@@ -774,16 +777,21 @@ BEGIN
 	cursor_run_at := w.cursor_run_at;
 	cursor_id := w.cursor_id;
 
-	IF p_sweep THEN
-		late := 0;
-		IF delivered < p_batch THEN
-			late := sched._deliver_late(time_pointer, p_now, p_batch - delivered::int);
-			delivered := delivered + late;
-		END IF;
+	-- The leases this tick granted: the worker must look again when the
+	-- first of them runs out, sweep or not.
+	next_sweep := w.first_lease;
 
+	IF p_sweep THEN
+		-- Late tasks get what the walk left of the batch, and at least a
+		-- tenth of it, so that a long burst does not keep them waiting.
+		late := sched._deliver_late(time_pointer, p_now,
+									GREATEST(p_batch - delivered::int, p_batch / 10, 1));
+		delivered := delivered + late;
 		expired := sched._expire_leases(p_now, p_batch);
 		purged := sched._purge(p_now, p_retention_s, p_dead_retention_s, p_batch);
-		IF delivered >= p_batch OR expired >= p_batch OR purged >= p_batch THEN
+
+		IF late >= GREATEST(p_batch - w.delivered, p_batch / 10, 1)
+		   OR expired >= p_batch OR purged >= p_batch THEN
 			-- A full batch: sweep again at once.
 			next_sweep := p_now;
 		ELSE
@@ -817,6 +825,7 @@ AS $$
 #variable_conflict use_variable
 DECLARE
 	v_channel text := coalesce(channel, name);
+	v_old_delivery text;
 BEGIN
 	PERFORM sched._check_name(name, 'business type name',
 		'Use a lowercase identifier such as ''order_timeout''.');
@@ -839,6 +848,17 @@ BEGIN
 	END IF;
 	PERFORM sched._check_interval(ack_timeout, 'ack_timeout', interval '1 second', interval '7 days');
 
+	SELECT b.delivery INTO v_old_delivery FROM sched.biz b WHERE b.name = define_biz.name
+		FOR NO KEY UPDATE;
+	IF v_old_delivery = 'pull' AND delivery = 'notify' THEN
+		-- Until this commits the scanner still sees a pull type and may mark
+		-- more of its tasks announced ('r'), which the reset below would not
+		-- see.  Hold the pointer row, which every tick locks first: a tick
+		-- under way finishes before this goes on, and none starts until
+		-- this transaction ends.
+		PERFORM 1 FROM sched.pointer p FOR UPDATE;
+	END IF;
+
 	INSERT INTO sched.biz AS b (name, delivery, channel, max_attempts, ack_timeout)
 		VALUES (name, delivery, v_channel, max_attempts, ack_timeout)
 	ON CONFLICT ON CONSTRAINT biz_pkey DO UPDATE
@@ -849,7 +869,7 @@ BEGIN
 	-- A pull type turned notify: its announced tasks ('r') wait for a claim
 	-- that no consumer will make; make them pending again, behind the
 	-- pointer, for the sweep to deliver by NOTIFY.
-	IF delivery = 'notify' THEN
+	IF v_old_delivery = 'pull' AND delivery = 'notify' THEN
 		UPDATE sched.task t SET state = 'p' WHERE t.biz_type = define_biz.name AND t.state = 'r';
 		IF FOUND THEN
 			PERFORM sched._wake('-infinity');

@@ -104,7 +104,7 @@ SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute
 WHERE attrelid = 'sched.biz_stats'::regclass AND attnum > 0 ORDER BY attnum;
 -- ... and the counts so far
 SELECT biz_type, delivery, channel, pending, due_now, awaiting_ack, done, dead,
-       delivered_per_sec >= 0 AS rate_ok
+       delivered_per_sec = 0 AS rate_ok
 FROM sched.biz_stats ORDER BY biz_type;
 
 -- sched.time_pointer: columns and types, one pointer over every bucket
@@ -119,8 +119,8 @@ FROM sched.time_pointer;
 SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute
 WHERE attrelid = 'sched.workers'::regclass AND attnum > 0 ORDER BY attnum;
 SELECT role, holds, pid IS NOT NULL AS running, state IN ('sleeping', 'delivering') AS working,
-       last_tick <= clock_timestamp() AS ticked, time_pointer IS NOT NULL AS has_pointer,
-       delivered >= 0 AS counted
+       last_tick > clock_timestamp() - interval '30 seconds' AS ticked_lately,
+       time_pointer IS NOT NULL AS has_pointer, ticks > 0 AS counted
 FROM sched.workers;
 SELECT count(*) AS scanner_backends FROM pg_stat_activity w JOIN sched.workers s USING (pid)
 WHERE w.backend_type = 'delaysched scanner' AND w.datname = current_database();

@@ -63,10 +63,10 @@ typedef struct TickResult
 	int64		delivered;
 	TimestampTz time_pointer;
 	TimestampTz next_due;		/* DT_NOEND if nothing is pending */
-	TimestampTz next_sweep;		/* when the next sweep is due at the latest
-								 * (the next lease expiry, or now when a
-								 * sweep batch was full); DT_NOEND if
-								 * nothing asks; only set by a sweep */
+	TimestampTz next_sweep;		/* when the next sweep is due at the latest:
+								 * the next lease expiry, or now when a
+								 * sweep batch was full; DT_NOEND if
+								 * nothing asks */
 } TickResult;
 
 /*
@@ -339,6 +339,8 @@ delaysched_scanner_main(Datum main_arg)
 				last_sweep = now;
 				next_sweep = tick.next_sweep;
 			}
+			else
+				next_sweep = Min(next_sweep, tick.next_sweep);
 			next = Min(tick.next_due, next_sweep);
 			next = Min(next, last_sweep + sweep_every);
 			next = Min(next, now + sweep_every);

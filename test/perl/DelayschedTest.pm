@@ -70,10 +70,11 @@ sub hold_in_transaction
 	return $session;
 }
 
+# End a held session's transaction: ROLLBACK, or COMMIT if $commit.
 sub release_session
 {
-	my ($session) = @_;
-	$session->{in} .= "ROLLBACK;\n\\q\n";
+	my ($session, $commit) = @_;
+	$session->{in} .= ($commit ? "COMMIT" : "ROLLBACK") . ";\n\\q\n";
 	$session->{harness}->finish;
 }
 

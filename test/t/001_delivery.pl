@@ -7,6 +7,7 @@ use FindBin;
 use lib "$FindBin::Bin/../perl";
 use DelayschedTest;
 use Test::More;
+use Time::HiRes ();
 
 # A long sweep interval: only the wake-after-commit can make the scanner
 # deliver a task promptly that was added while it slept.
@@ -28,6 +29,7 @@ my $sql = join ";\n", map {
 		300 + int(rand(3700)), $_)
 } 1 .. 40;
 $node->safe_psql('postgres', $sql);
+my $overdue_added_us = Time::HiRes::time() * 1e6;
 $node->safe_psql('postgres', "SELECT sched.add('orders', now() - interval '1 day', '{\"overdue\": 1}')");
 $node->safe_psql('postgres', "SELECT sched.add('orders', now() - interval '1 second', '{\"overdue\": 2}')");
 
@@ -50,13 +52,14 @@ is(scalar @overdue, 2, 'both overdue tasks were delivered');
 my $p50 = DelayschedTest::percentile(0.5, @scheduled);
 my $max = DelayschedTest::percentile(1, @scheduled);
 cmp_ok($p50, '<', 100_000, "median lateness under 100 ms (was @{[ $p50 / 1000 ]} ms)");
-cmp_ok($max, '<', 1_000_000, "every task under 1 s late (worst @{[ $max / 1000 ]} ms)");
+cmp_ok($max, '<', 2_000_000, "every task under 2 s late (worst @{[ $max / 1000 ]} ms)");
 diag(sprintf("lateness at the listener: p50 %.1f ms, max %.1f ms", $p50 / 1000, $max / 1000));
 
-# Overdue tasks go out at once, not after a sweep or a lap of the buckets.
+# Overdue tasks go out at once (the commit reports them behind the pointer
+# and the scanner sweeps), not at the 60 s sweep or after a lap of the buckets.
 my ($overdue_recv) = sort { $b <=> $a } map { $_->{recv_us} } @overdue;
-my ($first_recv) = sort { $a <=> $b } map { $_->{recv_us} } @got;
-cmp_ok($overdue_recv - $first_recv, '<', 1_000_000, 'overdue tasks were delivered promptly');
+cmp_ok($overdue_recv - $overdue_added_us, '<', 2_000_000,
+	'overdue tasks were delivered promptly after they were added');
 
 # The message shape.
 my ($one) = grep { exists $_->{message}{payload}{n} } @got;
@@ -102,9 +105,37 @@ for my $round (1 .. 3)
 	my @edge = $listener->wait_for($count + 2, 10);
 	is(scalar @edge, $count + 2, "round $round: both tasks around the second boundary delivered");
 	my ($after) = grep { ($_->{message}{payload}{edge} // '') eq 'after' } @edge[ $count .. $#edge ];
-	cmp_ok($after->{late_us} // 1e9, '<', 500_000,
+	cmp_ok($after->{late_us} // 1e9, '<', 2_000_000,
 		"round $round: the task just after the boundary was not left for a later tick");
 }
+
+# The walk cursor: while a burst is being drained, a task committed with a
+# run_at before the cursor (in the second being drained) is still delivered
+# with the burst, not left behind the cursor until a sweep.  One task per
+# tick makes the drain take thousands of ticks; the pointer row is held to
+# stop the scanner mid-burst while the task is added.
+$node->safe_psql('postgres', "ALTER SYSTEM SET delaysched.batch_size = 1");
+$node->reload;
+ok(DelayschedTest::poll_until($node, "SHOW delaysched.batch_size", '1', 10), 'one task per tick');
+my $count = scalar $listener->received;
+my $burst_at = $node->safe_psql('postgres', q{
+	SELECT date_trunc('second', clock_timestamp()) + interval '2.5 seconds'});
+$node->safe_psql('postgres', qq{
+	SELECT count(*) FROM sched.add_many('orders', array_fill('$burst_at'::timestamptz, ARRAY[3000]),
+										array_fill('{"burst": 1}'::jsonb, ARRAY[3000]))});
+$listener->wait_for($count + 40, 30);
+my $walk_holder = DelayschedTest::hold_in_transaction($node,
+	'SELECT 1 FROM sched.pointer FOR UPDATE');
+my $before_cursor = $node->safe_psql('postgres', qq{
+	SELECT sched.add('orders', '$burst_at'::timestamptz - interval '1 millisecond', '{"behind": 1}')});
+DelayschedTest::release_session($walk_holder);
+@got = $listener->wait_for($count + 3001, 60);
+is(scalar @got, $count + 3001, 'the burst and the task behind the cursor were delivered');
+my ($behind_at) = grep { $got[$_]{id} == $before_cursor } 0 .. $#got;
+ok(defined $behind_at && $behind_at < $#got,
+	'the task behind the cursor went out with the burst, not after it');
+$node->safe_psql('postgres', "ALTER SYSTEM RESET delaysched.batch_size");
+$node->reload;
 
 # A late task held by another transaction does not hold up the other late
 # tasks.  Stop the scanner (hold its pointer row) while task A falls behind
@@ -119,13 +150,13 @@ my $a_holder = DelayschedTest::hold_in_transaction($node,
 $node->safe_psql('postgres',
 	"SELECT sched.add('orders', now() - interval '1 hour' + interval '1 second', '{\"held\": \"b\"}')");
 DelayschedTest::release_session($pointer_holder);
-@got = $listener->wait_for(50, 30);
+@got = $listener->wait_for(3051, 30);
 is($got[-1]{message}{payload}{held}, 'b', 'a late task is delivered while an older one is held');
 # Skipped rows are the backstop sweep's to find: shorten it, then release A.
 $node->safe_psql('postgres', "ALTER SYSTEM SET delaysched.sweep_interval = '1s'");
 $node->reload;
 DelayschedTest::release_session($a_holder);
-@got = $listener->wait_for(51, 30);
+@got = $listener->wait_for(3052, 30);
 is($got[-1]{message}{payload}{held}, 'a', 'the held one goes at the next sweep once released');
 
 $listener->stop;
