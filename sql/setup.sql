@@ -45,14 +45,15 @@ EXCEPTION WHEN OTHERS THEN
 END
 $$;
 
--- helper: wait (up to 60 s) until the scanner has announced every due task
--- of a pull type, so that sched.claim never meets a row the scanner holds
-CREATE FUNCTION wait_announced(biz text) RETURNS boolean
+-- helper: poll a condition (SQL, true when done) every 0.1 s for up to 60 s
+CREATE FUNCTION wait_until(condition text) RETURNS boolean
 LANGUAGE plpgsql AS $$
+DECLARE
+	done boolean;
 BEGIN
 	FOR i IN 1 .. 600 LOOP
-		IF NOT EXISTS (SELECT FROM sched.task t
-		               WHERE t.biz_type = biz AND t.state = 'p' AND t.run_at <= clock_timestamp()) THEN
+		EXECUTE 'SELECT ' || condition INTO done;
+		IF done THEN
 			RETURN true;
 		END IF;
 		PERFORM pg_sleep(0.1);
@@ -61,20 +62,19 @@ BEGIN
 END
 $$;
 
--- helper: wait (up to 60 s) for the scanner to run in this database
+-- helper: wait until the scanner has announced every due task of a pull type
+CREATE FUNCTION wait_announced(biz text) RETURNS boolean
+LANGUAGE sql AS $$
+	SELECT wait_until(format('NOT EXISTS (SELECT FROM sched.task t WHERE t.biz_type = %L
+	                          AND t.state = %L AND t.run_at <= clock_timestamp())', biz, 'p'))
+$$;
+
+-- helper: wait until the scanner runs in this database
 CREATE FUNCTION wait_scanner() RETURNS boolean
-LANGUAGE plpgsql AS $$
-BEGIN
-	FOR i IN 1 .. 600 LOOP
-		IF EXISTS (SELECT FROM sched.workers w
-		           WHERE w.pid IS NOT NULL AND w.state IN ('sleeping', 'delivering')
-		             AND w.time_pointer IS NOT NULL) THEN
-			RETURN true;
-		END IF;
-		PERFORM pg_sleep(0.1);
-	END LOOP;
-	RETURN false;
-END
+LANGUAGE sql AS $$
+	SELECT wait_until($c$EXISTS (SELECT FROM sched.workers w
+	                   WHERE w.pid IS NOT NULL AND w.state IN ('sleeping', 'delivering')
+	                     AND w.time_pointer IS NOT NULL)$c$)
 $$;
 
 -- the scanner is up and has walked this database
