@@ -28,7 +28,7 @@ PG_CPPFLAGS = -I$(srcdir)/src
 # -Wextra's unused-parameter fires inside PostgreSQL's own headers (bufpage.h).
 PG_CFLAGS = -Wall -Wextra -Werror -Wno-unused-parameter
 
-EXTRA_CLEAN = test/dslisten tmp_check tmp_check_iso
+EXTRA_CLEAN = test/dslisten test/bench/dsbench tmp_check tmp_check_iso
 
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
@@ -37,11 +37,18 @@ include $(PGXS)
 # PGXS tracks no header dependencies: rebuild every object when a header changes.
 $(OBJS): $(wildcard $(srcdir)/src/*.h)
 
-# The LISTEN client used by the demo and the TAP tests.
 LIBPQ_CFLAGS = -I$(shell $(PG_CONFIG) --includedir)
 LIBPQ_LIBS = -L$(shell $(PG_CONFIG) --libdir) -lpq
 
-all: test/dslisten
+all: test/dslisten test/bench/dsbench
 
-test/dslisten: test/dslisten.c
+# The LISTEN client and the benchmark driver (test/bench/dsbench).
+test/dslisten test/bench/dsbench: %: %.c
 	$(CC) -O2 -Wall -Wextra -Werror $(LIBPQ_CFLAGS) -o $@ $< $(LIBPQ_LIBS)
+
+# Benchmarks (not tests): bench/run.sh; bench-smoke is the few-second run CI does.
+.PHONY: bench bench-smoke
+bench: all
+	bash bench/run.sh
+bench-smoke: all
+	bash bench/run.sh --smoke

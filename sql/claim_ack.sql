@@ -125,6 +125,18 @@ SELECT sched.drop_biz('jobs_once') AS dropped_tasks;
 SELECT try($$SELECT sched.retry($$ || :o1 || $$)$$) AS retry_dropped;
 SELECT state FROM sched.tasks WHERE id = :o1;
 
+-- ack_many finds a task that nack moved to another bucket
+SELECT sched.define_biz('jobs_moved', delivery => 'pull', max_attempts => 5);
+SELECT sched.add('jobs_moved', now() - interval '7 seconds', '{"m": 1}') AS m1 \gset
+SELECT wait_announced('jobs_moved');
+SELECT count(*) AS claimed FROM sched.claim('jobs_moved');
+SELECT sched.nack(:m1, '0') AS nacked;
+SELECT wait_announced('jobs_moved');
+SELECT payload, attempt FROM sched.claim('jobs_moved');
+SELECT sched.ack_many(ARRAY[:m1]) AS acked_moved;
+SELECT state FROM sched.tasks WHERE id = :m1;
+SELECT sched.drop_biz('jobs_moved');
+
 -- clean up
 SELECT sched.drop_biz('jobs', cancel_tasks => true);
 SELECT sched.drop_biz('jobs_short');
