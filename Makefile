@@ -43,8 +43,8 @@ LIBPQ_LIBS = -L$(shell $(PG_CONFIG) --libdir) -lpq
 all: test/dslisten test/bench/dsbench
 
 # The LISTEN client and the benchmark driver (test/bench/dsbench).
-test/dslisten test/bench/dsbench: %: %.c
-	$(CC) -O2 -Wall -Wextra -Werror $(LIBPQ_CFLAGS) -o $@ $< $(LIBPQ_LIBS)
+test/dslisten test/bench/dsbench: %: %.c test/dsclient.h
+	$(CC) -O2 -Wall -Wextra -Werror -I$(srcdir)/test $(LIBPQ_CFLAGS) -o $@ $< $(LIBPQ_LIBS)
 
 # Benchmarks (not tests): bench/run.sh; bench-smoke is the few-second run CI does.
 .PHONY: bench bench-smoke

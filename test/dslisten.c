@@ -30,33 +30,7 @@
 
 #include "libpq-fe.h"
 
-typedef long long usec_t;
-
-static usec_t
-now_us(void)
-{
-	struct timeval tv;
-
-	gettimeofday(&tv, NULL);
-	return (usec_t) tv.tv_sec * 1000000 + tv.tv_usec;
-}
-
-/* Find the value of "key" in a flat JSON object; return a pointer to it. */
-static const char *
-json_value(const char *json, const char *key)
-{
-	char		quoted[64];
-	const char *p;
-
-	snprintf(quoted, sizeof(quoted), "\"%s\"", key);
-	p = strstr(json, quoted);
-	if (p == NULL)
-		return NULL;
-	p += strlen(quoted);
-	while (*p == ' ' || *p == ':')
-		p++;
-	return p;
-}
+#include "dsclient.h"
 
 /*
  * Parse the run_at of a delaysched message ("2026-11-21T05:00:00.123456+00:00")

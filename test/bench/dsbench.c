@@ -40,7 +40,7 @@
 
 #include "libpq-fe.h"
 
-typedef long long usec_t;
+#include "dsclient.h"
 
 typedef struct Options
 {
@@ -52,15 +52,6 @@ typedef struct Options
 	double		rate;
 	double		seconds;
 } Options;
-
-static usec_t
-now_us(void)
-{
-	struct timeval tv;
-
-	gettimeofday(&tv, NULL);
-	return (usec_t) tv.tv_sec * 1000000 + tv.tv_usec;
-}
 
 static void
 die(const char *what, PGconn *conn)
@@ -92,25 +83,6 @@ exec_or_die(PGconn *conn, const char *sql)
 		exit(1);
 	}
 	PQclear(res);
-}
-
-/*
- * Find "key" in a flat JSON message and return a pointer to its value.
- */
-static const char *
-json_value(const char *json, const char *key)
-{
-	char		quoted[64];
-	const char *p;
-
-	snprintf(quoted, sizeof(quoted), "\"%s\"", key);
-	p = strstr(json, quoted);
-	if (p == NULL)
-		return NULL;
-	p += strlen(quoted);
-	while (*p == ' ' || *p == ':')
-		p++;
-	return p;
 }
 
 /* ------------------------------------------------------------------------
