@@ -47,8 +47,10 @@ test/dslisten test/bench/dsbench: %: %.c test/dsclient.h
 	$(CC) -O2 -Wall -Wextra -Werror -I$(srcdir)/test $(LIBPQ_CFLAGS) -o $@ $< $(LIBPQ_LIBS)
 
 # Benchmarks (not tests): bench/run.sh; bench-smoke is the few-second run CI does.
-.PHONY: bench bench-smoke
+.PHONY: bench bench-compare bench-smoke
 bench: all
 	bash bench/run.sh
+bench-compare: all
+	bash bench/run.sh --compare
 bench-smoke: all
 	bash bench/run.sh --smoke

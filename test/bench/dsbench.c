@@ -376,7 +376,7 @@ report(const Options *o, long expected, const Receipts *r, double enqueue_per_s,
 	p99 = percentile_ms(r, 0.99);
 	pmax = percentile_ms(r, 1.0);
 
-	printf("%-10s %-8s %9ld %9ld %11.0f %8.2f %11.0f %9.1f %9.1f %9.1f %9.1f\n",
+	printf("%-20s %-8s %9ld %9ld %11.0f %8.2f %11.0f %9.1f %9.1f %9.1f %9.1f\n",
 		   o->system, o->workload, expected, r->count, enqueue_per_s, drain_s,
 		   delivered_per_s, p50, p90, p99, pmax);
 	if (o->csv && (csv = fopen(o->csv, "a")) != NULL)
@@ -586,7 +586,7 @@ main(int argc, char **argv)
 	{
 		if (strcmp(argv[i], "--header") == 0)
 		{
-			printf("%-10s %-8s %9s %9s %11s %8s %11s %9s %9s %9s %9s\n",
+			printf("%-20s %-8s %9s %9s %11s %8s %11s %9s %9s %9s %9s\n",
 				   "system", "workload", "tasks", "received", "enqueue/s", "drain s",
 				   "deliver/s", "p50 ms", "p90 ms", "p99 ms", "max ms");
 			if (argc == 2)
