@@ -400,29 +400,41 @@ $$;
 COMMENT ON FUNCTION sched._lock_type_of(bigint) IS 'internal: lock the business type of a task before re-storing the task';
 
 /*
- * Move a locked task out of the live table into sched.finished.
+ * Move tasks of one bucket out of the live table into sched.finished as
+ * p_state, and return the ids moved.  With p_only_from, only tasks in that
+ * state are moved (sched.ack_many: only deliveries awaiting acknowledgement);
+ * without it, the caller has locked the tasks it names.
  */
-CREATE FUNCTION sched._finish(p_bucket smallint, p_id bigint, p_state text, p_error text)
-RETURNS void
+CREATE FUNCTION sched._finish(p_bucket smallint, p_ids bigint[], p_state text, p_error text,
+							  p_only_from "char" DEFAULT NULL)
+RETURNS bigint[]
 LANGUAGE plpgsql
 AS $$
+DECLARE
+	v_done bigint[];
 BEGIN
 	WITH gone AS (
-		DELETE FROM sched.task t WHERE t.bucket = p_bucket AND t.id = p_id
+		DELETE FROM sched.task t
+		WHERE t.bucket = p_bucket AND t.id = ANY (p_ids)
+		  AND (p_only_from IS NULL OR t.state = p_only_from)
 		RETURNING t.*
 	), released AS (
 		DELETE FROM sched.dedupe d USING gone
 		WHERE d.biz_type = gone.biz_type AND d.dedupe_key = gone.dedupe_key AND d.task_id = gone.id
+	), stored AS (
+		INSERT INTO sched.finished (id, biz_type, run_at, state, attempt, payload, dedupe_key,
+									created_at, delivered_at, finished_at, last_error)
+		SELECT gone.id, gone.biz_type, gone.run_at, p_state, gone.attempt, gone.payload,
+			   gone.dedupe_key, gone.created_at, gone.delivered_at, pg_catalog.clock_timestamp(),
+			   coalesce(p_error, gone.last_error)
+		FROM gone
+		RETURNING id
 	)
-	INSERT INTO sched.finished (id, biz_type, run_at, state, attempt, payload, dedupe_key,
-								created_at, delivered_at, finished_at, last_error)
-	SELECT gone.id, gone.biz_type, gone.run_at, p_state, gone.attempt, gone.payload, gone.dedupe_key,
-		   gone.created_at, gone.delivered_at, pg_catalog.clock_timestamp(),
-		   coalesce(p_error, gone.last_error)
-	FROM gone;
+	SELECT coalesce(pg_catalog.array_agg(stored.id), '{}') INTO v_done FROM stored;
+	RETURN v_done;
 END
 $$;
-COMMENT ON FUNCTION sched._finish(smallint, bigint, text, text) IS 'internal: move a task to sched.finished';
+COMMENT ON FUNCTION sched._finish(smallint, bigint[], text, text, "char") IS 'internal: move tasks of one bucket to sched.finished';
 
 /*
  * Finish the unfinished task p_id as p_state if it is in one of p_states;
@@ -438,7 +450,7 @@ BEGIN
 	IF v_bucket IS NULL THEN
 		RETURN false;
 	END IF;
-	PERFORM sched._finish(v_bucket, p_id, p_state, NULL);
+	PERFORM sched._finish(v_bucket, ARRAY[p_id], p_state, NULL);
 	RETURN true;
 END
 $$;
@@ -706,7 +718,7 @@ BEGIN
 		v_error := pg_catalog.format('not acknowledged within %s (attempt %s of %s)',
 									 r.ack_timeout, r.attempt, r.max_attempts);
 		IF r.attempt >= r.max_attempts THEN
-			PERFORM sched._finish(r.bucket, r.id, 'dead', v_error);
+			PERFORM sched._finish(r.bucket, ARRAY[r.id], 'dead', v_error);
 		ELSIF r.delivery = 'pull' THEN
 			UPDATE sched.task t SET state = 'r', lease_until = NULL, last_error = v_error
 				WHERE t.bucket = r.bucket AND t.id = r.id;
@@ -767,6 +779,7 @@ AS $$
 DECLARE
 	w record;
 	late int;
+	late_share int;
 	expired int;
 	purged int;
 BEGIN
@@ -784,14 +797,13 @@ BEGIN
 	IF p_sweep THEN
 		-- Late tasks get what the walk left of the batch, and at least a
 		-- tenth of it, so that a long burst does not keep them waiting.
-		late := sched._deliver_late(time_pointer, p_now,
-									GREATEST(p_batch - delivered::int, p_batch / 10, 1));
+		late_share := GREATEST(p_batch - w.delivered, p_batch / 10, 1);
+		late := sched._deliver_late(time_pointer, p_now, late_share);
 		delivered := delivered + late;
 		expired := sched._expire_leases(p_now, p_batch);
 		purged := sched._purge(p_now, p_retention_s, p_dead_retention_s, p_batch);
 
-		IF late >= GREATEST(p_batch - w.delivered, p_batch / 10, 1)
-		   OR expired >= p_batch OR purged >= p_batch THEN
+		IF late >= late_share OR expired >= p_batch OR purged >= p_batch THEN
 			-- A full batch: sweep again at once.
 			next_sweep := p_now;
 		ELSE
@@ -907,7 +919,7 @@ BEGIN
 				  HINT = pg_catalog.format('Wait for them, or cancel them with SELECT sched.drop_biz(%L, cancel_tasks => true);', name);
 	END IF;
 	FOR r IN SELECT t.bucket, t.id FROM sched.task t WHERE t.biz_type = drop_biz.name FOR UPDATE LOOP
-		PERFORM sched._finish(r.bucket, r.id, 'cancelled', 'business type dropped');
+		PERFORM sched._finish(r.bucket, ARRAY[r.id], 'cancelled', 'business type dropped');
 	END LOOP;
 	DELETE FROM sched.biz b WHERE b.name = drop_biz.name;
 	RETURN v_unfinished;
@@ -1085,23 +1097,7 @@ BEGIN
 		FROM unnest(ids) AS x(id) WHERE x.id IS NOT NULL
 		GROUP BY 1
 	LOOP
-		WITH gone AS (
-			DELETE FROM sched.task t
-			WHERE t.bucket = g.bucket AND t.id = ANY (g.bucket_ids) AND t.state = 'd'
-			RETURNING t.*
-		), released AS (
-			DELETE FROM sched.dedupe d USING gone
-			WHERE d.biz_type = gone.biz_type AND d.dedupe_key = gone.dedupe_key AND d.task_id = gone.id
-		), stored AS (
-			INSERT INTO sched.finished (id, biz_type, run_at, state, attempt, payload, dedupe_key,
-										created_at, delivered_at, finished_at, last_error)
-			SELECT gone.id, gone.biz_type, gone.run_at, 'done', gone.attempt, gone.payload,
-				   gone.dedupe_key, gone.created_at, gone.delivered_at, clock_timestamp(),
-				   gone.last_error
-			FROM gone
-			RETURNING id
-		)
-		SELECT coalesce(array_agg(stored.id), '{}') INTO v_done FROM stored;
+		v_done := sched._finish(g.bucket, g.bucket_ids, 'done', NULL, 'd');
 		n := n + cardinality(v_done);
 		-- Ids neither taken here, nor still here in another state, nor
 		-- finished: tasks that moved to another bucket (nack).  The
@@ -1148,7 +1144,7 @@ BEGIN
 		FROM sched.task k JOIN sched.biz b ON b.name = k.biz_type
 		WHERE k.bucket = v_bucket AND k.id = nack.id;
 	IF t.attempt >= t.max_attempts THEN
-		PERFORM sched._finish(v_bucket, id,  'dead',
+		PERFORM sched._finish(v_bucket, ARRAY[id], 'dead',
 			format('%s (attempt %s of %s)', coalesce(error, 'negative acknowledgement'), t.attempt, t.max_attempts));
 	ELSE
 		-- Without retry_in: 1 s, 2 s, 4 s ... capped at one hour.

@@ -64,7 +64,7 @@ SELECT q, try(q) FROM (VALUES
   ($$SELECT sched.nack(1)$$),
   ($$SELECT sched.retry(1)$$),
   ($$SELECT sched._insert('priv_jobs', '2100-01-01', '{}', NULL)$$),
-  ($$SELECT sched._finish(0::smallint, 1, 'done', NULL)$$),
+  ($$SELECT sched._finish(0::smallint, ARRAY[1::bigint], 'done', NULL)$$),
   ($$SELECT sched._wake(now())$$),
   ($$SELECT sched._workers()$$),
   ($$INSERT INTO sched.biz VALUES ('priv_x', 'notify', 'priv_x', 1, '1 hour')$$),
