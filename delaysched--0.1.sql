@@ -528,15 +528,24 @@ CREATE FUNCTION sched._deliver_bucket(p_bucket smallint, p_lo timestamptz, p_aft
 									  OUT last_id bigint, OUT first_lease timestamptz)
 LANGUAGE plpgsql
 AS $$
+DECLARE
+	v_ids bigint[];
 BEGIN
-	WITH due AS (
+	-- The ids first, then the update by primary key: joining the update to
+	-- a CTE of ids lets a generic plan choose a hash join over the whole
+	-- partition, whose cost grows with every pending task in the bucket.
+	v_ids := ARRAY(
 		SELECT t.id FROM sched.task t
 		WHERE t.bucket = p_bucket AND t.state = 'p'
 		  AND (t.run_at, t.id) > (p_lo, p_after_id) AND t.run_at < p_hi AND t.run_at <= p_now
 		ORDER BY t.run_at, t.id
 		LIMIT p_batch
-		FOR UPDATE SKIP LOCKED
-	), taken AS (
+		FOR UPDATE SKIP LOCKED);
+	IF pg_catalog.cardinality(v_ids) = 0 THEN
+		delivered := 0;
+		RETURN;
+	END IF;
+	WITH taken AS (
 		UPDATE sched.task t SET
 			state = CASE WHEN b.delivery = 'pull' THEN 'r' ELSE 'd' END::"char",
 			attempt = t.attempt + CASE WHEN b.delivery = 'pull' THEN 0 ELSE 1 END,
@@ -544,8 +553,8 @@ BEGIN
 								ELSE pg_catalog.clock_timestamp() END,
 			lease_until = CASE WHEN b.delivery = 'pull' THEN NULL
 							   ELSE pg_catalog.clock_timestamp() + b.ack_timeout END
-		FROM due, sched.biz b
-		WHERE t.bucket = p_bucket AND t.id = due.id AND b.name = t.biz_type
+		FROM sched.biz b
+		WHERE t.bucket = p_bucket AND t.id = ANY (v_ids) AND b.name = t.biz_type
 		RETURNING t.id, t.biz_type, t.run_at, t.payload, t.attempt, t.lease_until, b.channel, b.delivery
 	), notified AS (
 		-- pg_notify is volatile, so it runs after the sort: in run-at order.
@@ -749,17 +758,15 @@ AS $$
 DECLARE
 	n int;
 BEGIN
-	WITH old AS (
-		SELECT f.id FROM sched.finished f
-		WHERE f.finished_at < p_now - pg_catalog.make_interval(secs => LEAST(p_retention_s, p_dead_retention_s))
-		  AND f.finished_at < p_now - pg_catalog.make_interval(secs =>
-				CASE WHEN f.state = 'dead' THEN p_dead_retention_s ELSE p_retention_s END)
-		ORDER BY f.finished_at
-		LIMIT p_batch
-	), gone AS (
-		DELETE FROM sched.finished f USING old WHERE f.id = old.id RETURNING 1
-	)
-	SELECT pg_catalog.count(*)::int INTO n FROM gone;
+	-- By primary key, for the same reason as in _deliver_bucket.
+	DELETE FROM sched.finished f WHERE f.id = ANY (ARRAY(
+		SELECT o.id FROM sched.finished o
+		WHERE o.finished_at < p_now - pg_catalog.make_interval(secs => LEAST(p_retention_s, p_dead_retention_s))
+		  AND o.finished_at < p_now - pg_catalog.make_interval(secs =>
+				CASE WHEN o.state = 'dead' THEN p_dead_retention_s ELSE p_retention_s END)
+		ORDER BY o.finished_at
+		LIMIT p_batch));
+	GET DIAGNOSTICS n = ROW_COUNT;
 	RETURN n;
 END
 $$;
