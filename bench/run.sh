@@ -1,16 +1,25 @@
 #!/usr/bin/env bash
-# bench/run.sh: delaysched beside the raw-SQL baseline, in one run on one
-# throwaway cluster, so that every figure is a ratio.
+# bench/run.sh: delaysched side by side with what a user would pick instead,
+# in one run on this machine, so that every figure is a ratio.
 #
-#   bash bench/run.sh              delaysched and the raw baseline (a few minutes)
-#   bash bench/run.sh --compare    also graphile-worker, installed from npm
+#   bash bench/run.sh              delaysched and the raw-SQL baseline (make bench)
+#   bash bench/run.sh --compare    also graphile-worker and pg-boss, installed
+#                                  from the npm registry (make bench-compare)
 #   bash bench/run.sh --smoke      tiny sizes, a few seconds each (CI runs this)
 #
-# Each workload is one run of test/bench/dsbench (see its header for what it
-# measures) or of bench/peers/graphile.mjs for graphile-worker, at its
-# defaults (poll 2000 ms, concurrency 1) and at poll 100 ms, concurrency 10.
-# Results are appended to a CSV and summarised as ratios at the end.
-# pg-boss is not in this version of the suite yet.
+# Every (system, workload) run gets its own throwaway cluster, started with
+# the same default settings and removed afterwards; delaysched is preloaded
+# only in the clusters that measure it.  Results go to bench/results/<time>/
+# (or $BENCH_OUT): results.csv, the receipts of every delivery, the
+# comparison table (comparison.txt and comparison.md) and the plots (SVG).
+#
+# The systems (see doc/performance.md for why these settings):
+#   delaysched           test/bench/dsbench: sched.add, LISTEN, sched.ack_many
+#   raw                  test/bench/dsbench: DELETE ... SKIP LOCKED + pg_notify loop
+#   graphile defaults    pollInterval 2000 ms, concurrency 1
+#   graphile fast        pollInterval 100 ms, concurrency 10
+#   pg-boss defaults     pollingIntervalSeconds 2, 10 workers x batchSize 100
+#   pg-boss fastest      pollingIntervalSeconds 0.5 (its minimum), 10 x 100
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -26,63 +35,100 @@ for arg in "$@"; do
 	esac
 done
 
+PACKAGES="$PACKAGES gnuplot-nox"
 ensure_packages
 build_and_install "$root"
 if [ -n "$compare" ]; then
-	log "installing graphile-worker (pinned in bench/peers/package.json)"
+	command -v node >/dev/null && command -v npm >/dev/null ||
+		{ echo "bench: --compare needs Node.js 20 and npm" >&2; exit 1; }
+	log "installing graphile-worker and pg-boss (pinned in bench/peers/package.json)"
 	(cd "$root/bench/peers" && npm install --no-package-lock --no-audit --no-fund --loglevel=error >/dev/null)
 	chmod -R a+rX "$root/bench/peers"
 fi
+
+out=${BENCH_OUT:-$root/bench/results/$(date +%Y%m%d-%H%M%S)}
+mkdir -p "$out/receipts"
+[ "$(id -u)" -eq 0 ] && chown -R "$PG_USER" "$out"
+csv=$out/results.csv
 trap stop_throwaway_cluster EXIT
-start_throwaway_cluster 54332
-csv=$CLUSTER_DIR/results.csv
 
-dsbench() {
-	as_pg_user "$root/test/bench/dsbench" --csv "$csv" "$@" "$(cluster_conninfo)"
-}
-
+# The workloads: a label, dsbench's arguments (also understood by the peers'
+# harness), and which systems run it: "all", or "fast" for delaysched, raw
+# and each peer at its fast setting only (pending scale compares a system
+# with itself; enqueue does not depend on polling), or "own" for delaysched
+# and raw alone (the 500k burst: graphile-worker and pg-boss would need
+# 5 to 20 minutes for it, at the rates the 50k burst shows).
 if [ -n "$smoke" ]; then
-	workloads=("burst --size 500" "idle --size 10 --seconds 2" "steady --rate 50 --seconds 2" "enqueue --seconds 1")
+	workloads=(
+		"burst50k|burst --size 500|all"
+		"burst500k|burst --size 2000|own"
+		"idle|idle --size 10 --seconds 2|all"
+		"steady|steady --rate 50 --seconds 2|all"
+		"pending|pending --pending 20000 --rate 50 --seconds 2|fast"
+		"enqueue|enqueue --seconds 1|fast"
+		"enqueue-batch|enqueue --seconds 1 --batch 1000|fast")
 else
-	workloads=("burst --size 50000" "idle --size 200 --seconds 20" "steady --rate 300 --seconds 30" "enqueue --seconds 10")
+	workloads=(
+		"burst50k|burst --size 50000|all"
+		"burst500k|burst --size 500000|own"
+		"idle|idle --size 200 --seconds 20|all"
+		"steady|steady --rate 300 --seconds 30|all"
+		"pending|pending --pending 1000000 --rate 300 --seconds 30|fast"
+		"enqueue|enqueue --seconds 10|fast"
+		"enqueue-batch|enqueue --seconds 10 --batch 1000|fast")
 fi
 
-"$root/test/bench/dsbench" --header
-graphile() {
-	local url="postgresql://postgres@${CLUSTER_DIR//\//%2F}:$CLUSTER_PORT/postgres"
-	as_pg_user node "$root/bench/peers/graphile.mjs" --csv "$csv" --conn "$url" "$@"
+# The systems: name|kind|command, where kind says which workloads it joins.
+systems=(
+	"delaysched|own|dsbench --system delaysched"
+	"raw|own|dsbench --system raw")
+if [ -n "$compare" ]; then
+	systems+=(
+		"graphile-defaults|peer|node bench/peers/graphile.mjs --poll 2000 --concurrency 1"
+		"graphile-fast|fast|node bench/peers/graphile.mjs --poll 100 --concurrency 10"
+		"pgboss-defaults|peer|node bench/peers/pgboss.mjs --poll 2 --workers 10 --batch-size 100"
+		"pgboss-fastest|fast|node bench/peers/pgboss.mjs --poll 0.5 --workers 10 --batch-size 100")
+fi
+
+joins() {	# joins SYSTEM_KIND WORKLOAD_SCOPE
+	case $2 in
+		all) return 0 ;;
+		fast) [ "$1" != peer ] ;;
+		own) [ "$1" = own ] ;;
+	esac
 }
 
-for w in "${workloads[@]}"; do
-	for system in delaysched raw; do
-		# shellcheck disable=SC2086
-		dsbench --system "$system" --workload $w
-	done
-	if [ -n "$compare" ] && [ "${w%% *}" != "enqueue" ]; then
-		# shellcheck disable=SC2086
-		graphile --workload $w --poll 2000 --concurrency 1
-		# shellcheck disable=SC2086
-		graphile --workload $w --poll 100 --concurrency 10
+run_one() {	# run_one NAME COMMAND LABEL ARGS
+	local name=$1 command=$2 label=$3 args=$4 plain="" conn
+	[ "$name" = delaysched ] || plain=plain
+	start_throwaway_cluster 54332 "" $plain
+	if [ "${command%% *}" = dsbench ]; then
+		conn=("$(cluster_conninfo)")
+		command="$root/test/bench/dsbench ${command#dsbench }"
+	else
+		conn=(--conn "postgresql://postgres@${CLUSTER_DIR//\//%2F}:$CLUSTER_PORT/postgres")
+		command="${command%% *} $root/${command#* }"
 	fi
-done
+	# shellcheck disable=SC2086
+	if ! (cd /tmp && as_pg_user $command --workload $args --label "$label" --csv "$csv" \
+			--receipts "$out/receipts/$label--$name.dat" "${conn[@]}") | tee -a "$out/table.txt"; then
+		failed="$failed $name/$label"
+	fi
+	stop_throwaway_cluster
+}
 
-# Ratios of delaysched to every other system, per workload.
-awk -F, '
-	{ sys = $1; key = $2; rate[sys, key] = $7; p99[sys, key] = $10; enq[sys, key] = $5
-	  got[sys, key] = $4; want[sys, key] = $3; seen[key] = 1; systems[sys] = 1 }
-	END {
-		printf "%-8s %-22s %16s %16s %16s\n", "workload", "delaysched vs", "deliver/s ratio", "p99 ratio", "enqueue/s ratio"
-		for (k in seen) {
-			for (s in systems) {
-				if (s == "delaysched" || !((s, k) in got)) continue
-				printf "%-8s %-22s %16s %16s %16s\n", k, s,
-					(rate[s, k] > 0 ? sprintf("%.2f", rate["delaysched", k] / rate[s, k]) : "-"),
-					(p99[s, k] > 0 ? sprintf("%.2f", p99["delaysched", k] / p99[s, k]) : "-"),
-					(enq[s, k] > 0 ? sprintf("%.2f", enq["delaysched", k] / enq[s, k]) : "-")
-			}
-			for (s in systems)
-				if (k != "enqueue" && ((s, k) in got) && got[s, k] < want[s, k])
-					lost = 1
-		}
-		if (lost) { print "bench: some tasks did not arrive" > "/dev/stderr"; exit 1 }
-	}' "$csv"
+failed=""
+started=$(date +%s)
+"$root/test/bench/dsbench" --header | tee "$out/table.txt"
+for w in "${workloads[@]}"; do
+	IFS='|' read -r label args scope <<<"$w"
+	for s in "${systems[@]}"; do
+		IFS='|' read -r name kind command <<<"$s"
+		joins "$kind" "$scope" || continue
+		run_one "$name" "$command" "$label" "$args"
+	done
+done
+log "all runs took $(( $(date +%s) - started )) s"
+
+bash "$root/bench/report.sh" "$out"
+[ -z "$failed" ] || { echo "bench: failed:$failed" >&2; exit 1; }

@@ -55,22 +55,27 @@ copy_tree_for_pg_user() {
 
 # Start a throwaway cluster with delaysched preloaded in a new directory
 # under /tmp, listening on a unix socket only.  Sets CLUSTER_DIR and
-# CLUSTER_PORT; stop_throwaway_cluster removes it.  Extra settings in $2.
+# CLUSTER_PORT; stop_throwaway_cluster removes it.  Extra settings in $2;
+# "plain" as $3 leaves delaysched out altogether (for the benchmark's peers).
 start_throwaway_cluster() {
-	local port=$1 extra=${2:-}
+	local port=$1 extra=${2:-} plain=${3:-}
 	CLUSTER_DIR=$(mktemp -d /tmp/delaysched-cluster.XXXXXX)
 	CLUSTER_PORT=$port
 	[ "$(id -u)" -eq 0 ] && chown "$PG_USER" "$CLUSTER_DIR"
 	as_pg_user initdb -D "$CLUSTER_DIR/data" -A trust -U postgres >/dev/null
-	cat >>"$CLUSTER_DIR/data/postgresql.conf" <<CONF
-shared_preload_libraries = 'delaysched'
+	if [ "$plain" != plain ]; then
+		extra="shared_preload_libraries = 'delaysched'
 delaysched.database = 'postgres'
+$extra"
+	fi
+	cat >>"$CLUSTER_DIR/data/postgresql.conf" <<CONF
 listen_addresses = ''
 unix_socket_directories = '$CLUSTER_DIR'
 port = $port
 $extra
 CONF
 	as_pg_user pg_ctl -D "$CLUSTER_DIR/data" -l "$CLUSTER_DIR/server.log" -w start >/dev/null
+	[ "$plain" = plain ] && return 0
 	as_pg_user psql -X -q -h "$CLUSTER_DIR" -p "$port" -U postgres -d postgres \
 		-c "CREATE EXTENSION delaysched" >/dev/null
 }

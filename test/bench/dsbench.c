@@ -4,8 +4,10 @@
  *		system's public interface, receives them as a user would, timestamps
  *		every receipt, and prints one result row (and a CSV line).
  *
- *	usage: dsbench --system delaysched|raw --workload burst|steady|idle|enqueue
- *				   [--size N] [--rate R] [--seconds S] [--csv FILE] CONNINFO
+ *	usage: dsbench --system delaysched|raw
+ *				   --workload burst|steady|idle|pending|enqueue
+ *				   [--size N] [--rate R] [--seconds S] [--pending N] [--batch N]
+ *				   [--label NAME] [--csv FILE] [--receipts FILE] CONNINFO
  *
  * Systems:
  *	 delaysched  sched.add / sched.add_many; a LISTEN client on channel
@@ -20,12 +22,20 @@
  *	 steady   RATE tasks/s (default 300) for SECONDS (default 30), each due
  *			  1 to 5 s after it is added
  *	 idle     SIZE tasks (default 200) scattered over SECONDS (default 20)
- *	 enqueue  one task per statement from 2 connections for SECONDS
- *			  (default 10); no delivery
+ *	 pending  PENDING tasks (default 1,000,000) spread over the next day are
+ *			  added first, then the steady workload runs beside them
+ *	 enqueue  BATCH tasks per statement (default 1: sched.add; more:
+ *			  sched.add_many) from 2 connections for SECONDS (default 10);
+ *			  no delivery
  *
  * Lateness is receipt time minus run_at, both on this machine's clock.
- * Progress goes to stderr every second on long runs.
+ * "cpu %" is the CPU time of the whole server (the postmaster and all its
+ * children, read from /proc) while receiving, per second of wall time, so it
+ * needs the server on this machine.  --receipts writes one line per receipt,
+ * "seconds since the burst's due time (or the start)  lateness in ms", for
+ * the plots.  Progress goes to stderr every second on long runs.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -48,9 +58,13 @@ typedef struct Options
 	const char *workload;
 	const char *conninfo;
 	const char *csv;
+	const char *receipts;
+	const char *label;
 	long		size;
 	double		rate;
 	double		seconds;
+	long		pending;
+	long		batch;
 } Options;
 
 static void
@@ -60,6 +74,14 @@ die(const char *what, PGconn *conn)
 	exit(1);
 }
 
+/* Setup statements raise NOTICEs ("already exists, skipping"); not news. */
+static void
+ignore_notice(void *arg, const char *message)
+{
+	(void) arg;
+	(void) message;
+}
+
 static PGconn *
 connect_or_die(const char *conninfo)
 {
@@ -67,6 +89,7 @@ connect_or_die(const char *conninfo)
 
 	if (PQstatus(conn) != CONNECTION_OK)
 		die("connect", conn);
+	PQsetNoticeProcessor(conn, ignore_notice, NULL);
 	return conn;
 }
 
@@ -119,23 +142,28 @@ prepare_system(PGconn *conn, const Options *o)
 	}
 }
 
-/* Schedule n tasks due at the given epoch microseconds, in one statement. */
+/*
+ * Schedule n tasks in one statement, the i-th (from 0) due at first + i *
+ * step epoch microseconds: a burst when step is 0, a spread otherwise.
+ */
 static void
-schedule_batch(PGconn *conn, const Options *o, long n, usec_t due)
+schedule_batch(PGconn *conn, const Options *o, long n, usec_t first, usec_t step)
 {
 	char		sql[1024];
 
 	if (is_raw(o))
 		snprintf(sql, sizeof(sql),
 				 "INSERT INTO bench_raw (run_at, payload)"
-				 " SELECT to_timestamp(%lld / 1e6), jsonb_build_object('due', %lld)"
-				 " FROM generate_series(1, %ld)", due, due, n);
+				 " SELECT to_timestamp(d / 1e6), jsonb_build_object('due', d)"
+				 " FROM (SELECT %lld + %lld::bigint * g AS d FROM generate_series(0, %ld - 1) g) s",
+				 first, step, n);
 	else
 		snprintf(sql, sizeof(sql),
-				 "SELECT count(*) FROM sched.add_many('bench',"
-				 " array_fill(to_timestamp(%lld / 1e6), ARRAY[%ld]),"
-				 " array_fill(jsonb_build_object('due', %lld), ARRAY[%ld]))",
-				 due, n, due, n);
+				 "WITH s AS (SELECT array_agg(to_timestamp(d / 1e6)) AS run_at,"
+				 "  array_agg(jsonb_build_object('due', d)) AS payload"
+				 "  FROM (SELECT %lld + %lld::bigint * g AS d FROM generate_series(0, %ld - 1) g) x)"
+				 " SELECT count(*) FROM s, sched.add_many('bench', s.run_at, s.payload)",
+				 first, step, n);
 	exec_or_die(conn, sql);
 }
 
@@ -168,7 +196,7 @@ raw_baseline_loop(const char *conninfo)
 	{
 		PGresult   *res = PQexec(conn,
 								 "WITH due AS (DELETE FROM bench_raw WHERE id IN ("
-								 "  SELECT id FROM bench_raw WHERE run_at <= clock_timestamp()"
+								 "  SELECT id FROM bench_raw WHERE run_at <= now()"
 								 "  ORDER BY run_at LIMIT 1000 FOR UPDATE SKIP LOCKED)"
 								 " RETURNING id, payload)"
 								 " SELECT count(pg_notify('bench', json_build_object("
@@ -192,6 +220,7 @@ typedef struct Receipts
 	long		count;
 	long		capacity;
 	usec_t	   *lateness;
+	usec_t	   *at;				/* receipt times, for --receipts */
 	usec_t		first;
 	usec_t		last;
 	/* ids waiting for sched.ack_many */
@@ -259,7 +288,9 @@ note_receipt(Receipts *r, const char *payload, usec_t at, bool ack)
 	{
 		r->capacity = r->capacity ? r->capacity * 2 : 1024;
 		r->lateness = realloc(r->lateness, r->capacity * sizeof(usec_t));
+		r->at = realloc(r->at, r->capacity * sizeof(usec_t));
 	}
+	r->at[r->count] = at;
 	r->lateness[r->count++] = at - atoll(due);
 	if (r->first == 0)
 		r->first = at;
@@ -334,6 +365,91 @@ receive(PGconn *listen_conn, PGconn *ack_conn, Receipts *r, long expected,
 }
 
 /* ------------------------------------------------------------------------
+ * Server CPU: the postmaster and all its children, from /proc
+ * ------------------------------------------------------------------------
+ */
+
+/*
+ * Add the CPU ticks of one process to *ticks: user and system time, and with
+ * `reaped` also the time of its children that have exited.  Returns its
+ * parent's pid, or -1 when the process is gone.
+ */
+static long
+add_process_ticks(long pid, bool reaped, long long *ticks)
+{
+	char		path[64];
+	char		buf[1024];
+	FILE	   *f;
+	size_t		len;
+	char	   *p;
+	long		ppid;
+	unsigned long long utime, stime;
+	long long	cutime, cstime;
+
+	snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+	if ((f = fopen(path, "r")) == NULL)
+		return -1;
+	len = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[len] = '\0';
+	/* The command name may hold spaces; the fields start after its ')'. */
+	if ((p = strrchr(buf, ')')) == NULL ||
+		sscanf(p + 2, "%*c %ld %*s %*s %*s %*s %*s %*s %*s %*s %*s %llu %llu %lld %lld",
+			   &ppid, &utime, &stime, &cutime, &cstime) != 5)
+		return -1;
+	*ticks += utime + stime + (reaped ? cutime + cstime : 0);
+	return ppid;
+}
+
+/* The postmaster's pid, from postmaster.pid in the data directory. */
+static long
+postmaster_pid(PGconn *conn)
+{
+	static long pid = 0;
+	PGresult   *res;
+	char		path[1024];
+	FILE	   *f;
+
+	if (pid != 0)
+		return pid;
+	res = PQexec(conn, "SHOW data_directory");
+	if (PQresultStatus(res) != PGRES_TUPLES_OK)
+		die("show data_directory", conn);
+	snprintf(path, sizeof(path), "%s/postmaster.pid", PQgetvalue(res, 0, 0));
+	PQclear(res);
+	if ((f = fopen(path, "r")) == NULL || fscanf(f, "%ld", &pid) != 1)
+		pid = -1;
+	if (f)
+		fclose(f);
+	return pid;
+}
+
+/* CPU seconds the server has used so far, or -1 when it cannot be read. */
+static double
+server_cpu_seconds(PGconn *conn)
+{
+	long		pm = postmaster_pid(conn);
+	long long	ticks = 0;
+	DIR		   *proc;
+	struct dirent *e;
+
+	if (pm <= 0 || add_process_ticks(pm, true, &ticks) < 0)
+		return -1;
+	if ((proc = opendir("/proc")) == NULL)
+		return -1;
+	while ((e = readdir(proc)) != NULL)
+	{
+		long		pid = atol(e->d_name);
+		long long	child = 0;
+
+		if (pid > 0 && pid != pm && add_process_ticks(pid, false, &child) == pm)
+			ticks += child;
+	}
+	closedir(proc);
+	return (double) ticks / sysconf(_SC_CLK_TCK);
+}
+
+/* ------------------------------------------------------------------------
  * Results
  * ------------------------------------------------------------------------
  */
@@ -362,32 +478,70 @@ percentile_ms(const Receipts *r, double p)
 	return r->lateness[rank] / 1000.0;
 }
 
-static void
-report(const Options *o, long expected, const Receipts *r, double enqueue_per_s,
-	   double drain_s)
+/*
+ * What one run measured, beside the receipts: how fast tasks were added,
+ * the drain time, the server's CPU while receiving, and the instant the
+ * receipt times of --receipts count from.
+ */
+typedef struct Measures
 {
-	double		delivered_per_s = drain_s > 0 ? r->count / drain_s : 0;
+	double		enqueue_per_s;
+	double		drain_s;
+	double		cpu_pct;
+	usec_t		reference;
+} Measures;
+
+static void
+write_receipts(const Options *o, const Receipts *r, usec_t reference)
+{
+	FILE	   *f = fopen(o->receipts, "w");
+
+	if (f == NULL)
+	{
+		perror(o->receipts);
+		exit(1);
+	}
+	fprintf(f, "# %s %s: seconds since reference, lateness ms\n", o->system, o->label);
+	for (long i = 0; i < r->count; i++)
+		fprintf(f, "%.4f %.3f\n", (r->at[i] - reference) / 1e6, r->lateness[i] / 1000.0);
+	fclose(f);
+}
+
+/* Print the row and the CSV line; false when tasks went missing. */
+static bool
+report(const Options *o, long expected, Receipts *r, const Measures *m)
+{
+	double		delivered_per_s = m->drain_s > 0 ? r->count / m->drain_s : 0;
 	double		p50, p90, p99, pmax;
+	char		cpu[16] = "-";
 	FILE	   *csv;
 
+	if (m->cpu_pct >= 0)
+		snprintf(cpu, sizeof(cpu), "%.0f", m->cpu_pct);
+	if (o->receipts)
+		write_receipts(o, r, m->reference);
 	qsort(r->lateness, r->count, sizeof(usec_t), cmp_usec);
 	p50 = percentile_ms(r, 0.50);
 	p90 = percentile_ms(r, 0.90);
 	p99 = percentile_ms(r, 0.99);
 	pmax = percentile_ms(r, 1.0);
 
-	printf("%-20s %-8s %9ld %9ld %11.0f %8.2f %11.0f %9.1f %9.1f %9.1f %9.1f\n",
-		   o->system, o->workload, expected, r->count, enqueue_per_s, drain_s,
-		   delivered_per_s, p50, p90, p99, pmax);
+	printf("%-24s %-13s %9ld %9ld %11.0f %8.2f %11.0f %9.1f %9.1f %9.1f %9.1f %6s\n",
+		   o->system, o->label, expected, r->count, m->enqueue_per_s, m->drain_s,
+		   delivered_per_s, p50, p90, p99, pmax, cpu);
 	if (o->csv && (csv = fopen(o->csv, "a")) != NULL)
 	{
-		fprintf(csv, "%s,%s,%ld,%ld,%.0f,%.3f,%.0f,%.2f,%.2f,%.2f,%.2f\n",
-				o->system, o->workload, expected, r->count, enqueue_per_s, drain_s,
-				delivered_per_s, p50, p90, p99, pmax);
+		fprintf(csv, "%s,%s,%ld,%ld,%.0f,%.3f,%.0f,%.2f,%.2f,%.2f,%.2f,%.0f\n",
+				o->system, o->label, expected, r->count, m->enqueue_per_s, m->drain_s,
+				delivered_per_s, p50, p90, p99, pmax, m->cpu_pct);
 		fclose(csv);
 	}
 	if (r->count < expected && strcmp(o->workload, "enqueue") != 0)
+	{
 		fprintf(stderr, "dsbench: only %ld of %ld tasks arrived\n", r->count, expected);
+		return false;
+	}
+	return true;
 }
 
 /* ------------------------------------------------------------------------
@@ -447,22 +601,48 @@ produce_idle(PGconn *conn, const Options *o)
 		schedule_one(conn, o, start + (usec_t) ((double) rand() / RAND_MAX * o->seconds * 1e6));
 }
 
+/*
+ * pending: PENDING tasks spread evenly over the day that starts in ten
+ * minutes, so that none falls due during the run; added in batches.
+ */
 static void
+add_pending_load(PGconn *conn, const Options *o)
+{
+	const long	chunk = 50000;
+	usec_t		day = 86400LL * 1000000;
+	usec_t		from = now_us() + 600LL * 1000000;
+	usec_t		step = day / (o->pending > 0 ? o->pending : 1);
+
+	for (long done = 0; done < o->pending; done += chunk)
+	{
+		long		n = o->pending - done < chunk ? o->pending - done : chunk;
+
+		schedule_batch(conn, o, n, from + done * step, step);
+		fprintf(stderr, "  ... %ld of %ld pending tasks added\n", done + n, o->pending);
+	}
+	/* What autovacuum would have done by now on a server that ran a while. */
+	exec_or_die(conn, is_raw(o) ? "VACUUM ANALYZE bench_raw" : "VACUUM ANALYZE sched.task");
+}
+
+static bool
 run_delivery_workload(const Options *o)
 {
 	PGconn	   *setup = connect_or_die(o->conninfo);
 	PGconn	   *listen_conn = connect_or_die(o->conninfo);
 	PGconn	   *ack_conn = connect_or_die(o->conninfo);
 	Receipts	r;
+	Measures	m = {0, 0, -1, 0};
 	pid_t		baseline = 0;
 	pid_t		producer = 0;
 	long		expected;
-	double		enqueue_per_s = 0;
-	double		drain_s = 0;
+	double		cpu_before;
+	usec_t		cpu_from;
 	bool		ack = !is_raw(o);
 
 	memset(&r, 0, sizeof(r));
 	prepare_system(setup, o);
+	if (strcmp(o->workload, "pending") == 0)
+		add_pending_load(setup, o);
 	exec_or_die(listen_conn, "LISTEN bench");
 	if (is_raw(o))
 	{
@@ -479,24 +659,32 @@ run_delivery_workload(const Options *o)
 		usec_t		t1;
 
 		expected = o->size;
-		schedule_batch(setup, o, o->size, due);
+		schedule_batch(setup, o, o->size, due, 0);
 		t1 = now_us();
-		enqueue_per_s = o->size / ((t1 - t0) / 1e6);
-		receive(listen_conn, ack_conn, &r, expected, due + 600 * 1000000LL, ack);
+		m.enqueue_per_s = o->size / ((t1 - t0) / 1e6);
 		/* From the due time, or from the end of the insert if that came later. */
-		drain_s = (r.last - (t1 > due ? t1 : due)) / 1e6;
+		m.reference = t1 > due ? t1 : due;
+		/* The receive window is mostly the wait for the due time: no CPU. */
+		cpu_before = -1;
+		cpu_from = 0;
+		receive(listen_conn, ack_conn, &r, expected, due + 600 * 1000000LL, ack);
+		m.drain_s = (r.last - m.reference) / 1e6;
 	}
 	else
 	{
-		bool		steady = strcmp(o->workload, "steady") == 0;
-		usec_t		start = now_us();
+		bool		idle = strcmp(o->workload, "idle") == 0;
 
-		expected = steady ? (long) (o->rate * o->seconds) : o->size;
-		producer = start_producer(o, steady ? produce_steady : produce_idle);
+		m.reference = now_us();
+		expected = idle ? o->size : (long) (o->rate * o->seconds);
+		cpu_before = server_cpu_seconds(setup);
+		cpu_from = now_us();
+		producer = start_producer(o, idle ? produce_idle : produce_steady);
 		receive(listen_conn, ack_conn, &r, expected,
-				start + (usec_t) ((o->seconds + 60) * 1e6), ack);
-		drain_s = (r.last - r.first) / 1e6;
+				m.reference + (usec_t) ((o->seconds + 60) * 1e6), ack);
+		m.drain_s = (r.last - r.first) / 1e6;
 	}
+	if (cpu_before >= 0)
+		m.cpu_pct = 100 * (server_cpu_seconds(setup) - cpu_before) / ((now_us() - cpu_from) / 1e6);
 
 	if (producer)
 		waitpid(producer, NULL, 0);
@@ -505,13 +693,13 @@ run_delivery_workload(const Options *o)
 		kill(baseline, SIGTERM);
 		waitpid(baseline, NULL, 0);
 	}
-	report(o, expected, &r, enqueue_per_s, drain_s);
 	PQfinish(ack_conn);
 	PQfinish(listen_conn);
 	PQfinish(setup);
+	return report(o, expected, &r, &m);
 }
 
-/* enqueue: one task per statement from 2 connections for SECONDS */
+/* enqueue: BATCH tasks per statement from 2 connections for SECONDS */
 static void
 produce_for_seconds(PGconn *conn, const Options *o)
 {
@@ -522,8 +710,11 @@ produce_for_seconds(PGconn *conn, const Options *o)
 
 	while (now_us() < end)
 	{
-		schedule_one(conn, o, now_us() + 86400LL * 1000000);
-		n++;
+		if (o->batch > 1)
+			schedule_batch(conn, o, o->batch, now_us() + 86400LL * 1000000, 0);
+		else
+			schedule_one(conn, o, now_us() + 86400LL * 1000000);
+		n += o->batch;
 	}
 	snprintf(out, sizeof(out), "/tmp/dsbench-enqueue.%d", (int) getpid());
 	if ((f = fopen(out, "w")) != NULL)
@@ -533,16 +724,21 @@ produce_for_seconds(PGconn *conn, const Options *o)
 	}
 }
 
-static void
+static bool
 run_enqueue_workload(const Options *o)
 {
 	PGconn	   *setup = connect_or_die(o->conninfo);
 	pid_t		producers[2];
 	long		total = 0;
 	Receipts	r;
+	Measures	m = {0, 0, -1, 0};
+	double		cpu_before;
+	usec_t		cpu_from;
 
 	memset(&r, 0, sizeof(r));
 	prepare_system(setup, o);
+	cpu_before = server_cpu_seconds(setup);
+	cpu_from = now_us();
 	for (int i = 0; i < 2; i++)
 		producers[i] = start_producer(o, produce_for_seconds);
 	for (int i = 0; i < 2; i++)
@@ -562,32 +758,41 @@ run_enqueue_workload(const Options *o)
 		}
 		total += n;
 	}
-	report(o, total, &r, total / o->seconds, 0);
+	if (cpu_before >= 0)
+		m.cpu_pct = 100 * (server_cpu_seconds(setup) - cpu_before) / ((now_us() - cpu_from) / 1e6);
+	m.enqueue_per_s = total / o->seconds;
 	PQfinish(setup);
+	return report(o, total, &r, &m);
 }
 
 static void
 usage(void)
 {
 	fprintf(stderr,
-			"usage: dsbench --system delaysched|raw --workload burst|steady|idle|enqueue\n"
-			"               [--size N] [--rate R] [--seconds S] [--csv FILE] [--header] CONNINFO\n");
+			"usage: dsbench --system delaysched|raw --workload burst|steady|idle|pending|enqueue\n"
+			"               [--size N] [--rate R] [--seconds S] [--pending N] [--batch N]\n"
+			"               [--label NAME] [--csv FILE] [--receipts FILE] [--header] CONNINFO\n");
 	exit(2);
 }
 
 int
 main(int argc, char **argv)
 {
-	Options		o = {NULL, NULL, NULL, NULL, -1, 300, -1};
+	Options		o = {0};
 	int			i;
 
+	o.size = -1;
+	o.rate = 300;
+	o.seconds = -1;
+	o.pending = 1000000;
+	o.batch = 1;
 	for (i = 1; i < argc && strncmp(argv[i], "--", 2) == 0; i++)
 	{
 		if (strcmp(argv[i], "--header") == 0)
 		{
-			printf("%-20s %-8s %9s %9s %11s %8s %11s %9s %9s %9s %9s\n",
+			printf("%-24s %-13s %9s %9s %11s %8s %11s %9s %9s %9s %9s %6s\n",
 				   "system", "workload", "tasks", "received", "enqueue/s", "drain s",
-				   "deliver/s", "p50 ms", "p90 ms", "p99 ms", "max ms");
+				   "deliver/s", "p50 ms", "p90 ms", "p99 ms", "max ms", "cpu %");
 			if (argc == 2)
 				return 0;
 			continue;
@@ -604,29 +809,39 @@ main(int argc, char **argv)
 			o.rate = atof(argv[++i]);
 		else if (strcmp(argv[i], "--seconds") == 0)
 			o.seconds = atof(argv[++i]);
+		else if (strcmp(argv[i], "--pending") == 0)
+			o.pending = atol(argv[++i]);
+		else if (strcmp(argv[i], "--batch") == 0)
+			o.batch = atol(argv[++i]);
+		else if (strcmp(argv[i], "--label") == 0)
+			o.label = argv[++i];
 		else if (strcmp(argv[i], "--csv") == 0)
 			o.csv = argv[++i];
+		else if (strcmp(argv[i], "--receipts") == 0)
+			o.receipts = argv[++i];
 		else
 			usage();
 	}
-	if (i != argc - 1 || o.system == NULL || o.workload == NULL)
+	if (i != argc - 1 || o.system == NULL || o.workload == NULL || o.batch < 1)
 		usage();
 	if (strcmp(o.system, "delaysched") != 0 && strcmp(o.system, "raw") != 0)
 		usage();
 	o.conninfo = argv[i];
+	if (o.label == NULL)
+		o.label = o.workload;
 	setvbuf(stdout, NULL, _IOLBF, 0);
 
 	if (strcmp(o.workload, "burst") == 0)
 	{
 		if (o.size < 0)
 			o.size = 50000;
-		run_delivery_workload(&o);
+		return run_delivery_workload(&o) ? 0 : 1;
 	}
-	else if (strcmp(o.workload, "steady") == 0)
+	else if (strcmp(o.workload, "steady") == 0 || strcmp(o.workload, "pending") == 0)
 	{
 		if (o.seconds < 0)
 			o.seconds = 30;
-		run_delivery_workload(&o);
+		return run_delivery_workload(&o) ? 0 : 1;
 	}
 	else if (strcmp(o.workload, "idle") == 0)
 	{
@@ -634,15 +849,14 @@ main(int argc, char **argv)
 			o.size = 200;
 		if (o.seconds < 0)
 			o.seconds = 20;
-		run_delivery_workload(&o);
+		return run_delivery_workload(&o) ? 0 : 1;
 	}
 	else if (strcmp(o.workload, "enqueue") == 0)
 	{
 		if (o.seconds < 0)
 			o.seconds = 10;
-		run_enqueue_workload(&o);
+		return run_enqueue_workload(&o) ? 0 : 1;
 	}
-	else
-		usage();
-	return 0;
+	usage();
+	return 2;
 }

@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# bench/report.sh: turn one benchmark run's results into the comparison
+# table and the plots.
+#
+#   bash bench/report.sh DIR      (DIR written by bench/run.sh)
+#
+# Reads DIR/results.csv and DIR/receipts/<workload>--<system>.dat; writes
+#   comparison.txt   one line per workload and system: the headline figure
+#                    and delaysched's figure divided by it
+#   comparison.md    the same as a Markdown table, for doc/performance.md
+#   lateness-<workload>.svg   lateness CDF per system (idle, steady, pending)
+#   rate-<workload>.svg       deliveries per 100 ms after the due time (bursts)
+#
+# The headline figure is deliveries per second for bursts, enqueued tasks per
+# second for enqueue, and lateness p99 (ms) otherwise; "cpu" is the whole
+# server's CPU while receiving, in percent of one core.
+set -euo pipefail
+
+dir=${1:?usage: bench/report.sh DIR}
+csv=$dir/results.csv
+
+# CSV: system,workload,tasks,received,enqueue/s,drain s,deliver/s,p50,p90,p99,max,cpu
+awk -F, -v md="$dir/comparison.md" '
+	function metric(label) {
+		if (label ~ /^burst/) return "deliver/s"
+		if (label ~ /^enqueue/) return "enqueue/s"
+		return "p99 ms"
+	}
+	function value(s, label) {
+		if (label ~ /^burst/) return rate[s, label]
+		if (label ~ /^enqueue/) return enq[s, label]
+		return p99[s, label]
+	}
+	function shown(v, label) {
+		return (label ~ /^(burst|enqueue)/) ? sprintf("%.0f", v) : sprintf("%.1f", v)
+	}
+	{
+		if (!($2 in seen)) { labels[++nl] = $2; seen[$2] = 1 }
+		if (!($1 in known)) { systems[++ns] = $1; known[$1] = 1 }
+		has[$1, $2] = 1
+		rate[$1, $2] = $7; enq[$1, $2] = $5; p50[$1, $2] = $8; p99[$1, $2] = $10; cpu[$1, $2] = $12
+	}
+	END {
+		printf "%-14s %-10s %-24s %12s %9s %7s %22s\n", "workload", "metric", "system", "value", "p50 ms", "cpu %", "delaysched / system"
+		printf "| workload | metric |" > md
+		for (i = 1; i <= ns; i++) printf " %s |", systems[i] > md
+		printf "\n|---|---|" > md
+		for (i = 1; i <= ns; i++) printf "---|" > md
+		printf "\n" > md
+		for (l = 1; l <= nl; l++) {
+			label = labels[l]
+			mine = value("delaysched", label)
+			printf "| %s | %s |", label, metric(label) > md
+			for (i = 1; i <= ns; i++) {
+				s = systems[i]
+				if (!has[s, label]) { printf " |" > md; continue }
+				v = value(s, label)
+				ratio = (has["delaysched", label] && v > 0 && s != "delaysched") ? sprintf("%.3g", mine / v) : "-"
+				printf "%-14s %-10s %-24s %12s %9s %7s %22s\n", label, metric(label), s, shown(v, label),
+					(label ~ /^(burst|enqueue)/) ? "-" : sprintf("%.1f", p50[s, label]),
+					(cpu[s, label] >= 0 ? cpu[s, label] : "-"), ratio
+				printf " %s%s |", shown(v, label), (ratio != "-" ? " (" ratio "×)" : "") > md
+			}
+			printf "\n" > md
+		}
+	}' "$csv" | tee "$dir/comparison.txt"
+
+# Plots: one line per receipts file of the workload, titled by its system.
+plot_lines() {	# plot_lines WORKLOAD USING SMOOTH STYLE
+	local first=1 f title
+	# delaysched first and the raw baseline second, so they keep their colours.
+	for f in "$dir/receipts/$1--delaysched.dat" "$dir/receipts/$1--raw.dat" \
+		$(ls "$dir/receipts/$1--"*.dat | grep -v -e '--delaysched.dat$' -e '--raw.dat$'); do
+		[ -s "$f" ] || continue
+		title=$(head -1 "$f" | awk '{ print $2 }')
+		[ $first -eq 1 ] || printf ', '
+		printf "'%s' using %s smooth %s with %s title '%s'" "$f" "$2" "$3" "$4" "$title"
+		first=0
+	done
+}
+
+command -v gnuplot >/dev/null || { echo "bench: gnuplot not found, no plots" >&2; exit 0; }
+# Six colours that stay apart, and the settings every plot shares.
+style='set terminal svg size 800,480 dynamic font "sans,12"
+set linetype 1 linecolor rgb "#d62728" linewidth 2
+set linetype 2 linecolor rgb "#1f77b4" linewidth 2
+set linetype 3 linecolor rgb "#2ca02c" linewidth 1.5
+set linetype 4 linecolor rgb "#98df8a" linewidth 1.5
+set linetype 5 linecolor rgb "#ff7f0e" linewidth 1.5
+set linetype 6 linecolor rgb "#ffbb78" linewidth 1.5
+set grid'
+for w in idle steady pending; do
+	ls "$dir/receipts/$w--"*.dat >/dev/null 2>&1 || continue
+	gnuplot <<-GP
+		$style
+		set output "$dir/lateness-$w.svg"
+		set title "Lateness at the consumer, $w workload (CDF; lower and further left is better)"
+		set xlabel "lateness (ms, log scale)"
+		set ylabel "fraction of tasks delivered"
+		set logscale x
+		set xrange [0.1:*]
+		set yrange [0:1]
+		set key bottom right
+		plot $(plot_lines "$w" '($2 > 0.1 ? $2 : 0.1):(1)' cnormal steps)
+	GP
+done
+for w in burst50k burst500k; do
+	ls "$dir/receipts/$w--"*.dat >/dev/null 2>&1 || continue
+	gnuplot <<-GP
+		$style
+		set output "$dir/rate-$w.svg"
+		set title "Deliveries per 100 ms after the due time, $w workload"
+		set xlabel "seconds after the due time (log scale)"
+		set ylabel "tasks delivered in the 100 ms (log scale)"
+		set logscale xy
+		set xrange [0.1:*]
+		set key top right
+		plot $(plot_lines "$w" '(floor($1 * 10) / 10 + 0.1):(1)' frequency 'linespoints pointtype 7 pointsize 0.4')
+	GP
+done
+echo "bench: results, table and plots in $dir"
