@@ -115,7 +115,7 @@ for w in burst50k burst500k; do
 		set logscale xy
 		set xrange [0.1:*]
 		set key top right
-		plot $(plot_lines "$w" '(floor($1 * 10) / 10 + 0.1):(1)' frequency 'linespoints pointtype 7 pointsize 0.4')
+		plot $(plot_lines "$w" '(floor($1 * 10) / 10.0 + 0.1):(1)' frequency 'points pointtype 7 pointsize 0.5')
 	GP
 done
 echo "bench: results, table and plots in $dir"
