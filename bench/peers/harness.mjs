@@ -59,6 +59,14 @@ function serverCpuSeconds(postmaster) {
   return ticks / clockTicks;
 }
 
+// Run VACUUM or ANALYZE on a connection of its own.
+async function analyze(conn, command) {
+  const client = new pg.Client({ connectionString: conn });
+  await client.connect();
+  await client.query(command);
+  await client.end();
+}
+
 function percentileMs(sorted, p) {
   if (!sorted.length) return -1;
   const rank = Math.min(sorted.length - 1, Math.max(0, Math.ceil(p * sorted.length) - 1));
@@ -110,6 +118,7 @@ export async function runWorkload(adapter, args) {
     await adapter.addMany(size, due, 0, 0);
     const t1 = nowUs();
     enqueuePerS = size / ((t1 - t0) / 1e6);
+    await analyze(args.conn, "ANALYZE");	// as dsbench does: fresh statistics
     // Drain from the due time, or from the end of the insert if later.
     reference = Math.max(due, t1);
     deadline = due + 600e6;
@@ -138,10 +147,7 @@ export async function runWorkload(adapter, args) {
         console.error(`  ... ${doneCount + n} of ${pending} pending jobs added`);
       }
       // What autovacuum would have done by now on a server that ran a while.
-      const vacuum = new pg.Client({ connectionString: args.conn });
-      await vacuum.connect();
-      await vacuum.query("VACUUM ANALYZE");
-      await vacuum.end();
+      await analyze(args.conn, "VACUUM ANALYZE");
     }
     reference = nowUs();
     cpuBefore = serverCpuSeconds(postmaster);
