@@ -13,7 +13,9 @@
 #
 # The headline figure is deliveries per second for bursts, enqueued tasks per
 # second for enqueue, and lateness p99 (ms) otherwise; "cpu" is the whole
-# server's CPU while receiving, in percent of one core.
+# server's CPU while receiving, in percent of one core.  A run that did not
+# receive every task before its deadline is marked "only N of M arrived"
+# (its percentiles cover the tasks that did).
 set -euo pipefail
 
 dir=${1:?usage: bench/report.sh DIR}
@@ -39,6 +41,7 @@ awk -F, -v md="$dir/comparison.md" '
 		if (!($1 in known)) { systems[++ns] = $1; known[$1] = 1 }
 		has[$1, $2] = 1
 		rate[$1, $2] = $7; enq[$1, $2] = $5; p50[$1, $2] = $8; p99[$1, $2] = $10; cpu[$1, $2] = $12
+		short[$1, $2] = ($2 !~ /^enqueue/ && $4 < $3) ? sprintf("only %d of %d arrived", $4, $3) : ""
 	}
 	END {
 		printf "%-14s %-10s %-24s %12s %9s %7s %22s\n", "workload", "metric", "system", "value", "p50 ms", "cpu %", "delaysched / system"
@@ -56,16 +59,19 @@ awk -F, -v md="$dir/comparison.md" '
 				if (!has[s, label]) { printf " |" > md; continue }
 				v = value(s, label)
 				ratio = (has["delaysched", label] && v > 0 && s != "delaysched") ? sprintf("%.3g", mine / v) : "-"
-				printf "%-14s %-10s %-24s %12s %9s %7s %22s\n", label, metric(label), s, shown(v, label),
+				printf "%-14s %-10s %-24s %12s %9s %7s %22s %s\n", label, metric(label), s, shown(v, label),
 					(label ~ /^(burst|enqueue)/) ? "-" : sprintf("%.1f", p50[s, label]),
-					(cpu[s, label] >= 0 ? cpu[s, label] : "-"), ratio
-				printf " %s%s |", shown(v, label), (ratio != "-" ? " (" ratio "×)" : "") > md
+					(cpu[s, label] >= 0 ? cpu[s, label] : "-"), ratio, short[s, label]
+				printf " %s%s%s |", shown(v, label), (ratio != "-" ? " (" ratio "×)" : ""),
+					(short[s, label] != "" ? ", " short[s, label] : "") > md
 			}
 			printf "\n" > md
 		}
 	}' "$csv" | tee "$dir/comparison.txt"
 
 # Plots: one line per receipts file of the workload, titled by its system.
+# The CDFs round lateness up to 50 steps a decade, which keeps the SVGs small
+# and never shows a task earlier than it was.
 plot_lines() {	# plot_lines WORKLOAD USING SMOOTH STYLE
 	local first=1 f title
 	# delaysched first and the raw baseline second, so they keep their colours.
@@ -101,7 +107,7 @@ for w in idle steady pending; do
 		set xrange [0.1:*]
 		set yrange [0:1]
 		set key bottom right
-		plot $(plot_lines "$w" '($2 > 0.1 ? $2 : 0.1):(1)' cnormal steps)
+		plot $(plot_lines "$w" '(10 ** (ceil(log10($2 > 0.1 ? $2 : 0.1) * 50) / 50.0)):(1)' cnormal steps)
 	GP
 done
 for w in burst50k burst500k; do
