@@ -9,7 +9,7 @@
  *							CREATE EXTENSION time, 60 by default)
  *	 sched.finished		done, dead and cancelled tasks, kept for the retention
  *	 sched.dedupe			(biz_type, dedupe_key) of unfinished tasks
- *	 sched.pointer			the persisted time pointer
+ *	 sched.pointer			the persisted time pointer of every range
  *
  * States in sched.task.state ("char"):
  *	 'p'  pending, not yet due or not yet seen by the scanner
@@ -20,6 +20,15 @@
  * Task ids carry their first bucket: id = seq * N + bucket, so that ack and
  * friends look in one partition.  A task that moved (reschedule, nack) is
  * found by a scan of every partition instead.
+ *
+ * Door numbers: every task has one, door = seq mod R (R = delaysched.ranges
+ * at CREATE EXTENSION time, 8 by default), a generated column, so that
+ * consecutive tasks go through different doors.  Door number r of every
+ * bucket is range r: a row of sched.pointer with its own time pointer.  A
+ * scanner worker works on a range only while it holds that row, locked
+ * FOR UPDATE SKIP LOCKED in its tick's transaction, so ranges move between
+ * workers without any other coordination and two workers never read the
+ * same tasks.
  *
  * Functions whose names start with "_" are internal: revoked from PUBLIC and
  * called by the scanner or by the SECURITY DEFINER public functions.
@@ -64,12 +73,10 @@ CREATE TABLE sched.task (
 ) PARTITION BY LIST (bucket);
 COMMENT ON TABLE sched.task IS 'unfinished delaysched tasks, partitioned by run-at second mod the bucket count; read sched.tasks instead';
 
--- The scanner's walk and sweep: due pending tasks in run-at order.
-CREATE INDEX task_pending_idx ON sched.task (run_at, id) WHERE state = 'p';
+-- The scanner's walk and sweep: a range's due pending tasks in run-at order.
+-- (The door column is added with the partitions, below.)
 -- sched.claim: a type's due tasks in run-at order.
 CREATE INDEX task_claimable_idx ON sched.task (biz_type, run_at) WHERE state IN ('p', 'r');
--- Lease expiry of unacknowledged deliveries.
-CREATE INDEX task_leased_idx ON sched.task (lease_until) WHERE state = 'd';
 
 CREATE TABLE sched.finished (
 	id			 bigint PRIMARY KEY,
@@ -98,27 +105,37 @@ COMMENT ON TABLE sched.dedupe IS 'dedupe keys of unfinished delaysched tasks';
 
 CREATE TABLE sched.pointer (
 	range_id	 int PRIMARY KEY,
-	first_bucket int NOT NULL,
-	last_bucket	 int NOT NULL,
 	pointer		 timestamptz NOT NULL,
 	updated_at	 timestamptz NOT NULL
 );
-COMMENT ON TABLE sched.pointer IS 'persisted delaysched time pointer(s): every task due before pointer has been handled';
+COMMENT ON TABLE sched.pointer IS 'persisted delaysched time pointers, one per range (door number): every task of the range due before pointer has been handled';
 -- Not marked for pg_dump: CREATE EXTENSION starts a restored database's
 -- pointer at the time of the restore, and the sweep delivers anything that
 -- fell due before it.
 
--- Bucket-count-dependent objects: partitions and the functions that compute
--- buckets and ids, with N written in as a constant.
+-- Objects that depend on the bucket and range counts: the door column,
+-- partitions and the functions that compute buckets, ids and doors, with N
+-- and R written in as constants.
 DO $install$
 DECLARE
 	n int := coalesce(pg_catalog.current_setting('delaysched.buckets', true), '60')::int;
+	r int := coalesce(pg_catalog.current_setting('delaysched.ranges', true), '8')::int;
 	i int;
 BEGIN
 	IF n < 1 OR n > 3600 THEN
 		RAISE EXCEPTION 'delaysched.buckets must be between 1 and 3600, not %', n
 			USING ERRCODE = 'invalid_parameter_value';
 	END IF;
+	IF r < 1 OR r > 256 THEN
+		RAISE EXCEPTION 'delaysched.ranges must be between 1 and 256, not %', r
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	EXECUTE pg_catalog.format(
+		'ALTER TABLE sched.task ADD COLUMN door smallint NOT NULL'
+		' GENERATED ALWAYS AS (((id / %s) %% %s)::smallint) STORED', n, r);
+	CREATE INDEX task_pending_idx ON sched.task (door, run_at, id) WHERE state = 'p';
+	-- Lease expiry of unacknowledged deliveries, per range.
+	CREATE INDEX task_leased_idx ON sched.task (door, lease_until) WHERE state = 'd';
 	FOR i IN 0 .. n - 1 LOOP
 		EXECUTE pg_catalog.format(
 			'CREATE TABLE sched.%I PARTITION OF sched.task FOR VALUES IN (%s)'
@@ -150,9 +167,15 @@ BEGIN
 		LANGUAGE sql VOLATILE
 		AS $b$SELECT pg_catalog.nextval('sched.task_seq') * %s + bucket$b$
 	$f$, n);
+	EXECUTE pg_catalog.format($f$
+		CREATE FUNCTION sched._door(id bigint) RETURNS smallint
+		LANGUAGE sql IMMUTABLE PARALLEL SAFE
+		AS $b$SELECT ((id / %s) %% %s)::smallint$b$
+	$f$, n, r);
 
-	INSERT INTO sched.pointer VALUES
-		(0, 0, n - 1, pg_catalog.date_trunc('second', pg_catalog.now()), pg_catalog.now());
+	INSERT INTO sched.pointer
+		SELECT g, pg_catalog.date_trunc('second', pg_catalog.now()), pg_catalog.now()
+		FROM pg_catalog.generate_series(0, r - 1) g;
 END
 $install$;
 
@@ -160,6 +183,7 @@ COMMENT ON FUNCTION sched._bucket_count() IS 'internal: number of delaysched tas
 COMMENT ON FUNCTION sched._bucket(timestamptz) IS 'internal: the partition of a task due at run_at';
 COMMENT ON FUNCTION sched._id_bucket(bigint) IS 'internal: the partition a task id was first stored in';
 COMMENT ON FUNCTION sched._new_id(smallint) IS 'internal: a new task id for a task stored in bucket';
+COMMENT ON FUNCTION sched._door(bigint) IS 'internal: the door number (range) of a task id';
 
 SELECT pg_catalog.pg_extension_config_dump('sched.biz', '');
 SELECT pg_catalog.pg_extension_config_dump('sched.finished', '');
@@ -170,18 +194,17 @@ SELECT pg_catalog.pg_extension_config_dump('sched.task_seq', '');
 -- C functions
 -------------------------------------------------------------------------------
 
-CREATE FUNCTION sched._wake(run_at timestamptz) RETURNS void
-LANGUAGE c STRICT VOLATILE
+CREATE FUNCTION sched._wake(run_at timestamptz, door smallint DEFAULT NULL) RETURNS void
+LANGUAGE c VOLATILE
 AS 'MODULE_PATHNAME', 'delaysched_wake';
-COMMENT ON FUNCTION sched._wake(timestamptz) IS 'internal: wake the scanner after commit if run_at is sooner than it planned';
+COMMENT ON FUNCTION sched._wake(timestamptz, smallint) IS 'internal: after commit, wake a scanner worker for the range of door (every range if NULL) if run_at is sooner than planned';
 
 CREATE FUNCTION sched._workers(
-	OUT pid int, OUT role text, OUT holds text, OUT state text,
-	OUT last_tick timestamptz, OUT time_pointer timestamptz, OUT delivered bigint,
-	OUT ticks bigint)
-RETURNS record
+	OUT worker int, OUT pid int, OUT role text, OUT holds text, OUT state text,
+	OUT last_tick timestamptz, OUT delivered bigint, OUT ticks bigint)
+RETURNS SETOF record
 LANGUAGE c STRICT VOLATILE
-AS 'MODULE_PATHNAME', 'delaysched_workers';
+AS 'MODULE_PATHNAME', 'delaysched_worker_status';
 COMMENT ON FUNCTION sched._workers() IS 'internal: the workers'' shared-memory status, behind sched.workers';
 
 -------------------------------------------------------------------------------
@@ -340,7 +363,7 @@ BEGIN
 
 	INSERT INTO sched.task (id, bucket, biz_type, run_at, payload, dedupe_key, created_at)
 		VALUES (v_id, v_bucket, p_biz, p_run_at, p_payload, p_dedupe_key, pg_catalog.clock_timestamp());
-	PERFORM sched._wake(p_run_at);
+	PERFORM sched._wake(p_run_at, sched._door(v_id));
 	RETURN v_id;
 END
 $$;
@@ -476,7 +499,7 @@ BEGIN
 		   gone.payload, gone.dedupe_key, gone.created_at, gone.delivered_at, NULL,
 		   coalesce(p_error, gone.last_error)
 	FROM gone;
-	PERFORM sched._wake(p_run_at);
+	PERFORM sched._wake(p_run_at, sched._door(p_id));
 END
 $$;
 COMMENT ON FUNCTION sched._move(smallint, bigint, timestamptz, text) IS 'internal: make a locked task pending again at a new time';
@@ -512,7 +535,7 @@ COMMENT ON FUNCTION sched._announcement(text) IS 'internal: the NOTIFY payload a
 -------------------------------------------------------------------------------
 
 /*
- * Deliver up to p_batch due pending tasks of one bucket with
+ * Deliver up to p_batch due pending tasks of one bucket and door with
  * (run_at, id) > (p_lo, p_after_id), run_at < p_hi and run_at <= p_now, in
  * (run_at, id) order: notify types are leased and their message queued; pull
  * types are marked ready and their channel told.  Rows another transaction
@@ -522,7 +545,8 @@ COMMENT ON FUNCTION sched._announcement(text) IS 'internal: the NOTIFY payload a
  * (p_lo, p_after_id) to continue without re-reading the index entries of
  * what it delivered.
  */
-CREATE FUNCTION sched._deliver_bucket(p_bucket smallint, p_lo timestamptz, p_after_id bigint,
+CREATE FUNCTION sched._deliver_bucket(p_bucket smallint, p_door smallint,
+									  p_lo timestamptz, p_after_id bigint,
 									  p_hi timestamptz, p_now timestamptz, p_batch int,
 									  OUT delivered int, OUT last_run_at timestamptz,
 									  OUT last_id bigint, OUT first_lease timestamptz)
@@ -536,7 +560,7 @@ BEGIN
 	-- partition, whose cost grows with every pending task in the bucket.
 	v_ids := ARRAY(
 		SELECT t.id FROM sched.task t
-		WHERE t.bucket = p_bucket AND t.state = 'p'
+		WHERE t.bucket = p_bucket AND t.door = p_door AND t.state = 'p'
 		  AND (t.run_at, t.id) > (p_lo, p_after_id) AND t.run_at < p_hi AND t.run_at <= p_now
 		ORDER BY t.run_at, t.id
 		LIMIT p_batch
@@ -575,25 +599,27 @@ BEGIN
 	FROM notified;
 END
 $$;
-COMMENT ON FUNCTION sched._deliver_bucket(smallint, timestamptz, bigint, timestamptz, timestamptz, int) IS 'internal: deliver due tasks of one bucket';
+COMMENT ON FUNCTION sched._deliver_bucket(smallint, smallint, timestamptz, bigint, timestamptz, timestamptz, int) IS 'internal: deliver due tasks of one bucket and door';
 
 /*
- * The walk.  The pointer is the start of the first second not yet fully
- * handled.  Find the earliest pending task at or after it; if it is due,
- * deliver its second (up to p_batch tasks) and move the pointer past that
- * second once the second is over and drained; if nothing is due, move the
- * pointer up to the current second.  Returns what was delivered, the new
- * pointer and when to look next (p_now itself when there is more to do).
+ * The walk of one range.  Its pointer (read and locked by _tick) is the
+ * start of the first second not yet fully handled for the range.  Find the
+ * range's earliest pending task at or after it; if it is due, deliver its
+ * second (up to p_batch tasks) and move the pointer past that second once
+ * the second is over and drained; if nothing is due, move the pointer up to
+ * the current second.  Returns what was delivered, the new pointer and when
+ * to look next (p_now itself when there is more to do).
  *
- * The cursor (p_cursor_run_at, p_cursor_id) is where the previous tick's
- * delivery stopped, if it is still at or after the pointer: the search
- * starts after it, so that a burst of thousands of tasks in one second does
- * not re-read the index entries of the tasks already delivered, making the
- * drain quadratic.  The scanner drops the cursor when a commit reports a
- * task due at or before it; anything else left behind it (rows that others
- * held) is behind the pointer once the second ends, for the sweep.
+ * The cursor (p_cursor_run_at, p_cursor_id) is where the range's previous
+ * tick stopped delivering, if it is still at or after the pointer: the
+ * search starts after it, so that a burst of thousands of tasks in one
+ * second does not re-read the index entries of the tasks already delivered,
+ * making the drain quadratic.  The workers drop the cursor when a commit
+ * reports a task of the range due at or before it; anything else left
+ * behind it (rows that others held) is behind the pointer once the second
+ * ends, for the sweep.
  */
-CREATE FUNCTION sched._walk(p_now timestamptz, p_batch int,
+CREATE FUNCTION sched._walk(p_range smallint, p_pointer timestamptz, p_now timestamptz, p_batch int,
 							p_cursor_run_at timestamptz, p_cursor_id bigint,
 							OUT delivered int, OUT time_pointer timestamptz, OUT next_due timestamptz,
 							OUT cursor_run_at timestamptz, OUT cursor_id bigint,
@@ -601,7 +627,6 @@ CREATE FUNCTION sched._walk(p_now timestamptz, p_batch int,
 LANGUAGE plpgsql
 AS $$
 DECLARE
-	v_pointer timestamptz;
 	v_next timestamptz;
 	v_second timestamptz;
 	v_now_second timestamptz := pg_catalog.date_trunc('second', p_now);
@@ -609,26 +634,25 @@ DECLARE
 	v_from_id bigint;
 	d record;
 BEGIN
-	SELECT p.pointer INTO v_pointer FROM sched.pointer p WHERE p.range_id = 0 FOR UPDATE;
 	delivered := 0;
 
-	IF p_cursor_run_at IS NOT NULL AND p_cursor_run_at >= v_pointer THEN
+	IF p_cursor_run_at IS NOT NULL AND p_cursor_run_at >= p_pointer THEN
 		v_from := p_cursor_run_at;
 		v_from_id := p_cursor_id;
 	ELSE
-		v_from := v_pointer;
+		v_from := p_pointer;
 		v_from_id := -1;
 	END IF;
 	cursor_run_at := v_from;
 	cursor_id := v_from_id;
 
 	SELECT t.run_at INTO v_next FROM sched.task t
-		WHERE t.state = 'p' AND (t.run_at, t.id) > (v_from, v_from_id)
+		WHERE t.door = p_range AND t.state = 'p' AND (t.run_at, t.id) > (v_from, v_from_id)
 		ORDER BY t.run_at, t.id LIMIT 1;
 
 	IF v_next IS NULL OR v_next > p_now THEN
 		-- Every second from the pointer up to now is drained.
-		time_pointer := GREATEST(v_pointer, v_now_second);
+		time_pointer := GREATEST(p_pointer, v_now_second);
 		next_due := v_next;
 	ELSE
 		v_second := pg_catalog.date_trunc('second', v_next);
@@ -636,7 +660,7 @@ BEGIN
 			v_from := v_second;
 			v_from_id := -1;
 		END IF;
-		SELECT * INTO d FROM sched._deliver_bucket(sched._bucket(v_second), v_from, v_from_id,
+		SELECT * INTO d FROM sched._deliver_bucket(sched._bucket(v_second), p_range, v_from, v_from_id,
 												   v_second + interval '1 second', p_now, p_batch);
 		delivered := d.delivered;
 		first_lease := d.first_lease;
@@ -657,27 +681,28 @@ BEGIN
 			next_due := p_now;
 		ELSE
 			-- The current second is drained up to now (rows others hold excepted).
-			SELECT pg_catalog.min(t.run_at) INTO next_due FROM sched.task t
-				WHERE t.state = 'p' AND t.run_at > p_now;
+			SELECT t.run_at INTO next_due FROM sched.task t
+				WHERE t.door = p_range AND t.state = 'p' AND t.run_at > p_now
+				ORDER BY t.run_at LIMIT 1;
 		END IF;
 	END IF;
 
-	IF time_pointer > v_pointer THEN
+	IF time_pointer > p_pointer THEN
 		UPDATE sched.pointer p SET pointer = time_pointer, updated_at = pg_catalog.clock_timestamp()
-			WHERE p.range_id = 0;
+			WHERE p.range_id = p_range;
 	ELSE
-		time_pointer := v_pointer;
+		time_pointer := p_pointer;
 	END IF;
 END
 $$;
-COMMENT ON FUNCTION sched._walk(timestamptz, int, timestamptz, bigint) IS 'internal: advance the time pointer, delivering what falls due';
+COMMENT ON FUNCTION sched._walk(smallint, timestamptz, timestamptz, int, timestamptz, bigint) IS 'internal: advance a range''s time pointer, delivering what falls due';
 
 /*
- * The backstop: deliver pending tasks behind the pointer (added after their
- * second was walked, or returned by a transaction that rolled back), oldest
- * bucket first.
+ * The backstop: deliver pending tasks of a range behind its pointer (added
+ * after their second was walked, or returned by a transaction that rolled
+ * back), oldest bucket first.
  */
-CREATE FUNCTION sched._deliver_late(p_pointer timestamptz, p_now timestamptz, p_batch int)
+CREATE FUNCTION sched._deliver_late(p_range smallint, p_pointer timestamptz, p_now timestamptz, p_batch int)
 RETURNS int
 LANGUAGE plpgsql
 AS $$
@@ -688,11 +713,11 @@ DECLARE
 BEGIN
 	WHILE n < p_batch LOOP
 		SELECT t.bucket INTO v_bucket FROM sched.task t
-			WHERE t.state = 'p' AND t.run_at < p_pointer
+			WHERE t.door = p_range AND t.state = 'p' AND t.run_at < p_pointer
 			  AND t.bucket OPERATOR(pg_catalog.<>) ALL (v_tried)
 			ORDER BY t.run_at LIMIT 1;
 		EXIT WHEN NOT FOUND;
-		n := n + (sched._deliver_bucket(v_bucket, '-infinity', -1, p_pointer, p_now, p_batch - n)).delivered;
+		n := n + (sched._deliver_bucket(v_bucket, p_range, '-infinity', -1, p_pointer, p_now, p_batch - n)).delivered;
 		-- Whatever is left there is held by other transactions (or was cut
 		-- by the batch): look at the next bucket.
 		v_tried := v_tried || v_bucket;
@@ -700,13 +725,13 @@ BEGIN
 	RETURN n;
 END
 $$;
-COMMENT ON FUNCTION sched._deliver_late(timestamptz, timestamptz, int) IS 'internal: deliver pending tasks behind the time pointer';
+COMMENT ON FUNCTION sched._deliver_late(smallint, timestamptz, timestamptz, int) IS 'internal: deliver pending tasks of a range behind its time pointer';
 
 /*
- * Deliveries whose lease ran out: redeliver (attempt + 1), make pull tasks
- * claimable again, or declare dead after max_attempts.
+ * Deliveries of a range whose lease ran out: redeliver (attempt + 1), make
+ * pull tasks claimable again, or declare dead after max_attempts.
  */
-CREATE FUNCTION sched._expire_leases(p_now timestamptz, p_batch int)
+CREATE FUNCTION sched._expire_leases(p_range smallint, p_now timestamptz, p_batch int)
 RETURNS int
 LANGUAGE plpgsql
 AS $$
@@ -719,7 +744,7 @@ BEGIN
 		SELECT t.bucket, t.id, t.biz_type, t.run_at, t.payload, t.attempt,
 			   b.delivery, b.channel, b.max_attempts, b.ack_timeout
 		FROM sched.task t JOIN sched.biz b ON b.name = t.biz_type
-		WHERE t.state = 'd' AND t.lease_until <= p_now
+		WHERE t.door = p_range AND t.state = 'd' AND t.lease_until <= p_now
 		ORDER BY t.lease_until
 		LIMIT p_batch
 		FOR UPDATE OF t SKIP LOCKED
@@ -746,7 +771,7 @@ BEGIN
 	RETURN n;
 END
 $$;
-COMMENT ON FUNCTION sched._expire_leases(timestamptz, int) IS 'internal: redeliver or kill deliveries whose ack timeout passed';
+COMMENT ON FUNCTION sched._expire_leases(smallint, timestamptz, int) IS 'internal: redeliver or kill deliveries of a range whose ack timeout passed';
 
 /*
  * Remove finished tasks past their retention, a batch at a time.
@@ -773,24 +798,39 @@ $$;
 COMMENT ON FUNCTION sched._purge(timestamptz, int, int, int) IS 'internal: remove finished tasks past their retention';
 
 /*
- * One tick of the scanner, in the worker's transaction.
+ * One tick of a scanner worker on one range, in the worker's transaction.
+ * The range's row in sched.pointer is locked FOR UPDATE SKIP LOCKED: while
+ * this transaction lasts no other worker (nor sched.claim's readers, which
+ * skip the rows being delivered) works on the range.  If another
+ * transaction holds the row, nothing is done and "held" is false.
+ *
+ * Retention (sched.finished) is not per range: the sweep of range 0 does it.
  */
-CREATE FUNCTION sched._tick(p_now timestamptz, p_batch int, p_sweep boolean,
+CREATE FUNCTION sched._tick(p_range smallint, p_now timestamptz, p_batch int, p_sweep boolean,
 							p_retention_s int, p_dead_retention_s int,
 							p_cursor_run_at timestamptz, p_cursor_id bigint,
+							OUT held boolean,
 							OUT delivered bigint, OUT time_pointer timestamptz,
 							OUT next_due timestamptz, OUT next_sweep timestamptz,
 							OUT cursor_run_at timestamptz, OUT cursor_id bigint)
 LANGUAGE plpgsql
 AS $$
 DECLARE
+	v_pointer timestamptz;
 	w record;
 	late int;
 	late_share int;
 	expired int;
-	purged int;
+	purged int := 0;
 BEGIN
-	SELECT * INTO w FROM sched._walk(p_now, p_batch, p_cursor_run_at, p_cursor_id);
+	SELECT p.pointer INTO v_pointer FROM sched.pointer p WHERE p.range_id = p_range
+		FOR UPDATE SKIP LOCKED;
+	held := FOUND;
+	IF NOT held THEN
+		RETURN;
+	END IF;
+
+	SELECT * INTO w FROM sched._walk(p_range, v_pointer, p_now, p_batch, p_cursor_run_at, p_cursor_id);
 	delivered := w.delivered;
 	time_pointer := w.time_pointer;
 	next_due := w.next_due;
@@ -805,10 +845,12 @@ BEGIN
 		-- Late tasks get what the walk left of the batch, and at least a
 		-- tenth of it, so that a long burst does not keep them waiting.
 		late_share := GREATEST(p_batch - w.delivered, p_batch / 10, 1);
-		late := sched._deliver_late(time_pointer, p_now, late_share);
+		late := sched._deliver_late(p_range, time_pointer, p_now, late_share);
 		delivered := delivered + late;
-		expired := sched._expire_leases(p_now, p_batch);
-		purged := sched._purge(p_now, p_retention_s, p_dead_retention_s, p_batch);
+		expired := sched._expire_leases(p_range, p_now, p_batch);
+		IF p_range = 0 THEN
+			purged := sched._purge(p_now, p_retention_s, p_dead_retention_s, p_batch);
+		END IF;
 
 		IF late >= late_share OR expired >= p_batch OR purged >= p_batch THEN
 			-- A full batch: sweep again at once.
@@ -817,14 +859,15 @@ BEGIN
 			-- The next lease to expire.  Strictly later than now: an expired
 			-- lease that another transaction holds (an ack in progress)
 			-- waits for the next regular sweep rather than waking the
-			-- scanner over and over.
-			SELECT pg_catalog.min(t.lease_until) INTO next_sweep FROM sched.task t
-				WHERE t.state = 'd' AND t.lease_until > p_now;
+			-- worker over and over.
+			SELECT t.lease_until INTO next_sweep FROM sched.task t
+				WHERE t.door = p_range AND t.state = 'd' AND t.lease_until > p_now
+				ORDER BY t.lease_until LIMIT 1;
 		END IF;
 	END IF;
 END
 $$;
-COMMENT ON FUNCTION sched._tick(timestamptz, int, boolean, int, int, timestamptz, bigint) IS 'internal: one tick of the scanner worker';
+COMMENT ON FUNCTION sched._tick(smallint, timestamptz, int, boolean, int, int, timestamptz, bigint) IS 'internal: one tick of a scanner worker on one range';
 
 -------------------------------------------------------------------------------
 -- Public functions: business types (administrators)
@@ -870,12 +913,12 @@ BEGIN
 	SELECT b.delivery INTO v_old_delivery FROM sched.biz b WHERE b.name = define_biz.name
 		FOR NO KEY UPDATE;
 	IF v_old_delivery = 'pull' AND delivery = 'notify' THEN
-		-- Until this commits the scanner still sees a pull type and may mark
+		-- Until this commits the workers still see a pull type and may mark
 		-- more of its tasks announced ('r'), which the reset below would not
-		-- see.  Hold the pointer row, which every tick locks first: a tick
-		-- under way finishes before this goes on, and none starts until
-		-- this transaction ends.
-		PERFORM 1 FROM sched.pointer p FOR UPDATE;
+		-- see.  Hold every range's pointer row, which every tick locks
+		-- first: ticks under way finish before this goes on, and none starts
+		-- until this transaction ends.
+		PERFORM 1 FROM sched.pointer p ORDER BY p.range_id FOR UPDATE;
 	END IF;
 
 	INSERT INTO sched.biz AS b (name, delivery, channel, max_attempts, ack_timeout)
@@ -1032,6 +1075,7 @@ BEGIN
 	)
 	SELECT numbered.id FROM numbered ORDER BY numbered.ord;
 
+	-- Consecutive ids go through every door: wake every range.
 	SELECT min(r) INTO v_min FROM unnest(run_ats) AS r;
 	PERFORM sched._wake(v_min);
 END
@@ -1242,7 +1286,7 @@ BEGIN
 							created_at, delivered_at, last_error)
 		VALUES (f.id, v_bucket, f.biz_type, v_now, 'p', 0, f.payload, f.dedupe_key,
 				f.created_at, f.delivered_at, f.last_error);
-	PERFORM sched._wake(v_now);
+	PERFORM sched._wake(v_now, sched._door(f.id));
 	RETURN true;
 END
 $$;
@@ -1307,15 +1351,14 @@ CREATE VIEW sched.biz_stats AS
 COMMENT ON VIEW sched.biz_stats IS 'per business type: task counts, delivery rate and lateness over the last minute';
 
 CREATE VIEW sched.workers AS
-	SELECT w.pid, w.role, w.holds, w.state, w.last_tick, w.time_pointer, w.delivered, w.ticks
+	SELECT w.worker, w.pid, w.role, w.holds, w.state, w.last_tick, w.delivered, w.ticks
 	FROM sched._workers() w;
-COMMENT ON VIEW sched.workers IS 'the delaysched background workers and what they hold';
+COMMENT ON VIEW sched.workers IS 'the delaysched background workers and the range each is working on';
 
 CREATE VIEW sched.time_pointer AS
-	SELECT p.range_id, p.first_bucket, p.last_bucket, p.pointer, p.updated_at,
-		   now() - p.pointer AS lag
+	SELECT p.range_id, p.pointer, p.updated_at, now() - p.pointer AS lag
 	FROM sched.pointer p;
-COMMENT ON VIEW sched.time_pointer IS 'the persisted time pointer(s) and how far behind now they are';
+COMMENT ON VIEW sched.time_pointer IS 'every range''s persisted time pointer (range r is door number r) and how far behind now it is';
 
 -------------------------------------------------------------------------------
 -- Privileges: nothing for PUBLIC; administrators grant what roles need

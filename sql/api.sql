@@ -107,20 +107,32 @@ SELECT biz_type, delivery, channel, pending, due_now, awaiting_ack, done, dead,
        delivered_per_sec = 0 AS rate_ok
 FROM sched.biz_stats ORDER BY biz_type;
 
--- sched.time_pointer: columns and types, one pointer over every bucket
+-- sched.time_pointer: columns and types, one pointer per range (door number)
 SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute
 WHERE attrelid = 'sched.time_pointer'::regclass AND attnum > 0 ORDER BY attnum;
-SELECT range_id, first_bucket, last_bucket = sched._bucket_count() - 1 AS all_buckets,
-       pointer <= clock_timestamp() AS not_ahead, lag < interval '1 hour' AS recent,
-       updated_at >= pointer AS updated_after
+SELECT count(*) AS ranges, min(range_id) AS first, max(range_id) AS last,
+       bool_and(pointer <= clock_timestamp()) AS not_ahead, bool_and(lag < interval '1 hour') AS recent,
+       bool_and(updated_at >= pointer) AS updated_after
 FROM sched.time_pointer;
+SHOW delaysched.ranges;
 
--- sched.workers: columns and types, one live scanner
+-- tasks get door numbers round the ranges: ten tasks in a row use all eight doors
+CREATE TEMP TABLE ten AS
+SELECT a.id FROM sched.add_many('api_notify', array_fill('2100-02-02'::timestamptz, ARRAY[10])) AS a(id);
+SELECT count(DISTINCT t.door) AS doors, min(t.door) AS lowest, max(t.door) AS highest,
+       bool_and(t.door = sched._door(t.id)) AS door_of_id
+FROM ten JOIN sched.task t USING (id);
+SELECT count(*) FILTER (WHERE sched.cancel(id)) AS cancelled FROM ten;
+DROP TABLE ten;
+
+-- sched.workers: columns and types, one row per scanner worker
 SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute
 WHERE attrelid = 'sched.workers'::regclass AND attnum > 0 ORDER BY attnum;
-SELECT role, holds, pid IS NOT NULL AS running, state IN ('sleeping', 'delivering') AS working,
-       last_tick > clock_timestamp() - interval '30 seconds' AS ticked_lately,
-       time_pointer IS NOT NULL AS has_pointer, ticks > 0 AS counted
+SELECT worker, role, pid IS NOT NULL AS running, state IN ('sleeping', 'delivering') AS working,
+       holds IS NULL OR holds ~ '^range [0-7]$' AS holds_one_range_or_none
+FROM sched.workers ORDER BY worker;
+SELECT max(last_tick) > clock_timestamp() - interval '30 seconds' AS ticked_lately,
+       sum(ticks) > 0 AS counted
 FROM sched.workers;
 SELECT count(*) AS scanner_backends FROM pg_stat_activity w JOIN sched.workers s USING (pid)
 WHERE w.backend_type = 'delaysched scanner' AND w.datname = current_database();

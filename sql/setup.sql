@@ -72,16 +72,18 @@ $$;
 -- helper: wait until the scanner runs in this database
 CREATE FUNCTION wait_scanner() RETURNS boolean
 LANGUAGE sql AS $$
-	SELECT wait_until($c$EXISTS (SELECT FROM sched.workers w
-	                   WHERE w.pid IS NOT NULL AND w.state IN ('sleeping', 'delivering')
-	                     AND w.time_pointer IS NOT NULL)$c$)
+	SELECT wait_until($c$(SELECT count(*) FILTER (WHERE w.pid IS NOT NULL
+	                                           AND w.state IN ('sleeping', 'delivering'))
+	                           = current_setting('delaysched.workers')::int
+	                         AND sum(w.ticks) > 0
+	                    FROM sched.workers w)$c$)
 $$;
 
--- the scanner is up and has walked this database
+-- every scanner worker is up, and they have walked this database
 SELECT wait_scanner();
 
--- a fresh store: no types, no tasks, one time pointer
+-- a fresh store: no types, no tasks, a time pointer per range
 SELECT (SELECT count(*) FROM sched.biz) AS biz,
        (SELECT count(*) FROM sched.task) AS tasks,
        (SELECT count(*) FROM sched.finished) AS finished,
-       (SELECT count(*) FROM sched.pointer) AS pointers;
+       (SELECT count(*) FROM sched.pointer) = current_setting('delaysched.ranges')::int AS pointer_per_range;

@@ -38,4 +38,36 @@
 
 /* BackgroundWorkerInitializeConnection gained a flags argument in 11; fine for 13+. */
 
+/*
+ * InitMaterializedSRF (15) sets up a set-returning function's tuplestore;
+ * before it, every function did so by hand.
+ */
+#if PG_VERSION_NUM < 150000
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "utils/tuplestore.h"
+
+static inline void
+delaysched_init_materialized_srf(FunctionCallInfo fcinfo)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	TupleDesc	tupdesc;
+	MemoryContext old;
+
+	if (rsinfo == NULL || !IsA(rsinfo, ReturnSetInfo) ||
+		!(rsinfo->allowedModes & SFRM_Materialize))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("set-valued function called in context that cannot accept a set")));
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	old = MemoryContextSwitchTo(rsinfo->econtext->ecxt_per_query_memory);
+	rsinfo->returnMode = SFRM_Materialize;
+	rsinfo->setResult = tuplestore_begin_heap(true, false, work_mem);
+	rsinfo->setDesc = CreateTupleDescCopy(tupdesc);
+	MemoryContextSwitchTo(old);
+}
+#define InitMaterializedSRF(fcinfo, flags) delaysched_init_materialized_srf(fcinfo)
+#endif
+
 #endif							/* DELAYSCHED_COMPAT_H */

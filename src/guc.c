@@ -5,9 +5,10 @@
  *
  * Every parameter is documented in doc/configuration.md; keep the two in
  * step.  Parameters the worker reads are PGC_SIGHUP so that a reload changes
- * them without a restart, except delaysched.database, which decides what the
- * worker connects to and so needs a restart.  The SQL functions read
- * delaysched.buckets and delaysched.max_payload_size with current_setting().
+ * them without a restart, except delaysched.database and delaysched.workers,
+ * which decide what the postmaster starts and so need a restart.  The SQL
+ * functions read delaysched.buckets, delaysched.ranges and
+ * delaysched.max_payload_size with current_setting().
  *
  *-------------------------------------------------------------------------
  */
@@ -19,6 +20,7 @@
 
 #include "compat.h"
 #include "guc.h"
+#include "shmem.h"
 
 char	   *delaysched_database = NULL;
 int			delaysched_batch_size = 1000;
@@ -26,6 +28,8 @@ int			delaysched_sweep_interval_ms = 1000;
 int			delaysched_retention_s = 3600;
 int			delaysched_dead_retention_s = 7 * 24 * 3600;
 int			delaysched_buckets = 60;
+int			delaysched_ranges = 8;
+int			delaysched_workers = 2;
 int			delaysched_max_payload_kb = 1024;
 
 /*
@@ -86,6 +90,25 @@ delaysched_define_gucs(void)
 							&delaysched_buckets,
 							60, 1, 3600,
 							PGC_SUSET,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("delaysched.ranges",
+							"Number of ranges (door numbers) the scan is split into, read by CREATE EXTENSION.",
+							"Each range has its own time pointer and is worked on by one worker at a time. "
+							"Changing it later has no effect on an installed extension.",
+							&delaysched_ranges,
+							8, 1, DELAYSCHED_MAX_RANGES,
+							PGC_SUSET,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("delaysched.workers",
+							"Number of scanner workers.",
+							"They share the ranges; more workers drain a burst faster, up to the number of ranges.",
+							&delaysched_workers,
+							2, 1, DELAYSCHED_MAX_WORKERS,
+							PGC_POSTMASTER,
 							0,
 							NULL, NULL, NULL);
 

@@ -14,6 +14,8 @@ extern int	delaysched_sweep_interval_ms;
 extern int	delaysched_retention_s;
 extern int	delaysched_dead_retention_s;
 extern int	delaysched_buckets;
+extern int	delaysched_ranges;
+extern int	delaysched_workers;
 extern int	delaysched_max_payload_kb;
 
 extern void delaysched_define_gucs(void);

@@ -3,8 +3,8 @@
  * shmem.c
  *		Allocation and initialisation of delaysched's shared memory.
  *
- * Locking: DelayschedShared is one small struct guarded by its spinlock
- * (see shmem.h).  It is created once, under AddinShmemInitLock, by whichever
+ * Locking: DelayschedShared is one struct guarded by its spinlock (see
+ * shmem.h).  It is created once, under AddinShmemInitLock, by whichever
  * process attaches first.
  *
  *-------------------------------------------------------------------------
@@ -54,10 +54,32 @@ delaysched_shmem_startup(void)
 	{
 		memset(delaysched_shared, 0, sizeof(DelayschedShared));
 		SpinLockInit(&delaysched_shared->mutex);
-		delaysched_shared->wake_at = DT_NOEND;
-		delaysched_shared->scanner_status = SCANNER_STOPPED;
+		for (int i = 0; i < DELAYSCHED_MAX_WORKERS; i++)
+		{
+			delaysched_shared->workers[i].status = SCANNER_STOPPED;
+			delaysched_shared->workers[i].range = -1;
+		}
+		for (int i = 0; i < DELAYSCHED_MAX_RANGES; i++)
+			delaysched_reset_range(&delaysched_shared->ranges[i]);
 	}
 	LWLockRelease(AddinShmemInitLock);
+}
+
+/*
+ * Forget what the workers knew of a range: its next tick looks afresh.
+ * Called with the mutex held (or before anyone else can see the struct).
+ */
+void
+delaysched_reset_range(RangeState *range)
+{
+	range->holder = -1;
+	range->wake_at = DT_NOEND;
+	range->next_due = DT_NOBEGIN;
+	range->next_sweep = DT_NOEND;
+	range->last_sweep = 0;
+	range->pointer = DT_NOBEGIN;
+	range->retry_at = 0;
+	range->cursor_valid = false;
 }
 
 /*

@@ -1,7 +1,15 @@
 /*-------------------------------------------------------------------------
  *
  * shmem.h
- *		State shared between the scanner worker and ordinary backends.
+ *		State shared between the scanner workers and ordinary backends.
+ *
+ * The workers share the ranges (door numbers, one row each in
+ * sched.pointer) through this struct: a worker picks a range that is due,
+ * marks itself its holder here, and then locks the range's row with
+ * FOR UPDATE SKIP LOCKED in its tick's transaction.  The row lock is the
+ * authority (it also keeps out sessions that are not workers, and dies with
+ * its transaction); the holder field only keeps two workers from picking
+ * the same range at the same moment.
  *
  *-------------------------------------------------------------------------
  */
@@ -12,7 +20,11 @@
 #include "storage/spin.h"
 #include "utils/timestamp.h"
 
-/* What the scanner is doing, for sched.workers. */
+/* Upper bounds of delaysched.workers and delaysched.ranges. */
+#define DELAYSCHED_MAX_WORKERS	64
+#define DELAYSCHED_MAX_RANGES	256
+
+/* What a worker is doing, for sched.workers. */
 typedef enum ScannerStatus
 {
 	SCANNER_STOPPED = 0,
@@ -20,6 +32,52 @@ typedef enum ScannerStatus
 	SCANNER_DELIVERING,
 	SCANNER_SLEEPING
 } ScannerStatus;
+
+/* One scanner worker. */
+typedef struct WorkerSlot
+{
+	pid_t		pid;			/* 0 while the worker does not run */
+	Latch	   *latch;
+	ScannerStatus status;
+	int			range;			/* the range it works on, or -1 */
+
+	/*
+	 * When the sleeping worker will wake by itself; 0 while it works.  A
+	 * backend whose task is due before this sets the worker's latch.
+	 */
+	TimestampTz sleep_until;
+
+	/* For sched.workers. */
+	TimestampTz last_tick;
+	int64		delivered;
+	int64		ticks;
+} WorkerSlot;
+
+/* One range, as the workers know it between ticks. */
+typedef struct RangeState
+{
+	int			holder;			/* worker index working on it, or -1 */
+
+	/*
+	 * Earliest run_at committed by any backend for this range since a worker
+	 * last took it (DT_NOEND when none).  Backends lower it after commit.
+	 */
+	TimestampTz wake_at;
+
+	/* From the range's last tick; DT_NOBEGIN until its first. */
+	TimestampTz next_due;		/* next pending run_at, DT_NOEND if none */
+	TimestampTz next_sweep;		/* next lease expiry, or now after a full
+								 * sweep batch; DT_NOEND if nothing asks */
+	TimestampTz last_sweep;
+	TimestampTz pointer;
+	TimestampTz retry_at;		/* after finding its row held by another
+								 * transaction: not before this */
+
+	/* Where the range's last delivery stopped (see sched._walk). */
+	bool		cursor_valid;
+	TimestampTz cursor_run_at;
+	int64		cursor_id;
+} RangeState;
 
 /*
  * One struct in shared memory.  Every field is protected by mutex; hold it
@@ -29,33 +87,16 @@ typedef struct DelayschedShared
 {
 	slock_t		mutex;
 
-	/* The scanner worker, or 0/NULL while none runs. */
-	pid_t		scanner_pid;
-	Latch	   *scanner_latch;
-	ScannerStatus scanner_status;
+	/* Ranges in the installed extension (rows of sched.pointer); 0 unknown. */
+	int			nranges;
 
-	/*
-	 * Earliest run_at committed by any backend since the scanner last looked
-	 * (DT_NOEND when none).  Backends lower it after commit; the scanner
-	 * resets it at the start of each tick.
-	 */
-	TimestampTz wake_at;
-
-	/*
-	 * When the sleeping scanner will wake by itself; 0 while it works.  A
-	 * backend whose task is due before this sets the scanner's latch.
-	 */
-	TimestampTz sleep_until;
-
-	/* For sched.workers. */
-	TimestampTz last_tick;
-	TimestampTz time_pointer;
-	int64		delivered;
-	int64		ticks;
+	WorkerSlot	workers[DELAYSCHED_MAX_WORKERS];
+	RangeState	ranges[DELAYSCHED_MAX_RANGES];
 } DelayschedShared;
 
 extern DelayschedShared *delaysched_shared;
 
 extern void delaysched_shmem_register(void);
+extern void delaysched_reset_range(RangeState *range);
 
 #endif							/* DELAYSCHED_SHMEM_H */

@@ -1,16 +1,18 @@
 /*-------------------------------------------------------------------------
  *
  * wake.c
- *		Wake the scanner when a transaction that made a task due sooner
- *		commits -- after the commit, never before, so that the scanner's next
+ *		Wake a scanner worker when a transaction that made a task due sooner
+ *		commits -- after the commit, never before, so that the worker's next
  *		snapshot is sure to see the task.
  *
  * sched.add and the other functions that set a task's run_at call
- * sched._wake(run_at).  This only remembers the earliest such run_at in
- * backend-local memory; a transaction callback publishes it to shared
- * memory at XACT_EVENT_COMMIT (which PostgreSQL fires after the commit is
- * visible to other sessions) and sets the scanner's latch if the scanner is
- * busy or would otherwise sleep past that time.  An abort forgets it.
+ * sched._wake(run_at, door).  This only remembers the earliest such run_at
+ * per range (door number) in backend-local memory; a transaction callback
+ * publishes it to shared memory at XACT_EVENT_COMMIT (which PostgreSQL fires
+ * after the commit is visible to other sessions) and sets the latch of one
+ * sleeping worker if it would otherwise sleep past that time.  Workers that
+ * are busy look at the published times before they sleep.  An abort forgets
+ * it all.  A NULL door stands for every range.
  *
  *-------------------------------------------------------------------------
  */
@@ -25,9 +27,18 @@
 
 PG_FUNCTION_INFO_V1(delaysched_wake);
 
-/* Earliest run_at this transaction scheduled, DT_NOEND if none. */
-static TimestampTz pending_wake_at = DT_NOEND;
+/* Earliest run_at this transaction scheduled per range, DT_NOEND if none. */
+static TimestampTz pending_wake_at[DELAYSCHED_MAX_RANGES];
+static TimestampTz pending_earliest = DT_NOEND;
 static bool callback_registered = false;
+
+static void
+forget_pending(void)
+{
+	for (int i = 0; i < DELAYSCHED_MAX_RANGES; i++)
+		pending_wake_at[i] = DT_NOEND;
+	pending_earliest = DT_NOEND;
+}
 
 /*
  * Publish pending_wake_at once the transaction's work is visible.
@@ -35,7 +46,6 @@ static bool callback_registered = false;
 static void
 wake_xact_callback(XactEvent event, void *arg)
 {
-	TimestampTz wake_at = pending_wake_at;
 	Latch	   *latch = NULL;
 
 	switch (event)
@@ -46,49 +56,93 @@ wake_xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
 		case XACT_EVENT_PREPARE:
+
 			/*
 			 * A prepared transaction commits later, perhaps in another
-			 * session; the scanner's next walk or sweep finds its tasks.
+			 * session; the workers' next walk or sweep finds its tasks.
 			 */
-			pending_wake_at = DT_NOEND;
+			if (pending_earliest != DT_NOEND)
+				forget_pending();
 			return;
 		default:
 			return;
 	}
 
-	pending_wake_at = DT_NOEND;
-	if (wake_at == DT_NOEND || delaysched_shared == NULL)
+	if (pending_earliest == DT_NOEND)
 		return;
+	if (delaysched_shared == NULL)
+	{
+		forget_pending();
+		return;
+	}
 
 	SpinLockAcquire(&delaysched_shared->mutex);
-	if (wake_at < delaysched_shared->wake_at)
-		delaysched_shared->wake_at = wake_at;
-	if (wake_at < delaysched_shared->sleep_until ||
-		delaysched_shared->sleep_until == 0)
-		latch = delaysched_shared->scanner_latch;
+	for (int i = 0; i < DELAYSCHED_MAX_RANGES; i++)
+	{
+		RangeState *range = &delaysched_shared->ranges[i];
+
+		if (pending_wake_at[i] < range->wake_at)
+			range->wake_at = pending_wake_at[i];
+	}
+	/* One sleeping worker that would sleep past the earliest time will do. */
+	for (int i = 0; i < DELAYSCHED_MAX_WORKERS; i++)
+	{
+		WorkerSlot *worker = &delaysched_shared->workers[i];
+
+		if (worker->pid != 0 &&
+			(worker->status == SCANNER_SLEEPING ||
+			 worker->status == SCANNER_WAITING_FOR_EXTENSION) &&
+			pending_earliest < worker->sleep_until)
+		{
+			latch = worker->latch;
+			break;
+		}
+	}
 	SpinLockRelease(&delaysched_shared->mutex);
+	forget_pending();
 
 	if (latch != NULL)
 		SetLatch(latch);
 }
 
 /*
- * sched._wake(run_at timestamptz) RETURNS void
+ * sched._wake(run_at timestamptz, door smallint DEFAULT NULL) RETURNS void
  *
- * Note that the calling transaction schedules a task due at run_at.
+ * Note that the calling transaction schedules a task due at run_at in the
+ * range of door (every range when door is NULL).
  */
 Datum
 delaysched_wake(PG_FUNCTION_ARGS)
 {
-	TimestampTz run_at = PG_GETARG_TIMESTAMPTZ(0);
+	TimestampTz run_at;
+
+	if (PG_ARGISNULL(0))
+		PG_RETURN_VOID();
+	run_at = PG_GETARG_TIMESTAMPTZ(0);
 
 	if (!callback_registered)
 	{
+		forget_pending();
 		RegisterXactCallback(wake_xact_callback, NULL);
 		callback_registered = true;
 	}
-	if (run_at < pending_wake_at)
-		pending_wake_at = run_at;
+	if (PG_ARGISNULL(1))
+	{
+		for (int i = 0; i < DELAYSCHED_MAX_RANGES; i++)
+			if (run_at < pending_wake_at[i])
+				pending_wake_at[i] = run_at;
+	}
+	else
+	{
+		int			door = PG_GETARG_INT16(1);
+
+		if (door < 0 || door >= DELAYSCHED_MAX_RANGES)
+			elog(ERROR, "door number %d out of range", door);
+		if (run_at < pending_wake_at[door])
+			pending_wake_at[door] = run_at;
+	}
+	if (run_at < pending_earliest)
+		pending_earliest = run_at;
 
 	PG_RETURN_VOID();
 }

@@ -1,33 +1,40 @@
 /*-------------------------------------------------------------------------
  *
  * worker.c
- *		The scanner: a background worker that walks the persisted time
- *		pointer and delivers tasks as they fall due.
+ *		The scanner workers: delaysched.workers background workers that share
+ *		the ranges (door numbers) of the task table, each range walking its
+ *		own persisted time pointer, and deliver tasks as they fall due.
  *
- * The worker owns timing; the data work lives in SQL functions of the
+ * The workers own timing; the data work lives in SQL functions of the
  * extension (sched._tick and what it calls, in delaysched--*.sql), so that
- * one short transaction per tick does everything and commits the deliveries
- * together with their NOTIFYs and the advanced pointer.
+ * one short transaction per tick does everything for one range and commits
+ * the deliveries together with their NOTIFYs and the advanced pointer.
  *
- * A tick:
- *	 1. takes what backends published in shared memory since the last tick
- *		(the earliest run_at committed), resets it, and marks itself busy;
- *	 2. runs sched._tick(now, batch, sweep, ...) in its own transaction;
+ * A worker's loop:
+ *	 1. picks, in shared memory, the range that has waited longest for a
+ *		tick it needs -- a task due, a commit that reported one, a sweep or
+ *		lease expiry due -- among those no other worker holds, and marks
+ *		itself its holder;
+ *	 2. runs sched._tick(range, now, batch, sweep, ...) in its own
+ *		transaction; the tick locks the range's row in sched.pointer
+ *		FOR UPDATE SKIP LOCKED and does nothing if another transaction has
+ *		it (a define_biz switching a type from pull, a test holding it);
  *		"sweep" asks for the backstop work (tasks added behind the pointer,
- *		expired acknowledgement leases, retention) and is set when the sweep
- *		interval has passed, when a commit reported a task behind the
- *		pointer, or when a known lease has expired;
- *	 3. sleeps until the earliest of: the next due task, the next known
- *		lease expiry, the next sweep -- or at once if the tick filled its
- *		batch or a commit during the tick asked for an earlier time.
+ *		expired acknowledgement leases, and for range 0 retention);
+ *	 3. records what the tick learnt about the range (next due task, next
+ *		lease expiry, the pointer, where delivery stopped), releases it, and
+ *		goes back to 1 -- or, when no range needs a tick, sleeps until the
+ *		earliest time one will.
  *
- * A backend that commits a task due before the worker's wake-up time sets
- * its latch (see wake.c), so a task added for "in 200 ms" is delivered in
- * 200 ms, not at the next sweep.
+ * A backend that commits a task due before the sleeping workers' wake-up
+ * time sets one worker's latch (see wake.c), so a task added for "in 200
+ * ms" is delivered in 200 ms, not at the next sweep.
  *
  * Errors: an ERROR inside a tick ends the worker; the postmaster restarts it
- * after bgw_restart_time (1 s).  The tick's transaction rolls back, so no
- * delivery is half-done, and the persisted pointer resumes the walk.
+ * after bgw_restart_time (1 s), and its range is free at once (the row lock
+ * went with the transaction, the holder mark with the process; see
+ * worker_detach).  The tick's transaction rolls back, so no delivery is
+ * half-done, and the range's persisted pointer resumes the walk.
  *
  *-------------------------------------------------------------------------
  */
@@ -60,20 +67,17 @@
 typedef struct TickResult
 {
 	bool		extension_present;
+	bool		held;			/* false: another transaction had the range */
 	int64		delivered;
 	TimestampTz time_pointer;
 	TimestampTz next_due;		/* DT_NOEND if nothing is pending */
-	TimestampTz next_sweep;		/* when the next sweep is due at the latest:
-								 * the next lease expiry, or now when a
-								 * sweep batch was full; DT_NOEND if
+	TimestampTz next_sweep;		/* when the range's next sweep is due at the
+								 * latest: the next lease expiry, or now when
+								 * a sweep batch was full; DT_NOEND if
 								 * nothing asks */
 } TickResult;
 
-/*
- * Where the walk's last delivery stopped (see sched._walk): the next tick
- * searches after it.  Dropped when a commit reports a task due at or before
- * it, since the walk would not look there.
- */
+/* A range's walk cursor (see sched._walk), copied out of shared memory. */
 typedef struct WalkCursor
 {
 	bool		valid;
@@ -81,62 +85,84 @@ typedef struct WalkCursor
 	int64		id;
 } WalkCursor;
 
+/* How long to wait before trying again a range another transaction holds. */
+#define HELD_RANGE_RETRY_MS		100
+
 static SPIPlanPtr tick_plan = NULL;
+static int	my_index = -1;
 
 /*
- * Register the scanner with the postmaster; called from _PG_init.
+ * Register the scanner workers with the postmaster; called from _PG_init.
  */
 void
 delaysched_register_scanner(void)
 {
-	BackgroundWorker worker;
+	for (int i = 0; i < delaysched_workers; i++)
+	{
+		BackgroundWorker worker;
 
-	memset(&worker, 0, sizeof(worker));
-	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-	/* A standby cannot deliver (it cannot write); start on promotion. */
-	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-	/* Come back quickly after an error: tasks are waiting. */
-	worker.bgw_restart_time = 1;
-	snprintf(worker.bgw_library_name, BGW_MAXLEN, "delaysched");
-	snprintf(worker.bgw_function_name, BGW_MAXLEN, "delaysched_scanner_main");
-	snprintf(worker.bgw_name, BGW_MAXLEN, "delaysched scanner");
-	snprintf(worker.bgw_type, BGW_MAXLEN, "delaysched scanner");
-	RegisterBackgroundWorker(&worker);
+		memset(&worker, 0, sizeof(worker));
+		worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+		/* A standby cannot deliver (it cannot write); start on promotion. */
+		worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+		/* Come back quickly after an error: tasks are waiting. */
+		worker.bgw_restart_time = 1;
+		worker.bgw_main_arg = Int32GetDatum(i);
+		snprintf(worker.bgw_library_name, BGW_MAXLEN, "delaysched");
+		snprintf(worker.bgw_function_name, BGW_MAXLEN, "delaysched_scanner_main");
+		snprintf(worker.bgw_name, BGW_MAXLEN, "delaysched scanner %d", i);
+		snprintf(worker.bgw_type, BGW_MAXLEN, "delaysched scanner");
+		RegisterBackgroundWorker(&worker);
+	}
 }
+
+/* Shorthand: this worker's slot.  Touch it only with the mutex held. */
+#define MY_SLOT (&delaysched_shared->workers[my_index])
 
 static void
 set_status(ScannerStatus status)
 {
 	SpinLockAcquire(&delaysched_shared->mutex);
-	delaysched_shared->scanner_status = status;
+	MY_SLOT->status = status;
 	SpinLockRelease(&delaysched_shared->mutex);
 }
 
 /*
- * before_shmem_exit callback: tell backends nobody is listening any more.
+ * before_shmem_exit callback: tell backends this worker is gone, and give
+ * up the range it was working on (its transaction, and so its row lock,
+ * has ended by now).
  */
 static void
-scanner_detach(int code, Datum arg)
+worker_detach(int code, Datum arg)
 {
 	SpinLockAcquire(&delaysched_shared->mutex);
-	delaysched_shared->scanner_pid = 0;
-	delaysched_shared->scanner_latch = NULL;
-	delaysched_shared->scanner_status = SCANNER_STOPPED;
+	if (MY_SLOT->range >= 0)
+		delaysched_shared->ranges[MY_SLOT->range].holder = -1;
+	MY_SLOT->pid = 0;
+	MY_SLOT->latch = NULL;
+	MY_SLOT->range = -1;
+	MY_SLOT->status = SCANNER_STOPPED;
 	SpinLockRelease(&delaysched_shared->mutex);
 }
 
 static void
-scanner_attach(void)
+worker_attach(int index)
 {
+	my_index = index;
 	SpinLockAcquire(&delaysched_shared->mutex);
-	delaysched_shared->scanner_pid = MyProcPid;
-	delaysched_shared->scanner_latch = MyLatch;
-	delaysched_shared->scanner_status = SCANNER_DELIVERING;
-	delaysched_shared->sleep_until = 0;
-	delaysched_shared->delivered = 0;
-	delaysched_shared->ticks = 0;
+	/* A predecessor that died without detaching may have left a range marked. */
+	for (int r = 0; r < DELAYSCHED_MAX_RANGES; r++)
+		if (delaysched_shared->ranges[r].holder == index)
+			delaysched_shared->ranges[r].holder = -1;
+	MY_SLOT->pid = MyProcPid;
+	MY_SLOT->latch = MyLatch;
+	MY_SLOT->status = SCANNER_DELIVERING;
+	MY_SLOT->range = -1;
+	MY_SLOT->sleep_until = 0;
+	MY_SLOT->delivered = 0;
+	MY_SLOT->ticks = 0;
 	SpinLockRelease(&delaysched_shared->mutex);
-	before_shmem_exit(scanner_detach, (Datum) 0);
+	before_shmem_exit(worker_detach, (Datum) 0);
 }
 
 static TimestampTz
@@ -149,10 +175,44 @@ nullable_timestamp(HeapTuple tuple, TupleDesc desc, int column, TimestampTz if_n
 }
 
 /*
- * Run one tick in its own transaction and fill *result.
+ * In a transaction of its own: is the extension installed, and with how
+ * many ranges?  0 when it is not installed.
+ */
+static int
+count_ranges(void)
+{
+	int			nranges = 0;
+
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	SPI_connect();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	pgstat_report_activity(STATE_RUNNING, "delaysched: looking for the extension");
+
+	if (OidIsValid(get_extension_oid("delaysched", true)))
+	{
+		bool		isnull;
+
+		if (SPI_execute("SELECT count(*)::int FROM sched.pointer", true, 1) != SPI_OK_SELECT ||
+			SPI_processed != 1)
+			elog(ERROR, "could not count the ranges in sched.pointer");
+		nranges = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0],
+											  SPI_tuptable->tupdesc, 1, &isnull));
+		nranges = Min(nranges, DELAYSCHED_MAX_RANGES);
+	}
+
+	SPI_finish();
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	pgstat_report_activity(STATE_IDLE, NULL);
+	return nranges;
+}
+
+/*
+ * Run one tick on a range in its own transaction and fill *result.
  */
 static void
-run_tick(TimestampTz now, bool sweep, WalkCursor *cursor, TickResult *result)
+run_tick(int range, TimestampTz now, bool sweep, WalkCursor *cursor, TickResult *result)
 {
 	memset(result, 0, sizeof(*result));
 	result->next_due = DT_NOEND;
@@ -167,8 +227,8 @@ run_tick(TimestampTz now, bool sweep, WalkCursor *cursor, TickResult *result)
 	result->extension_present = OidIsValid(get_extension_oid("delaysched", true));
 	if (result->extension_present)
 	{
-		Datum		values[7];
-		char		nulls[7] = {' ', ' ', ' ', ' ', ' ', ' ', ' '};
+		Datum		values[8];
+		char		nulls[8] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
 		HeapTuple	tuple;
 		TupleDesc	desc;
 		bool		isnull;
@@ -176,14 +236,14 @@ run_tick(TimestampTz now, bool sweep, WalkCursor *cursor, TickResult *result)
 
 		if (tick_plan == NULL)
 		{
-			Oid			types[7] = {TIMESTAMPTZOID, INT4OID, BOOLOID, INT4OID, INT4OID,
+			Oid			types[8] = {INT2OID, TIMESTAMPTZOID, INT4OID, BOOLOID, INT4OID, INT4OID,
 			TIMESTAMPTZOID, INT8OID};
 			SPIPlanPtr	plan;
 
-			plan = SPI_prepare("SELECT delivered, time_pointer, next_due, next_sweep,"
+			plan = SPI_prepare("SELECT held, delivered, time_pointer, next_due, next_sweep,"
 							   " cursor_run_at, cursor_id"
-							   " FROM sched._tick($1, $2, $3, $4, $5, $6, $7)",
-							   7, types);
+							   " FROM sched._tick($1, $2, $3, $4, $5, $6, $7, $8)",
+							   8, types);
 			if (plan == NULL)
 				elog(ERROR, "SPI_prepare failed for sched._tick: %s",
 					 SPI_result_code_string(SPI_result));
@@ -192,15 +252,16 @@ run_tick(TimestampTz now, bool sweep, WalkCursor *cursor, TickResult *result)
 			tick_plan = plan;
 		}
 
-		values[0] = TimestampTzGetDatum(now);
-		values[1] = Int32GetDatum(delaysched_batch_size);
-		values[2] = BoolGetDatum(sweep);
-		values[3] = Int32GetDatum(delaysched_retention_s);
-		values[4] = Int32GetDatum(delaysched_dead_retention_s);
-		values[5] = TimestampTzGetDatum(cursor->run_at);
-		values[6] = Int64GetDatum(cursor->id);
+		values[0] = Int16GetDatum((int16) range);
+		values[1] = TimestampTzGetDatum(now);
+		values[2] = Int32GetDatum(delaysched_batch_size);
+		values[3] = BoolGetDatum(sweep);
+		values[4] = Int32GetDatum(delaysched_retention_s);
+		values[5] = Int32GetDatum(delaysched_dead_retention_s);
+		values[6] = TimestampTzGetDatum(cursor->run_at);
+		values[7] = Int64GetDatum(cursor->id);
 		if (!cursor->valid)
-			nulls[5] = nulls[6] = 'n';
+			nulls[6] = nulls[7] = 'n';
 
 		ret = SPI_execute_plan(tick_plan, values, nulls, false, 1);
 		if (ret != SPI_OK_SELECT || SPI_processed != 1)
@@ -209,14 +270,18 @@ run_tick(TimestampTz now, bool sweep, WalkCursor *cursor, TickResult *result)
 
 		tuple = SPI_tuptable->vals[0];
 		desc = SPI_tuptable->tupdesc;
-		result->delivered = DatumGetInt64(SPI_getbinval(tuple, desc, 1, &isnull));
-		result->time_pointer = nullable_timestamp(tuple, desc, 2, DT_NOBEGIN);
-		result->next_due = nullable_timestamp(tuple, desc, 3, DT_NOEND);
-		result->next_sweep = nullable_timestamp(tuple, desc, 4, DT_NOEND);
-		cursor->run_at = DatumGetTimestampTz(SPI_getbinval(tuple, desc, 5, &isnull));
-		cursor->valid = !isnull;
-		if (cursor->valid)
-			cursor->id = DatumGetInt64(SPI_getbinval(tuple, desc, 6, &isnull));
+		result->held = DatumGetBool(SPI_getbinval(tuple, desc, 1, &isnull));
+		if (result->held)
+		{
+			result->delivered = DatumGetInt64(SPI_getbinval(tuple, desc, 2, &isnull));
+			result->time_pointer = nullable_timestamp(tuple, desc, 3, DT_NOBEGIN);
+			result->next_due = nullable_timestamp(tuple, desc, 4, DT_NOEND);
+			result->next_sweep = nullable_timestamp(tuple, desc, 5, DT_NOEND);
+			cursor->run_at = DatumGetTimestampTz(SPI_getbinval(tuple, desc, 6, &isnull));
+			cursor->valid = !isnull;
+			if (cursor->valid)
+				cursor->id = DatumGetInt64(SPI_getbinval(tuple, desc, 7, &isnull));
+		}
 	}
 	else
 		cursor->valid = false;
@@ -229,21 +294,160 @@ run_tick(TimestampTz now, bool sweep, WalkCursor *cursor, TickResult *result)
 }
 
 /*
- * Entry point of the scanner worker.
+ * When a range next needs a tick: a commit reported a task, its next task
+ * falls due, its next sweep or lease expiry comes -- but not before a retry
+ * time set when another transaction held it.  Mutex held by the caller.
+ */
+static TimestampTz
+range_due_at(const RangeState *range, TimestampTz sweep_every)
+{
+	TimestampTz due = Min(range->wake_at, range->next_due);
+
+	due = Min(due, range->next_sweep);
+	due = Min(due, range->last_sweep + sweep_every);
+	return Max(due, range->retry_at);
+}
+
+/*
+ * Pick the range that has waited longest among those due by now and free,
+ * mark this worker its holder and take what the range knows (*wake_at, the
+ * cursor, its sweep times).  Returns -1 if none is due, with *next set to the
+ * earliest time one will be (for a free range; a held one is its holder's
+ * business), and this worker marked sleeping until then.
+ */
+static int
+pick_range(TimestampTz now, TimestampTz sweep_every, TimestampTz *next,
+		   TimestampTz *wake_at, WalkCursor *cursor, RangeState *copy)
+{
+	int			best = -1;
+	TimestampTz best_due = DT_NOEND;
+
+	*next = now + sweep_every;
+	SpinLockAcquire(&delaysched_shared->mutex);
+	for (int r = 0; r < delaysched_shared->nranges; r++)
+	{
+		RangeState *range = &delaysched_shared->ranges[r];
+		TimestampTz due;
+
+		if (range->holder >= 0)
+			continue;
+		due = range_due_at(range, sweep_every);
+		if (due <= now && (best < 0 || due < best_due))
+		{
+			best = r;
+			best_due = due;
+		}
+		*next = Min(*next, due);
+	}
+	if (best >= 0)
+	{
+		RangeState *range = &delaysched_shared->ranges[best];
+
+		range->holder = my_index;
+		*wake_at = range->wake_at;
+		range->wake_at = DT_NOEND;
+		*copy = *range;
+		cursor->valid = range->cursor_valid;
+		cursor->run_at = range->cursor_run_at;
+		cursor->id = range->cursor_id;
+		MY_SLOT->range = best;
+		MY_SLOT->status = SCANNER_DELIVERING;
+		MY_SLOT->sleep_until = 0;
+	}
+	else
+	{
+		MY_SLOT->range = -1;
+		MY_SLOT->status = SCANNER_SLEEPING;
+		MY_SLOT->sleep_until = *next;
+	}
+	SpinLockRelease(&delaysched_shared->mutex);
+	return best;
+}
+
+/*
+ * Record what a tick on range r learnt and release the range.
+ */
+static void
+finish_range(int r, TimestampTz now, bool sweep, const WalkCursor *cursor,
+			 const TickResult *tick)
+{
+	SpinLockAcquire(&delaysched_shared->mutex);
+	{
+		RangeState *range = &delaysched_shared->ranges[r];
+
+		if (!tick->held)
+		{
+			/* Someone else has the row: look again a little later. */
+			range->retry_at = TimestampTzPlusMilliseconds(now, HELD_RANGE_RETRY_MS);
+			range->next_due = Min(range->next_due, now);
+		}
+		else
+		{
+			range->retry_at = 0;
+			range->pointer = tick->time_pointer;
+			range->next_due = tick->next_due;
+			if (sweep)
+			{
+				range->last_sweep = now;
+				range->next_sweep = tick->next_sweep;
+			}
+			else
+				range->next_sweep = Min(range->next_sweep, tick->next_sweep);
+			range->cursor_valid = cursor->valid;
+			range->cursor_run_at = cursor->run_at;
+			range->cursor_id = cursor->id;
+		}
+		range->holder = -1;
+		MY_SLOT->range = -1;
+		MY_SLOT->last_tick = now;
+		MY_SLOT->delivered += tick->delivered;
+		MY_SLOT->ticks++;
+	}
+	SpinLockRelease(&delaysched_shared->mutex);
+}
+
+/* The extension is gone (or not there yet): forget every range. */
+static void
+forget_ranges(void)
+{
+	SpinLockAcquire(&delaysched_shared->mutex);
+	delaysched_shared->nranges = 0;
+	for (int r = 0; r < DELAYSCHED_MAX_RANGES; r++)
+		if (delaysched_shared->ranges[r].holder < 0)
+			delaysched_reset_range(&delaysched_shared->ranges[r]);
+	SpinLockRelease(&delaysched_shared->mutex);
+}
+
+/* Sleep until `until` or until the latch is set. */
+static void
+sleep_until(TimestampTz until)
+{
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (until > now)
+	{
+		/* Round up: waking a little late beats waking early and spinning. */
+		long		timeout_ms = (long) Min((until - now + 999) / 1000, INT_MAX);
+
+		(void) WaitLatch(MyLatch,
+						 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 timeout_ms,
+						 PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+	}
+}
+
+/*
+ * Entry point of a scanner worker; main_arg is its index.
  */
 void
 delaysched_scanner_main(Datum main_arg)
 {
-	TimestampTz last_sweep = 0;
-	TimestampTz next_sweep = DT_NOEND;
-	TimestampTz time_pointer = DT_NOBEGIN;
-	WalkCursor	cursor = {false, 0, 0};
-
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
 
-	scanner_attach();
+	worker_attach(DatumGetInt32(main_arg));
 	BackgroundWorkerInitializeConnection(delaysched_database, NULL, 0);
 	pgstat_report_appname("delaysched scanner");
 	/* The extension's internal functions assume only pg_catalog is searched. */
@@ -292,11 +496,14 @@ delaysched_scanner_main(Datum main_arg)
 	for (;;)
 	{
 		TimestampTz now;
-		TimestampTz wake_at;
 		TimestampTz next;
+		TimestampTz wake_at = DT_NOEND;
 		TimestampTz sweep_every = (TimestampTz) delaysched_sweep_interval_ms * 1000;
+		WalkCursor	cursor;
+		RangeState	range;
 		TickResult	tick;
 		bool		sweep;
+		int			r;
 
 		CHECK_FOR_INTERRUPTS();
 		if (ConfigReloadPending)
@@ -305,74 +512,53 @@ delaysched_scanner_main(Datum main_arg)
 			ProcessConfigFile(PGC_SIGHUP);
 		}
 
-		SpinLockAcquire(&delaysched_shared->mutex);
-		wake_at = delaysched_shared->wake_at;
-		delaysched_shared->wake_at = DT_NOEND;
-		delaysched_shared->sleep_until = 0;
-		delaysched_shared->scanner_status = SCANNER_DELIVERING;
-		SpinLockRelease(&delaysched_shared->mutex);
+		if (delaysched_shared->nranges == 0)
+		{
+			int			nranges = count_ranges();
+
+			if (nranges == 0)
+			{
+				now = GetCurrentTimestamp();
+				next = TimestampTzPlusMilliseconds(now, EXTENSION_RECHECK_MS);
+				SpinLockAcquire(&delaysched_shared->mutex);
+				MY_SLOT->status = SCANNER_WAITING_FOR_EXTENSION;
+				MY_SLOT->sleep_until = next;
+				SpinLockRelease(&delaysched_shared->mutex);
+				sleep_until(next);
+				continue;
+			}
+			SpinLockAcquire(&delaysched_shared->mutex);
+			delaysched_shared->nranges = nranges;
+			SpinLockRelease(&delaysched_shared->mutex);
+		}
 
 		now = GetCurrentTimestamp();
-		/* (now < last_sweep: the clock went back; do not wait it out.) */
-		sweep = wake_at < time_pointer ||
-			now >= next_sweep ||
-			now - last_sweep >= sweep_every ||
-			now < last_sweep;
+		r = pick_range(now, sweep_every, &next, &wake_at, &cursor, &range);
+		if (r < 0)
+		{
+			sleep_until(next);
+			continue;
+		}
 
+		/* (now < last_sweep: the clock went back; do not wait it out.) */
+		sweep = wake_at < range.pointer ||
+			now >= range.next_sweep ||
+			now - range.last_sweep >= sweep_every ||
+			now < range.last_sweep;
 		if (cursor.valid && wake_at <= cursor.run_at)
 			cursor.valid = false;
 
-		run_tick(now, sweep, &cursor, &tick);
-
+		run_tick(r, now, sweep, &cursor, &tick);
 		if (!tick.extension_present)
 		{
+			SpinLockAcquire(&delaysched_shared->mutex);
+			delaysched_shared->ranges[r].holder = -1;
+			MY_SLOT->range = -1;
+			SpinLockRelease(&delaysched_shared->mutex);
+			forget_ranges();
 			set_status(SCANNER_WAITING_FOR_EXTENSION);
-			time_pointer = DT_NOBEGIN;
-			next_sweep = DT_NOEND;
-			next = TimestampTzPlusMilliseconds(now, EXTENSION_RECHECK_MS);
+			continue;
 		}
-		else
-		{
-			time_pointer = tick.time_pointer;
-			if (sweep)
-			{
-				last_sweep = now;
-				next_sweep = tick.next_sweep;
-			}
-			else
-				next_sweep = Min(next_sweep, tick.next_sweep);
-			next = Min(tick.next_due, next_sweep);
-			next = Min(next, last_sweep + sweep_every);
-			next = Min(next, now + sweep_every);
-		}
-
-		/*
-		 * Publish the tick, and decide how long to sleep.  A commit during
-		 * the tick may have asked for an earlier time than we computed.
-		 */
-		SpinLockAcquire(&delaysched_shared->mutex);
-		delaysched_shared->last_tick = now;
-		delaysched_shared->time_pointer = time_pointer;
-		delaysched_shared->delivered += tick.delivered;
-		delaysched_shared->ticks++;
-		if (delaysched_shared->wake_at < next)
-			next = delaysched_shared->wake_at;
-		delaysched_shared->sleep_until = next;
-		if (tick.extension_present)
-			delaysched_shared->scanner_status = SCANNER_SLEEPING;
-		SpinLockRelease(&delaysched_shared->mutex);
-
-		now = GetCurrentTimestamp();
-		if (next > now)
-		{
-			/* Round up: waking a little late beats waking early and spinning. */
-			long		timeout_ms = (long) ((next - now + 999) / 1000);
-
-			(void) WaitLatch(MyLatch,
-							 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-							 timeout_ms,
-							 PG_WAIT_EXTENSION);
-			ResetLatch(MyLatch);
-		}
+		finish_range(r, now, sweep, &cursor, &tick);
 	}
 }

@@ -1,8 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * worker_views.c
- *		sched._workers(): what the workers are doing, read from shared
- *		memory, for the sched.workers view.
+ *		sched._workers(): what the scanner workers are doing and which range
+ *		each works on, read from shared memory, for the sched.workers view.
  *
  *-------------------------------------------------------------------------
  */
@@ -15,9 +15,10 @@
 #include "utils/timestamp.h"
 
 #include "compat.h"
+#include "guc.h"
 #include "shmem.h"
 
-PG_FUNCTION_INFO_V1(delaysched_workers);
+PG_FUNCTION_INFO_V1(delaysched_worker_status);
 
 #define WORKERS_COLUMNS 8
 
@@ -38,56 +39,54 @@ status_name(ScannerStatus status)
 	return "unknown";
 }
 
-/*
- * sched._workers() RETURNS TABLE(pid int, role text, holds text,
- *		state text, last_tick timestamptz, time_pointer timestamptz,
- *		delivered bigint, ticks bigint)
- *
- * One row per worker slot.  For now there is one scanner, which holds every
- * bucket.
- */
-Datum
-delaysched_workers(PG_FUNCTION_ARGS)
+static void
+require_shared_memory(void)
 {
-	TupleDesc	tupdesc;
-	Datum		values[WORKERS_COLUMNS];
-	bool		nulls[WORKERS_COLUMNS];
-	pid_t		pid;
-	ScannerStatus status;
-	TimestampTz last_tick;
-	TimestampTz time_pointer;
-	int64		delivered;
-	int64		ticks;
-
 	if (delaysched_shared == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("delaysched must be loaded via \"shared_preload_libraries\"")));
+}
 
-	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
-		elog(ERROR, "return type must be a row type");
+/*
+ * sched._workers() RETURNS TABLE(worker int, pid int, role text, holds text,
+ *		state text, last_tick timestamptz, delivered bigint, ticks bigint)
+ *
+ * One row per scanner worker (delaysched.workers of them).
+ */
+Datum
+delaysched_worker_status(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 
-	SpinLockAcquire(&delaysched_shared->mutex);
-	pid = delaysched_shared->scanner_pid;
-	status = delaysched_shared->scanner_status;
-	last_tick = delaysched_shared->last_tick;
-	time_pointer = delaysched_shared->time_pointer;
-	delivered = delaysched_shared->delivered;
-	ticks = delaysched_shared->ticks;
-	SpinLockRelease(&delaysched_shared->mutex);
+	require_shared_memory();
+	InitMaterializedSRF(fcinfo, 0);
 
-	memset(nulls, 0, sizeof(nulls));
-	values[0] = Int32GetDatum((int32) pid);
-	nulls[0] = (pid == 0);
-	values[1] = CStringGetTextDatum("scanner");
-	values[2] = CStringGetTextDatum("all buckets");
-	values[3] = CStringGetTextDatum(status_name(status));
-	values[4] = TimestampTzGetDatum(last_tick);
-	nulls[4] = (last_tick == 0);
-	values[5] = TimestampTzGetDatum(time_pointer);
-	nulls[5] = (time_pointer == 0 || TIMESTAMP_NOT_FINITE(time_pointer));
-	values[6] = Int64GetDatum(delivered);
-	values[7] = Int64GetDatum(ticks);
+	for (int i = 0; i < delaysched_workers; i++)
+	{
+		Datum		values[WORKERS_COLUMNS];
+		bool		nulls[WORKERS_COLUMNS];
+		WorkerSlot	slot;
 
-	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
+		SpinLockAcquire(&delaysched_shared->mutex);
+		slot = delaysched_shared->workers[i];
+		SpinLockRelease(&delaysched_shared->mutex);
+
+		memset(nulls, 0, sizeof(nulls));
+		values[0] = Int32GetDatum(i);
+		values[1] = Int32GetDatum((int32) slot.pid);
+		nulls[1] = (slot.pid == 0);
+		values[2] = CStringGetTextDatum("scanner");
+		if (slot.range >= 0)
+			values[3] = CStringGetTextDatum(psprintf("range %d", slot.range));
+		else
+			nulls[3] = true;
+		values[4] = CStringGetTextDatum(status_name(slot.pid == 0 ? SCANNER_STOPPED : slot.status));
+		values[5] = TimestampTzGetDatum(slot.last_tick);
+		nulls[5] = (slot.last_tick == 0);
+		values[6] = Int64GetDatum(slot.delivered);
+		values[7] = Int64GetDatum(slot.ticks);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
 }

@@ -90,6 +90,28 @@ sub percentile
 	return $sorted[$rank];
 }
 
+# Were the received messages delivered in run_at order within each range?
+# Ranges (door numbers) are walked in parallel, so only the order inside
+# one is promised.  Returns the number of ranges seen and the number of
+# messages that arrived before one of the same range due earlier.
+sub out_of_order_within_ranges
+{
+	my ($node, @messages) = @_;
+	return (0, 0) unless @messages;
+	my $ids = join ',', map { $_->{id} } @messages;
+	my %door = map { split /\|/ } split /\n/, $node->safe_psql('postgres',
+		"SELECT id || '|' || sched._door(id) FROM unnest('{$ids}'::bigint[]) AS id");
+	my (%last, $disorder);
+	$disorder = 0;
+	for my $m (@messages)
+	{
+		my $d = $door{ $m->{id} };
+		$disorder++ if defined $last{$d} && $m->{run_at_us} < $last{$d};
+		$last{$d} = $m->{run_at_us};
+	}
+	return (scalar(keys %last), $disorder);
+}
+
 package DelayschedTest::Listener;
 
 use strict;

@@ -32,11 +32,11 @@ like($err, qr/delaysched does not deliver tasks of database "other"/, 'the error
 
 # The scanner runs in the served database and says so.
 ok(DelayschedTest::poll_until($node,
-	"SELECT role || ' ' || state FROM sched.workers", 'scanner sleeping', 10),
-	'the scanner is running and idle');
+	"SELECT string_agg(DISTINCT role || ' ' || state, ',') FROM sched.workers", 'scanner sleeping', 10),
+	'the scanner workers are running and idle');
 is($node->safe_psql('postgres',
-	"SELECT datname FROM pg_stat_activity WHERE backend_type = 'delaysched scanner'"),
-	'postgres', 'the scanner is connected to delaysched.database');
+	"SELECT string_agg(datname, ',') FROM pg_stat_activity WHERE backend_type = 'delaysched scanner'"),
+	'postgres,postgres', 'both scanner workers are connected to delaysched.database');
 
 # Database defaults do not reach the scanner's transactions: with REPEATABLE
 # READ as the database default and claims racing it, the scanner neither
@@ -45,17 +45,18 @@ $node->safe_psql('postgres',
 	"ALTER DATABASE postgres SET default_transaction_isolation = 'repeatable read'");
 $node->restart;
 $node->safe_psql('postgres', "SELECT sched.define_biz('racy', delivery => 'pull')");
-ok(DelayschedTest::poll_until($node, "SELECT state FROM sched.workers", 'sleeping', 10),
-	'scanner up after the restart');
-my $scanner_pid = $node->safe_psql('postgres', 'SELECT pid FROM sched.workers');
+ok(DelayschedTest::poll_until($node, "SELECT string_agg(DISTINCT state, ',') FROM sched.workers", 'sleeping', 10),
+	'scanner workers up after the restart');
+my $pids = "SELECT string_agg(pid::text, ',' ORDER BY worker) FROM sched.workers";
+my $scanner_pid = $node->safe_psql('postgres', $pids);
 my $script = $node->basedir . '/racy.sql';
 open my $fh, '>', $script or die $!;
 print $fh "SELECT sched.add_after('racy', '0'); SELECT count(*) FROM sched.claim('racy', 5);\n";
 close $fh;
 $node->command_ok([ 'pgbench', '-n', '-c', '2', '-j', '2', '-T', '3', '-f', $script,
 	'-d', $node->connstr('postgres') ], 'adds and claims raced the scanner');
-is($node->safe_psql('postgres', 'SELECT pid FROM sched.workers'), $scanner_pid,
-	'the scanner survived: no serialisation failure restarted it');
+is($node->safe_psql('postgres', $pids), $scanner_pid,
+	'the workers survived: no serialisation failure restarted them');
 $node->safe_psql('postgres', 'ALTER DATABASE postgres RESET default_transaction_isolation');
 
 # Dropping the extension under the running scanner, then creating it again:
@@ -63,7 +64,7 @@ $node->safe_psql('postgres', 'ALTER DATABASE postgres RESET default_transaction_
 $node->safe_psql('postgres', 'DROP EXTENSION delaysched');
 ok(DelayschedTest::poll_until($node,
 	"SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'delaysched scanner' AND state = 'idle'",
-	'1', 10), 'the scanner outlives DROP EXTENSION');
+	'2', 10), 'the scanner workers outlive DROP EXTENSION');
 $node->safe_psql('postgres', "CREATE EXTENSION delaysched; SELECT sched.define_biz('again', delivery => 'pull')");
 my $listener = DelayschedTest::Listener->start($node, 'postgres', [], 'again');
 $node->safe_psql('postgres', "SELECT sched.add('again', clock_timestamp())");
