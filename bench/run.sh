@@ -15,6 +15,7 @@
 #
 # The systems (see doc/performance.md for why these settings):
 #   delaysched           test/bench/dsbench: sched.add, LISTEN, sched.ack_many
+#                        (2 workers; bursts also with 1 and with 4)
 #   raw                  test/bench/dsbench: DELETE ... SKIP LOCKED + pg_notify loop
 #   graphile defaults    pollInterval 2000 ms, concurrency 1
 #   graphile fast        pollInterval 100 ms, concurrency 10
@@ -78,19 +79,24 @@ else
 		"enqueue-batch|enqueue --seconds 10 --batch 1000|fast")
 fi
 
-# The systems: name|kind|command, where kind says which workloads it joins.
+# The systems: name|kind|command|postgresql.conf line, where kind says which
+# workloads it joins ("workers": the bursts only).  delaysched runs with its
+# default two workers; the bursts also with one and with four.
 systems=(
-	"delaysched|own|dsbench --system delaysched"
-	"raw|own|dsbench --system raw")
+	"delaysched|own|dsbench --system delaysched|"
+	"raw|own|dsbench --system raw|"
+	"delaysched-1w|workers|dsbench --system delaysched --name delaysched-1w|delaysched.workers = 1"
+	"delaysched-4w|workers|dsbench --system delaysched --name delaysched-4w|delaysched.workers = 4")
 if [ -n "$compare" ]; then
 	systems+=(
-		"graphile-defaults|peer|node bench/peers/graphile.mjs --poll 2000 --concurrency 1"
-		"graphile-fast|fast|node bench/peers/graphile.mjs --poll 100 --concurrency 10"
-		"pgboss-defaults|peer|node bench/peers/pgboss.mjs --poll 2 --workers 10 --batch-size 100"
-		"pgboss-fastest|fast|node bench/peers/pgboss.mjs --poll 0.5 --workers 10 --batch-size 100")
+		"graphile-defaults|peer|node bench/peers/graphile.mjs --poll 2000 --concurrency 1|"
+		"graphile-fast|fast|node bench/peers/graphile.mjs --poll 100 --concurrency 10|"
+		"pgboss-defaults|peer|node bench/peers/pgboss.mjs --poll 2 --workers 10 --batch-size 100|"
+		"pgboss-fastest|fast|node bench/peers/pgboss.mjs --poll 0.5 --workers 10 --batch-size 100|")
 fi
 
-joins() {	# joins SYSTEM_KIND WORKLOAD_SCOPE
+joins() {	# joins SYSTEM_KIND WORKLOAD_SCOPE WORKLOAD_LABEL
+	[ "$1" = workers ] && { [ "${3#burst}" != "$3" ]; return; }
 	case $2 in
 		all) return 0 ;;
 		fast) [ "$1" != peer ] ;;
@@ -98,10 +104,10 @@ joins() {	# joins SYSTEM_KIND WORKLOAD_SCOPE
 	esac
 }
 
-run_one() {	# run_one NAME KIND COMMAND LABEL ARGS
-	local name=$1 kind=$2 command=$3 label=$4 args=$5 plain="" conn
-	[ "$name" = delaysched ] || plain=plain
-	start_throwaway_cluster 54332 "" $plain
+run_one() {	# run_one NAME KIND COMMAND CONF LABEL ARGS
+	local name=$1 kind=$2 command=$3 conf=$4 label=$5 args=$6 plain="" conn
+	[ "${name#delaysched}" != "$name" ] || plain=plain
+	start_throwaway_cluster 54332 "$conf" $plain
 	if [ "${command%% *}" = dsbench ]; then
 		conn=("$(cluster_conninfo)")
 		command="$root/test/bench/dsbench ${command#dsbench }"
@@ -116,7 +122,7 @@ run_one() {	# run_one NAME KIND COMMAND LABEL ARGS
 	# shellcheck disable=SC2086
 	(cd /tmp && as_pg_user $command --workload $args --label "$label" --csv "$csv" \
 		--receipts "$out/receipts/$label--$name.dat" "${conn[@]}") | tee -a "$out/table.txt" || status=$?
-	if [ "$status" -eq 3 ] && [ "$kind" != own ]; then
+	if [ "$status" -eq 3 ] && [ "$kind" != own ] && [ "$kind" != workers ]; then
 		behind="$behind $name/$label"
 	elif [ "$status" -ne 0 ]; then
 		failed="$failed $name/$label"
@@ -131,9 +137,9 @@ started=$(date +%s)
 for w in "${workloads[@]}"; do
 	IFS='|' read -r label args scope <<<"$w"
 	for s in "${systems[@]}"; do
-		IFS='|' read -r name kind command <<<"$s"
-		joins "$kind" "$scope" || continue
-		run_one "$name" "$kind" "$command" "$label" "$args"
+		IFS='|' read -r name kind command conf <<<"$s"
+		joins "$kind" "$scope" "$label" || continue
+		run_one "$name" "$kind" "$command" "$conf" "$label" "$args"
 	done
 done
 log "all runs took $(( $(date +%s) - started )) s"

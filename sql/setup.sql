@@ -87,3 +87,6 @@ SELECT (SELECT count(*) FROM sched.biz) AS biz,
        (SELECT count(*) FROM sched.task) AS tasks,
        (SELECT count(*) FROM sched.finished) AS finished,
        (SELECT count(*) FROM sched.pointer) = current_setting('delaysched.ranges')::int AS pointer_per_range;
+
+-- the task partitions are vacuumed early (a queue churns; see doc/internals.md)
+SELECT reloptions FROM pg_class WHERE oid = 'sched.task_0000'::regclass;

@@ -7,7 +7,7 @@
  *	usage: dsbench --system delaysched|raw
  *				   --workload burst|steady|idle|pending|enqueue
  *				   [--size N] [--rate R] [--seconds S] [--pending N] [--batch N]
- *				   [--label NAME] [--csv FILE] [--receipts FILE] CONNINFO
+ *				   [--label NAME] [--name NAME] [--csv FILE] [--receipts FILE] CONNINFO
  *
  * Systems:
  *	 delaysched  sched.add / sched.add_many; a LISTEN client on channel
@@ -63,6 +63,7 @@ typedef struct Options
 	const char *csv;
 	const char *receipts;
 	const char *label;
+	const char *name;			/* the system column; --system by default */
 	long		size;
 	double		rate;
 	double		seconds;
@@ -504,7 +505,7 @@ write_receipts(const Options *o, const Receipts *r, usec_t reference)
 		perror(o->receipts);
 		exit(1);
 	}
-	fprintf(f, "# %s %s: seconds since reference, lateness ms\n", o->system, o->label);
+	fprintf(f, "# %s %s: seconds since reference, lateness ms\n", o->name, o->label);
 	for (long i = 0; i < r->count; i++)
 		fprintf(f, "%.4f %.3f\n", (r->at[i] - reference) / 1e6, r->lateness[i] / 1000.0);
 	fclose(f);
@@ -530,12 +531,12 @@ report(const Options *o, long expected, Receipts *r, const Measures *m)
 	pmax = percentile_ms(r, 1.0);
 
 	printf("%-24s %-13s %9ld %9ld %11.0f %8.2f %11.0f %9.1f %9.1f %9.1f %9.1f %6s\n",
-		   o->system, o->label, expected, r->count, m->enqueue_per_s, m->drain_s,
+		   o->name, o->label, expected, r->count, m->enqueue_per_s, m->drain_s,
 		   delivered_per_s, p50, p90, p99, pmax, cpu);
 	if (o->csv && (csv = fopen(o->csv, "a")) != NULL)
 	{
 		fprintf(csv, "%s,%s,%ld,%ld,%.0f,%.3f,%.0f,%.2f,%.2f,%.2f,%.2f,%.0f\n",
-				o->system, o->label, expected, r->count, m->enqueue_per_s, m->drain_s,
+				o->name, o->label, expected, r->count, m->enqueue_per_s, m->drain_s,
 				delivered_per_s, p50, p90, p99, pmax, m->cpu_pct);
 		fclose(csv);
 	}
@@ -806,7 +807,7 @@ usage(void)
 	fprintf(stderr,
 			"usage: dsbench --system delaysched|raw --workload burst|steady|idle|pending|enqueue\n"
 			"               [--size N] [--rate R] [--seconds S] [--pending N] [--batch N]\n"
-			"               [--label NAME] [--csv FILE] [--receipts FILE] [--header] CONNINFO\n");
+			"               [--label NAME] [--name NAME] [--csv FILE] [--receipts FILE] [--header] CONNINFO\n");
 	exit(2);
 }
 
@@ -850,6 +851,8 @@ main(int argc, char **argv)
 			o.batch = atol(argv[++i]);
 		else if (strcmp(argv[i], "--label") == 0)
 			o.label = argv[++i];
+		else if (strcmp(argv[i], "--name") == 0)
+			o.name = argv[++i];
 		else if (strcmp(argv[i], "--csv") == 0)
 			o.csv = argv[++i];
 		else if (strcmp(argv[i], "--receipts") == 0)
@@ -864,6 +867,8 @@ main(int argc, char **argv)
 	o.conninfo = argv[i];
 	if (o.label == NULL)
 		o.label = o.workload;
+	if (o.name == NULL)
+		o.name = o.system;
 	setvbuf(stdout, NULL, _IOLBF, 0);
 
 	if (strcmp(o.workload, "burst") == 0)
