@@ -77,6 +77,7 @@ SELECT biz_type, pending, awaiting_ack, done, dead, delivered_per_sec,
 	   round(extract(epoch FROM lateness_p50) * 1000, 1) AS p50_ms,
 	   round(extract(epoch FROM lateness_p99) * 1000, 1) AS p99_ms
 FROM sched.biz_stats;
-SELECT role, state, time_pointer, delivered FROM sched.workers;
+SELECT worker, role, state, delivered, ticks FROM sched.workers ORDER BY worker;
+SELECT count(*) AS ranges, min(pointer) AS oldest_pointer, max(lag) AS max_lag FROM sched.time_pointer;
 SQL
 log "done; the throwaway cluster is removed"
