@@ -3,13 +3,13 @@
  * delaysched.c
  *		Entry point of the delaysched extension: checks that the library is
  *		preloaded, then defines the parameters, asks for shared memory and
- *		registers the scanner worker.
+ *		registers the scanner workers.
  *
  * Layout of src/:
  *	 guc.c			the delaysched.* parameters
- *	 shmem.c		shared memory (the scanner's latch, wake-up time, status)
- *	 wake.c			sched._wake(): wake the scanner after a commit
- *	 worker.c		the scanner worker's loop
+ *	 shmem.c		shared memory (the workers' slots and the ranges' state)
+ *	 wake.c			sched._wake(): wake a worker after a commit
+ *	 worker.c		the scanner workers' loop
  *	 worker_views.c	sched._workers(), behind the sched.workers view
  *	 compat.h		every PostgreSQL version check
  *

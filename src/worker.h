@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * worker.h
- *		The scanner background worker.
+ *		The scanner background workers (delaysched.workers of them).
  *
  *-------------------------------------------------------------------------
  */
