@@ -365,11 +365,12 @@ pick_range(TimestampTz now, TimestampTz sweep_every, TimestampTz *next,
 }
 
 /*
- * Record what a tick on range r learnt and release the range.
+ * Record what a tick on range r learnt and release the range.  wake_at is
+ * what pick_range took from the range for this tick.
  */
 static void
-finish_range(int r, TimestampTz now, bool sweep, const WalkCursor *cursor,
-			 const TickResult *tick)
+finish_range(int r, TimestampTz now, bool sweep, TimestampTz wake_at,
+			 const WalkCursor *cursor, const TickResult *tick)
 {
 	SpinLockAcquire(&delaysched_shared->mutex);
 	{
@@ -377,9 +378,13 @@ finish_range(int r, TimestampTz now, bool sweep, const WalkCursor *cursor,
 
 		if (!tick->held)
 		{
-			/* Someone else has the row: look again a little later. */
+			/*
+			 * Someone else has the row: look again a little later, and keep
+			 * what commits reported for the tick that did not happen.
+			 */
 			range->retry_at = TimestampTzPlusMilliseconds(now, HELD_RANGE_RETRY_MS);
 			range->next_due = Min(range->next_due, now);
+			range->wake_at = Min(range->wake_at, wake_at);
 		}
 		else
 		{
@@ -559,6 +564,6 @@ delaysched_scanner_main(Datum main_arg)
 			set_status(SCANNER_WAITING_FOR_EXTENSION);
 			continue;
 		}
-		finish_range(r, now, sweep, &cursor, &tick);
+		finish_range(r, now, sweep, wake_at, &cursor, &tick);
 	}
 }
