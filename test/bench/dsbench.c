@@ -871,32 +871,22 @@ main(int argc, char **argv)
 		o.name = o.system;
 	setvbuf(stdout, NULL, _IOLBF, 0);
 
+	/* Each workload's defaults; then one of the two runners. */
 	if (strcmp(o.workload, "burst") == 0)
-	{
-		if (o.size < 0)
-			o.size = 50000;
-		return run_delivery_workload(&o) ? 0 : 3;
-	}
+		o.size = o.size < 0 ? 50000 : o.size;
 	else if (strcmp(o.workload, "steady") == 0 || strcmp(o.workload, "pending") == 0)
-	{
-		if (o.seconds < 0)
-			o.seconds = 30;
-		return run_delivery_workload(&o) ? 0 : 3;
-	}
+		o.seconds = o.seconds < 0 ? 30 : o.seconds;
 	else if (strcmp(o.workload, "idle") == 0)
 	{
-		if (o.size < 0)
-			o.size = 200;
-		if (o.seconds < 0)
-			o.seconds = 20;
-		return run_delivery_workload(&o) ? 0 : 3;
+		o.size = o.size < 0 ? 200 : o.size;
+		o.seconds = o.seconds < 0 ? 20 : o.seconds;
 	}
 	else if (strcmp(o.workload, "enqueue") == 0)
-	{
-		if (o.seconds < 0)
-			o.seconds = 10;
+		o.seconds = o.seconds < 0 ? 10 : o.seconds;
+	else
+		usage();
+
+	if (strcmp(o.workload, "enqueue") == 0)
 		return run_enqueue_workload(&o) ? 0 : 3;
-	}
-	usage();
-	return 2;
+	return run_delivery_workload(&o) ? 0 : 3;
 }
