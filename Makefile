@@ -8,7 +8,9 @@ MODULE_big = delaysched
 OBJS = \
 	src/delaysched.o \
 	src/guc.o \
+	src/message.o \
 	src/shmem.o \
+	src/tick.o \
 	src/wake.o \
 	src/worker.o \
 	src/worker_views.o

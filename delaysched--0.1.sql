@@ -213,6 +213,30 @@ LANGUAGE c STRICT VOLATILE
 AS 'MODULE_PATHNAME', 'delaysched_worker_status';
 COMMENT ON FUNCTION sched._workers() IS 'internal: the workers'' shared-memory status, behind sched.workers';
 
+CREATE FUNCTION sched._message(p_id bigint, p_biz text, p_run_at timestamptz, p_payload jsonb, p_attempt int)
+RETURNS text
+LANGUAGE c STRICT STABLE
+AS 'MODULE_PATHNAME', 'delaysched_message';
+COMMENT ON FUNCTION sched._message(bigint, text, timestamptz, jsonb, int) IS 'internal: the NOTIFY payload of a delivery (without the payload if it would not fit in 8000 bytes)';
+
+CREATE FUNCTION sched._announcement(p_biz text) RETURNS text
+LANGUAGE c STRICT IMMUTABLE
+AS 'MODULE_PATHNAME', 'delaysched_announcement';
+COMMENT ON FUNCTION sched._announcement(text) IS 'internal: the NOTIFY payload announcing due tasks of a pull type';
+
+-- The sweep's statements (sched._expire_leases, sched._purge) are defined
+-- further down; a tick calls them by name when it runs.
+CREATE FUNCTION sched._tick(p_range smallint, p_now timestamptz, p_batch int, p_sweep boolean,
+							p_retention_s int, p_dead_retention_s int,
+							p_cursor_run_at timestamptz, p_cursor_id bigint,
+							OUT held boolean,
+							OUT delivered bigint, OUT time_pointer timestamptz,
+							OUT next_due timestamptz, OUT next_sweep timestamptz,
+							OUT cursor_run_at timestamptz, OUT cursor_id bigint)
+LANGUAGE c VOLATILE
+AS 'MODULE_PATHNAME', 'delaysched_tick_sql';
+COMMENT ON FUNCTION sched._tick(smallint, timestamptz, int, boolean, int, int, timestamptz, bigint) IS 'internal: one tick of a scanner worker on one range';
+
 -------------------------------------------------------------------------------
 -- Validation helpers (all raise clear errors; none returns on bad input)
 -------------------------------------------------------------------------------
@@ -510,228 +534,11 @@ END
 $$;
 COMMENT ON FUNCTION sched._move(smallint, bigint, timestamptz, text) IS 'internal: make a locked task pending again at a new time';
 
-/*
- * The JSON a notify type's LISTENers receive.  NOTIFY payloads must be
- * shorter than 8000 bytes; a larger message goes without its payload.
- */
-CREATE FUNCTION sched._message(p_id bigint, p_biz text, p_run_at timestamptz, p_payload jsonb, p_attempt int)
-RETURNS text
-LANGUAGE plpgsql STABLE
-AS $$
-DECLARE
-	m text := pg_catalog.json_build_object('id', p_id, 'biz_type', p_biz, 'run_at', p_run_at,
-										   'payload', p_payload, 'attempt', p_attempt)::text;
-BEGIN
-	IF pg_catalog.octet_length(m) < 8000 THEN
-		RETURN m;
-	END IF;
-	RETURN pg_catalog.json_build_object('id', p_id, 'biz_type', p_biz, 'run_at', p_run_at,
-										'payload_omitted', true, 'attempt', p_attempt)::text;
-END
-$$;
-COMMENT ON FUNCTION sched._message(bigint, text, timestamptz, jsonb, int) IS 'internal: the NOTIFY payload of a delivery';
-
-CREATE FUNCTION sched._announcement(p_biz text) RETURNS text
-LANGUAGE sql IMMUTABLE
-AS $$ SELECT pg_catalog.json_build_object('biz_type', p_biz, 'ready', true)::text $$;
-COMMENT ON FUNCTION sched._announcement(text) IS 'internal: the NOTIFY payload announcing due tasks of a pull type';
-
 -------------------------------------------------------------------------------
--- The scanner's statements (called by the worker, see src/worker.c)
+-- The scanner's statements.  A tick (src/tick.c) walks the range and
+-- delivers with statements on the leaf partitions, prepared in C; the sweep
+-- calls these two.
 -------------------------------------------------------------------------------
-
-/*
- * Deliver up to p_batch due pending tasks of one bucket and door with
- * (run_at, id) > (p_lo, p_after_id), run_at < p_hi and run_at <= p_now, in
- * (run_at, id) order: notify types are leased and their message queued; pull
- * types are marked ready and their channel told.  Rows another transaction
- * holds are skipped.  The NOTIFYs go out when the caller's transaction
- * commits, with the state change.  Returns how many tasks it took and the
- * (run_at, id) of the last one, which the caller may pass back as
- * (p_lo, p_after_id) to continue without re-reading the index entries of
- * what it delivered.
- */
-CREATE FUNCTION sched._deliver_bucket(p_bucket smallint, p_door smallint,
-									  p_lo timestamptz, p_after_id bigint,
-									  p_hi timestamptz, p_now timestamptz, p_batch int,
-									  OUT delivered int, OUT last_run_at timestamptz,
-									  OUT last_id bigint, OUT first_lease timestamptz)
-LANGUAGE plpgsql
-AS $$
-DECLARE
-	v_ids bigint[];
-BEGIN
-	-- The ids first, then the update by primary key: joining the update to
-	-- a CTE of ids lets a generic plan choose a hash join over the whole
-	-- partition, whose cost grows with every pending task in the bucket.
-	v_ids := ARRAY(
-		SELECT t.id FROM sched.task t
-		WHERE t.bucket = p_bucket AND t.door = p_door AND t.state = 'p'
-		  AND (t.run_at, t.id) > (p_lo, p_after_id) AND t.run_at < p_hi AND t.run_at <= p_now
-		ORDER BY t.run_at, t.id
-		LIMIT p_batch
-		FOR UPDATE SKIP LOCKED);
-	IF pg_catalog.cardinality(v_ids) = 0 THEN
-		delivered := 0;
-		RETURN;
-	END IF;
-	WITH taken AS (
-		UPDATE sched.task t SET
-			state = CASE WHEN b.delivery = 'pull' THEN 'r' ELSE 'd' END::"char",
-			attempt = t.attempt + CASE WHEN b.delivery = 'pull' THEN 0 ELSE 1 END,
-			delivered_at = CASE WHEN b.delivery = 'pull' THEN t.delivered_at
-								ELSE pg_catalog.clock_timestamp() END,
-			lease_until = CASE WHEN b.delivery = 'pull' THEN NULL
-							   ELSE pg_catalog.clock_timestamp() + b.ack_timeout END
-		FROM sched.biz b
-		WHERE t.bucket = p_bucket AND t.id = ANY (v_ids) AND b.name = t.biz_type
-		RETURNING t.id, t.biz_type, t.run_at, t.payload, t.attempt, t.lease_until, b.channel, b.delivery
-	), notified AS (
-		-- pg_notify is volatile, so it runs after the sort: in run-at order.
-		-- Identical pull announcements in one transaction fold into one.
-		SELECT taken.run_at, taken.id, taken.lease_until,
-			   pg_catalog.pg_notify(taken.channel,
-				   CASE WHEN taken.delivery = 'pull' THEN sched._announcement(taken.biz_type)
-						ELSE sched._message(taken.id, taken.biz_type, taken.run_at,
-											taken.payload, taken.attempt) END)
-		FROM taken
-		ORDER BY taken.run_at, taken.id
-	)
-	SELECT pg_catalog.count(*)::int,
-		   (pg_catalog.array_agg(notified.run_at ORDER BY notified.run_at DESC, notified.id DESC))[1],
-		   (pg_catalog.array_agg(notified.id ORDER BY notified.run_at DESC, notified.id DESC))[1],
-		   pg_catalog.min(notified.lease_until)
-	INTO delivered, last_run_at, last_id, first_lease
-	FROM notified;
-END
-$$;
-COMMENT ON FUNCTION sched._deliver_bucket(smallint, smallint, timestamptz, bigint, timestamptz, timestamptz, int) IS 'internal: deliver due tasks of one bucket and door';
-
-/*
- * The walk of one range.  Its pointer (read and locked by _tick) is the
- * start of the first second not yet fully handled for the range.  Find the
- * range's earliest pending task at or after it; if it is due, deliver its
- * second (up to p_batch tasks) and move the pointer past that second once
- * the second is over and drained; if nothing is due, move the pointer up to
- * the current second.  Returns what was delivered, the new pointer and when
- * to look next (p_now itself when there is more to do).
- *
- * The cursor (p_cursor_run_at, p_cursor_id) is where the range's previous
- * tick stopped delivering, if it is still at or after the pointer: the
- * search starts after it, so that a burst of thousands of tasks in one
- * second does not re-read the index entries of the tasks already delivered,
- * making the drain quadratic.  The workers drop the cursor when a commit
- * reports a task of the range due at or before it; anything else left
- * behind it (rows that others held) is behind the pointer once the second
- * ends, for the sweep.
- */
-CREATE FUNCTION sched._walk(p_range smallint, p_pointer timestamptz, p_now timestamptz, p_batch int,
-							p_cursor_run_at timestamptz, p_cursor_id bigint,
-							OUT delivered int, OUT time_pointer timestamptz, OUT next_due timestamptz,
-							OUT cursor_run_at timestamptz, OUT cursor_id bigint,
-							OUT first_lease timestamptz)
-LANGUAGE plpgsql
-AS $$
-DECLARE
-	v_next timestamptz;
-	v_second timestamptz;
-	v_now_second timestamptz := pg_catalog.date_trunc('second', p_now);
-	v_from timestamptz;
-	v_from_id bigint;
-	d record;
-BEGIN
-	delivered := 0;
-
-	IF p_cursor_run_at IS NOT NULL AND p_cursor_run_at >= p_pointer THEN
-		v_from := p_cursor_run_at;
-		v_from_id := p_cursor_id;
-	ELSE
-		v_from := p_pointer;
-		v_from_id := -1;
-	END IF;
-	cursor_run_at := v_from;
-	cursor_id := v_from_id;
-
-	SELECT t.run_at INTO v_next FROM sched.task t
-		WHERE t.door = p_range AND t.state = 'p' AND (t.run_at, t.id) > (v_from, v_from_id)
-		ORDER BY t.run_at, t.id LIMIT 1;
-
-	IF v_next IS NULL OR v_next > p_now THEN
-		-- Every second from the pointer up to now is drained.
-		time_pointer := GREATEST(p_pointer, v_now_second);
-		next_due := v_next;
-	ELSE
-		v_second := pg_catalog.date_trunc('second', v_next);
-		IF v_from < v_second THEN
-			v_from := v_second;
-			v_from_id := -1;
-		END IF;
-		SELECT * INTO d FROM sched._deliver_bucket(sched._bucket(v_second), p_range, v_from, v_from_id,
-												   v_second + interval '1 second', p_now, p_batch);
-		delivered := d.delivered;
-		first_lease := d.first_lease;
-		IF d.delivered > 0 THEN
-			cursor_run_at := d.last_run_at;
-			cursor_id := d.last_id;
-		END IF;
-		IF delivered < p_batch AND v_second < v_now_second THEN
-			time_pointer := v_second + interval '1 second';
-		ELSE
-			time_pointer := v_second;
-		END IF;
-
-		IF delivered >= p_batch OR v_second < v_now_second THEN
-			-- More to do: the batch was full, or this tick finished an
-			-- earlier second and the current one (whose due tasks the
-			-- search below would not count) is still to be walked.
-			next_due := p_now;
-		ELSE
-			-- The current second is drained up to now (rows others hold excepted).
-			SELECT t.run_at INTO next_due FROM sched.task t
-				WHERE t.door = p_range AND t.state = 'p' AND t.run_at > p_now
-				ORDER BY t.run_at LIMIT 1;
-		END IF;
-	END IF;
-
-	IF time_pointer > p_pointer THEN
-		UPDATE sched.pointer p SET pointer = time_pointer, updated_at = pg_catalog.clock_timestamp()
-			WHERE p.range_id = p_range;
-	ELSE
-		time_pointer := p_pointer;
-	END IF;
-END
-$$;
-COMMENT ON FUNCTION sched._walk(smallint, timestamptz, timestamptz, int, timestamptz, bigint) IS 'internal: advance a range''s time pointer, delivering what falls due';
-
-/*
- * The backstop: deliver pending tasks of a range behind its pointer (added
- * after their second was walked, or returned by a transaction that rolled
- * back), oldest bucket first.
- */
-CREATE FUNCTION sched._deliver_late(p_range smallint, p_pointer timestamptz, p_now timestamptz, p_batch int)
-RETURNS int
-LANGUAGE plpgsql
-AS $$
-DECLARE
-	v_bucket smallint;
-	v_tried smallint[] := '{}';
-	n int := 0;
-BEGIN
-	WHILE n < p_batch LOOP
-		SELECT t.bucket INTO v_bucket FROM sched.task t
-			WHERE t.door = p_range AND t.state = 'p' AND t.run_at < p_pointer
-			  AND t.bucket OPERATOR(pg_catalog.<>) ALL (v_tried)
-			ORDER BY t.run_at LIMIT 1;
-		EXIT WHEN NOT FOUND;
-		n := n + (sched._deliver_bucket(v_bucket, p_range, '-infinity', -1, p_pointer, p_now, p_batch - n)).delivered;
-		-- Whatever is left there is held by other transactions (or was cut
-		-- by the batch): look at the next bucket.
-		v_tried := v_tried || v_bucket;
-	END LOOP;
-	RETURN n;
-END
-$$;
-COMMENT ON FUNCTION sched._deliver_late(smallint, timestamptz, timestamptz, int) IS 'internal: deliver pending tasks of a range behind its time pointer';
 
 /*
  * Deliveries of a range whose lease ran out: redeliver (attempt + 1), make
@@ -789,7 +596,8 @@ AS $$
 DECLARE
 	n int;
 BEGIN
-	-- By primary key, for the same reason as in _deliver_bucket.
+	-- By primary key: joining the delete to the chosen rows could plan a
+	-- hash join over the whole table.
 	DELETE FROM sched.finished f WHERE f.id = ANY (ARRAY(
 		SELECT o.id FROM sched.finished o
 		WHERE o.finished_at < p_now - pg_catalog.make_interval(secs => LEAST(p_retention_s, p_dead_retention_s))
@@ -802,78 +610,6 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION sched._purge(timestamptz, int, int, int) IS 'internal: remove finished tasks past their retention';
-
-/*
- * One tick of a scanner worker on one range, in the worker's transaction.
- * The range's row in sched.pointer is locked FOR UPDATE SKIP LOCKED: while
- * this transaction lasts no other worker (nor sched.claim's readers, which
- * skip the rows being delivered) works on the range.  If another
- * transaction holds the row, nothing is done and "held" is false.
- *
- * Retention (sched.finished) is not per range: the sweep of range 0 does it.
- */
-CREATE FUNCTION sched._tick(p_range smallint, p_now timestamptz, p_batch int, p_sweep boolean,
-							p_retention_s int, p_dead_retention_s int,
-							p_cursor_run_at timestamptz, p_cursor_id bigint,
-							OUT held boolean,
-							OUT delivered bigint, OUT time_pointer timestamptz,
-							OUT next_due timestamptz, OUT next_sweep timestamptz,
-							OUT cursor_run_at timestamptz, OUT cursor_id bigint)
-LANGUAGE plpgsql
-AS $$
-DECLARE
-	v_pointer timestamptz;
-	w record;
-	late int;
-	late_share int;
-	expired int;
-	purged int := 0;
-BEGIN
-	SELECT p.pointer INTO v_pointer FROM sched.pointer p WHERE p.range_id = p_range
-		FOR UPDATE SKIP LOCKED;
-	held := FOUND;
-	IF NOT held THEN
-		RETURN;
-	END IF;
-
-	SELECT * INTO w FROM sched._walk(p_range, v_pointer, p_now, p_batch, p_cursor_run_at, p_cursor_id);
-	delivered := w.delivered;
-	time_pointer := w.time_pointer;
-	next_due := w.next_due;
-	cursor_run_at := w.cursor_run_at;
-	cursor_id := w.cursor_id;
-
-	-- The leases this tick granted: the worker must look again when the
-	-- first of them runs out, sweep or not.
-	next_sweep := w.first_lease;
-
-	IF p_sweep THEN
-		-- Late tasks get what the walk left of the batch, and at least a
-		-- tenth of it, so that a long burst does not keep them waiting.
-		late_share := GREATEST(p_batch - w.delivered, p_batch / 10, 1);
-		late := sched._deliver_late(p_range, time_pointer, p_now, late_share);
-		delivered := delivered + late;
-		expired := sched._expire_leases(p_range, p_now, p_batch);
-		IF p_range = 0 THEN
-			purged := sched._purge(p_now, p_retention_s, p_dead_retention_s, p_batch);
-		END IF;
-
-		IF late >= late_share OR expired >= p_batch OR purged >= p_batch THEN
-			-- A full batch: sweep again at once.
-			next_sweep := p_now;
-		ELSE
-			-- The next lease to expire.  Strictly later than now: an expired
-			-- lease that another transaction holds (an ack in progress)
-			-- waits for the next regular sweep rather than waking the
-			-- worker over and over.
-			SELECT t.lease_until INTO next_sweep FROM sched.task t
-				WHERE t.door = p_range AND t.state = 'd' AND t.lease_until > p_now
-				ORDER BY t.lease_until LIMIT 1;
-		END IF;
-	END IF;
-END
-$$;
-COMMENT ON FUNCTION sched._tick(smallint, timestamptz, int, boolean, int, int, timestamptz, bigint) IS 'internal: one tick of a scanner worker on one range';
 
 -------------------------------------------------------------------------------
 -- Public functions: business types (administrators)

@@ -7,14 +7,16 @@
  *
  * Layout of src/:
  *	 guc.c			the delaysched.* parameters
+ *	 message.c		the NOTIFY payloads of deliveries and announcements
  *	 shmem.c		shared memory (the workers' slots and the ranges' state)
+ *	 tick.c			one tick on one range: walk, deliver, sweep
  *	 wake.c			sched._wake(): wake a worker after a commit
  *	 worker.c		the scanner workers' loop
  *	 worker_views.c	sched._workers(), behind the sched.workers view
  *	 compat.h		every PostgreSQL version check
  *
- * The task store and the delivery statements are SQL, in
- * delaysched--<version>.sql.
+ * The task store, the public functions and the sweep's statements are SQL,
+ * in delaysched--<version>.sql.
  *
  *-------------------------------------------------------------------------
  */

@@ -73,7 +73,7 @@ typedef struct RangeState
 	TimestampTz retry_at;		/* after finding its row held by another
 								 * transaction: not before this */
 
-	/* Where the range's last delivery stopped (see sched._walk). */
+	/* Where the range's last delivery stopped (see tick.c). */
 	bool		cursor_valid;
 	TimestampTz cursor_run_at;
 	int64		cursor_id;

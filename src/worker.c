@@ -5,17 +5,16 @@
  *		the ranges (door numbers) of the task table, each range walking its
  *		own persisted time pointer, and deliver tasks as they fall due.
  *
- * The workers own timing; the data work lives in SQL functions of the
- * extension (sched._tick and what it calls, in delaysched--*.sql), so that
- * one short transaction per tick does everything for one range and commits
- * the deliveries together with their NOTIFYs and the advanced pointer.
+ * The workers own timing; the data work is a tick (tick.c), so that one
+ * short transaction per tick does everything for one range and commits the
+ * deliveries together with their NOTIFYs and the advanced pointer.
  *
  * A worker's loop:
  *	 1. picks, in shared memory, the range that has waited longest for a
  *		tick it needs -- a task due, a commit that reported one, a sweep or
  *		lease expiry due -- among those no other worker holds, and marks
  *		itself its holder;
- *	 2. runs sched._tick(range, now, batch, sweep, ...) in its own
+ *	 2. runs a tick (range, now, batch, sweep, cursor) in its own
  *		transaction; the tick locks the range's row in sched.pointer
  *		FOR UPDATE SKIP LOCKED and does nothing if another transaction has
  *		it (a define_biz switching a type from pull, a test holding it);
@@ -58,37 +57,15 @@
 #include "compat.h"
 #include "guc.h"
 #include "shmem.h"
+#include "tick.h"
 #include "worker.h"
 
 /* How long to wait before looking again for a missing extension. */
 #define EXTENSION_RECHECK_MS	10000
 
-/* What one tick reports back. */
-typedef struct TickResult
-{
-	bool		extension_present;
-	bool		held;			/* false: another transaction had the range */
-	int64		delivered;
-	TimestampTz time_pointer;
-	TimestampTz next_due;		/* DT_NOEND if nothing is pending */
-	TimestampTz next_sweep;		/* when the range's next sweep is due at the
-								 * latest: the next lease expiry, or now when
-								 * a sweep batch was full; DT_NOEND if
-								 * nothing asks */
-} TickResult;
-
-/* A range's walk cursor (see sched._walk), copied out of shared memory. */
-typedef struct WalkCursor
-{
-	bool		valid;
-	TimestampTz run_at;
-	int64		id;
-} WalkCursor;
-
 /* How long to wait before trying again a range another transaction holds. */
 #define HELD_RANGE_RETRY_MS		100
 
-static SPIPlanPtr tick_plan = NULL;
 static int	my_index = -1;
 
 /*
@@ -165,15 +142,6 @@ worker_attach(int index)
 	before_shmem_exit(worker_detach, (Datum) 0);
 }
 
-static TimestampTz
-nullable_timestamp(HeapTuple tuple, TupleDesc desc, int column, TimestampTz if_null)
-{
-	bool		isnull;
-	Datum		value = SPI_getbinval(tuple, desc, column, &isnull);
-
-	return isnull ? if_null : DatumGetTimestampTz(value);
-}
-
 /*
  * In a transaction of its own: is the extension installed, and with how
  * many ranges?  0 when it is not installed.
@@ -209,88 +177,28 @@ count_ranges(void)
 }
 
 /*
- * Run one tick on a range in its own transaction and fill *result.
+ * Run one tick in its own transaction and fill *result.  Returns false,
+ * having done nothing, if the extension is not installed.
  */
-static void
-run_tick(int range, TimestampTz now, bool sweep, WalkCursor *cursor, TickResult *result)
+static bool
+run_tick(const TickRequest *request, TickResult *result)
 {
-	memset(result, 0, sizeof(*result));
-	result->next_due = DT_NOEND;
-	result->next_sweep = DT_NOEND;
+	bool		extension_present;
 
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
-	SPI_connect();
 	PushActiveSnapshot(GetTransactionSnapshot());
 	pgstat_report_activity(STATE_RUNNING, "delaysched: delivering due tasks");
 
-	result->extension_present = OidIsValid(get_extension_oid("delaysched", true));
-	if (result->extension_present)
-	{
-		Datum		values[8];
-		char		nulls[8] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
-		HeapTuple	tuple;
-		TupleDesc	desc;
-		bool		isnull;
-		int			ret;
+	extension_present = OidIsValid(get_extension_oid("delaysched", true));
+	if (extension_present)
+		delaysched_tick(request, result);
 
-		if (tick_plan == NULL)
-		{
-			Oid			types[8] = {INT2OID, TIMESTAMPTZOID, INT4OID, BOOLOID, INT4OID, INT4OID,
-			TIMESTAMPTZOID, INT8OID};
-			SPIPlanPtr	plan;
-
-			plan = SPI_prepare("SELECT held, delivered, time_pointer, next_due, next_sweep,"
-							   " cursor_run_at, cursor_id"
-							   " FROM sched._tick($1, $2, $3, $4, $5, $6, $7, $8)",
-							   8, types);
-			if (plan == NULL)
-				elog(ERROR, "SPI_prepare failed for sched._tick: %s",
-					 SPI_result_code_string(SPI_result));
-			if (SPI_keepplan(plan) != 0)
-				elog(ERROR, "SPI_keepplan failed for sched._tick");
-			tick_plan = plan;
-		}
-
-		values[0] = Int16GetDatum((int16) range);
-		values[1] = TimestampTzGetDatum(now);
-		values[2] = Int32GetDatum(delaysched_batch_size);
-		values[3] = BoolGetDatum(sweep);
-		values[4] = Int32GetDatum(delaysched_retention_s);
-		values[5] = Int32GetDatum(delaysched_dead_retention_s);
-		values[6] = TimestampTzGetDatum(cursor->run_at);
-		values[7] = Int64GetDatum(cursor->id);
-		if (!cursor->valid)
-			nulls[6] = nulls[7] = 'n';
-
-		ret = SPI_execute_plan(tick_plan, values, nulls, false, 1);
-		if (ret != SPI_OK_SELECT || SPI_processed != 1)
-			elog(ERROR, "sched._tick returned %d with " UINT64_FORMAT " rows",
-				 ret, SPI_processed);
-
-		tuple = SPI_tuptable->vals[0];
-		desc = SPI_tuptable->tupdesc;
-		result->held = DatumGetBool(SPI_getbinval(tuple, desc, 1, &isnull));
-		if (result->held)
-		{
-			result->delivered = DatumGetInt64(SPI_getbinval(tuple, desc, 2, &isnull));
-			result->time_pointer = nullable_timestamp(tuple, desc, 3, DT_NOBEGIN);
-			result->next_due = nullable_timestamp(tuple, desc, 4, DT_NOEND);
-			result->next_sweep = nullable_timestamp(tuple, desc, 5, DT_NOEND);
-			cursor->run_at = DatumGetTimestampTz(SPI_getbinval(tuple, desc, 6, &isnull));
-			cursor->valid = !isnull;
-			if (cursor->valid)
-				cursor->id = DatumGetInt64(SPI_getbinval(tuple, desc, 7, &isnull));
-		}
-	}
-	else
-		cursor->valid = false;
-
-	SPI_finish();
 	PopActiveSnapshot();
 	CommitTransactionCommand();
 	pgstat_report_stat(false);
 	pgstat_report_activity(STATE_IDLE, NULL);
+	return extension_present;
 }
 
 /*
@@ -317,7 +225,7 @@ range_due_at(const RangeState *range, TimestampTz sweep_every)
  */
 static int
 pick_range(TimestampTz now, TimestampTz sweep_every, TimestampTz *next,
-		   TimestampTz *wake_at, WalkCursor *cursor, RangeState *copy)
+		   TimestampTz *wake_at, TickCursor *cursor, RangeState *copy)
 {
 	int			best = -1;
 	TimestampTz best_due = DT_NOEND;
@@ -369,8 +277,7 @@ pick_range(TimestampTz now, TimestampTz sweep_every, TimestampTz *next,
  * what pick_range took from the range for this tick.
  */
 static void
-finish_range(int r, TimestampTz now, bool sweep, TimestampTz wake_at,
-			 const WalkCursor *cursor, const TickResult *tick)
+finish_range(int r, TimestampTz now, bool sweep, TimestampTz wake_at, const TickResult *tick)
 {
 	SpinLockAcquire(&delaysched_shared->mutex);
 	{
@@ -398,9 +305,9 @@ finish_range(int r, TimestampTz now, bool sweep, TimestampTz wake_at,
 			}
 			else
 				range->next_sweep = Min(range->next_sweep, tick->next_sweep);
-			range->cursor_valid = cursor->valid;
-			range->cursor_run_at = cursor->run_at;
-			range->cursor_id = cursor->id;
+			range->cursor_valid = tick->cursor.valid;
+			range->cursor_run_at = tick->cursor.run_at;
+			range->cursor_id = tick->cursor.id;
 		}
 		range->holder = -1;
 		MY_SLOT->range = -1;
@@ -504,10 +411,9 @@ delaysched_scanner_main(Datum main_arg)
 		TimestampTz next;
 		TimestampTz wake_at = DT_NOEND;
 		TimestampTz sweep_every = (TimestampTz) delaysched_sweep_interval_ms * 1000;
-		WalkCursor	cursor;
 		RangeState	range;
+		TickRequest request;
 		TickResult	tick;
-		bool		sweep;
 		int			r;
 
 		CHECK_FOR_INTERRUPTS();
@@ -538,23 +444,27 @@ delaysched_scanner_main(Datum main_arg)
 		}
 
 		now = GetCurrentTimestamp();
-		r = pick_range(now, sweep_every, &next, &wake_at, &cursor, &range);
+		r = pick_range(now, sweep_every, &next, &wake_at, &request.cursor, &range);
 		if (r < 0)
 		{
 			sleep_until(next);
 			continue;
 		}
 
+		request.range = r;
+		request.now = now;
+		request.batch = delaysched_batch_size;
 		/* (now < last_sweep: the clock went back; do not wait it out.) */
-		sweep = wake_at < range.pointer ||
+		request.sweep = wake_at < range.pointer ||
 			now >= range.next_sweep ||
 			now - range.last_sweep >= sweep_every ||
 			now < range.last_sweep;
-		if (cursor.valid && wake_at <= cursor.run_at)
-			cursor.valid = false;
+		request.retention_s = delaysched_retention_s;
+		request.dead_retention_s = delaysched_dead_retention_s;
+		if (request.cursor.valid && wake_at <= request.cursor.run_at)
+			request.cursor.valid = false;
 
-		run_tick(r, now, sweep, &cursor, &tick);
-		if (!tick.extension_present)
+		if (!run_tick(&request, &tick))
 		{
 			SpinLockAcquire(&delaysched_shared->mutex);
 			delaysched_shared->ranges[r].holder = -1;
@@ -564,6 +474,6 @@ delaysched_scanner_main(Datum main_arg)
 			set_status(SCANNER_WAITING_FOR_EXTENSION);
 			continue;
 		}
-		finish_range(r, now, sweep, wake_at, &cursor, &tick);
+		finish_range(r, now, request.sweep, wake_at, &tick);
 	}
 }

@@ -96,6 +96,7 @@ $listener->stop;
 
 # --- SIGKILL to a worker mid-burst: the whole server restarts ------------
 $node->safe_psql('postgres', "SELECT sched.define_biz('crash', ack_timeout => '1 hour')");
+$node->safe_psql('postgres', "SELECT sched.define_biz('crash_mark')");
 $listener = DelayschedTest::Listener->start($node, 'postgres', ['--ack'], 'crash');
 my $start = $node->safe_psql('postgres', "SELECT $delivered");
 add_burst($node, 'crash', 20000, 1);
@@ -109,21 +110,33 @@ my @before = $listener->stop;
 ok($node->poll_query_until('postgres',
 	"SELECT count(*) FROM sched.workers WHERE pid IS NOT NULL", '2'),
 	'both workers are back after the crash restart');
-$listener = DelayschedTest::Listener->start($node, 'postgres', ['--ack'], 'crash');
-my $listening_since = $node->safe_psql('postgres', 'SELECT clock_timestamp()');
+$listener = DelayschedTest::Listener->start($node, 'postgres', ['--ack'], 'crash', 'crash_mark');
 ok(poll_reading($node, $listener,
 	"SELECT count(*) FROM sched.task WHERE biz_type = 'crash' AND state = 'p'", '0', 60),
 	'the rest of the burst went out after the restart');
 # Deliveries nobody heard (before the crash, and after the restart before
 # the new listener was there) wait for their lease, an hour: end it now, as
-# time would.  Deliveries the new listener received are not touched.
+# time would, for every task the new listener did not hear.  A listener gets
+# notifications in commit order, so once it has heard a marker task
+# delivered after the burst, it has heard every delivery of the burst it
+# ever will.
+$node->safe_psql('postgres', "SELECT sched.add('crash_mark', now())");
+my $deadline = time + 30;
+my @heard;
+until (grep { $_->{message}{biz_type} eq 'crash_mark' } @heard)
+{
+	die 'the marker task did not arrive' if time > $deadline;
+	usleep(10_000);
+	@heard = $listener->received;
+}
+my $heard_ids = join(',', map { $_->{id} } grep { $_->{message}{biz_type} eq 'crash' } @heard);
 $node->safe_psql('postgres', qq{
 	UPDATE sched.task SET lease_until = now()
-	WHERE biz_type = 'crash' AND state = 'd' AND delivered_at < '$listening_since'});
+	WHERE biz_type = 'crash' AND state = 'd' AND id <> ALL ('{$heard_ids}'::bigint[])});
 ok(poll_reading($node, $listener,
 	"SELECT count(*) FROM sched.task WHERE biz_type = 'crash'", '0', 60),
 	'every task of the second burst was acknowledged in the end');
-my @after = $listener->stop;
+my @after = grep { $_->{message}{biz_type} eq 'crash' } $listener->stop;
 # Every task was acknowledged, so every task was delivered at least once.
 # (The first listener's own record ends at the crash: notifications it had
 # received but not yet printed are gone with it.)

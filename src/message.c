@@ -1,0 +1,120 @@
+/*-------------------------------------------------------------------------
+ *
+ * message.c
+ *		The NOTIFY payloads delaysched sends: the JSON message of a delivered
+ *		task of a notify type, and the announcement that a pull type has
+ *		tasks to claim.  The scanner's tick builds them here in C for every
+ *		delivery; sched._message() and sched._announcement() expose the same
+ *		builders to SQL (lease expiry, sched.claim's announcements, tests).
+ *
+ * The text is what json_build_object() would give, so that a listener sees
+ * the same bytes whichever path delivered a task:
+ *
+ *	{"id" : 42, "biz_type" : "orders", "run_at" : "2026-11-21T10:00:00+00:00",
+ *	 "payload" : {...}, "attempt" : 1}
+ *
+ * A NOTIFY payload must be shorter than 8000 bytes; a message that would
+ * not fit goes with "payload_omitted" : true instead of its payload.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "fmgr.h"
+#include "lib/stringinfo.h"
+#include "utils/builtins.h"
+#include "utils/datetime.h"
+#include "utils/json.h"
+#include "utils/jsonb.h"
+#include "utils/timestamp.h"
+
+#include "message.h"
+
+/* NOTIFY refuses payloads of NOTIFY_PAYLOAD_MAX_LENGTH (8000) bytes or more. */
+#define LARGEST_NOTIFY_PAYLOAD	7999
+
+PG_FUNCTION_INFO_V1(delaysched_message);
+PG_FUNCTION_INFO_V1(delaysched_announcement);
+
+static void
+append_message(StringInfo buf, int64 id, const char *biz_type, TimestampTz run_at,
+			   Jsonb *payload, int32 attempt)
+{
+	char		when[MAXDATELEN + 1];
+
+	appendStringInfo(buf, "{\"id\" : " INT64_FORMAT ", \"biz_type\" : ", id);
+	escape_json(buf, biz_type);
+	appendStringInfoString(buf, ", \"run_at\" : \"");
+	appendStringInfoString(buf, JsonEncodeDateTime(when, TimestampTzGetDatum(run_at),
+												   TIMESTAMPTZOID, NULL));
+	if (payload != NULL)
+	{
+		appendStringInfoString(buf, "\", \"payload\" : ");
+		(void) JsonbToCString(buf, &payload->root, VARSIZE(payload));
+		appendStringInfo(buf, ", \"attempt\" : %d}", attempt);
+	}
+	else
+		appendStringInfo(buf, "\", \"payload_omitted\" : true, \"attempt\" : %d}", attempt);
+}
+
+/*
+ * The message a LISTENer of a notify type receives for one delivery, in
+ * the current memory context.
+ */
+char *
+delaysched_delivery_message(int64 id, const char *biz_type, TimestampTz run_at,
+							Jsonb *payload, int32 attempt)
+{
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	append_message(&buf, id, biz_type, run_at, payload, attempt);
+	if (buf.len > LARGEST_NOTIFY_PAYLOAD)
+	{
+		resetStringInfo(&buf);
+		append_message(&buf, id, biz_type, run_at, NULL, attempt);
+	}
+	return buf.data;
+}
+
+/*
+ * The announcement on a pull type's channel that tasks are ready to claim.
+ */
+char *
+delaysched_ready_message(const char *biz_type)
+{
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	appendStringInfoString(&buf, "{\"biz_type\" : ");
+	escape_json(&buf, biz_type);
+	appendStringInfoString(&buf, ", \"ready\" : true}");
+	return buf.data;
+}
+
+/*
+ * sched._message(id bigint, biz_type text, run_at timestamptz, payload jsonb,
+ *				  attempt int) RETURNS text
+ */
+Datum
+delaysched_message(PG_FUNCTION_ARGS)
+{
+	char	   *message;
+
+	message = delaysched_delivery_message(PG_GETARG_INT64(0),
+										  text_to_cstring(PG_GETARG_TEXT_PP(1)),
+										  PG_GETARG_TIMESTAMPTZ(2),
+										  PG_GETARG_JSONB_P(3),
+										  PG_GETARG_INT32(4));
+	PG_RETURN_TEXT_P(cstring_to_text(message));
+}
+
+/*
+ * sched._announcement(biz_type text) RETURNS text
+ */
+Datum
+delaysched_announcement(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_TEXT_P(cstring_to_text(delaysched_ready_message(text_to_cstring(PG_GETARG_TEXT_PP(0)))));
+}

@@ -1,0 +1,722 @@
+/*-------------------------------------------------------------------------
+ *
+ * tick.c
+ *		One tick of the scan on one range, in the caller's transaction: lock
+ *		the range's time pointer, walk it up to now delivering what falls
+ *		due, and when asked sweep the range (tasks behind the pointer,
+ *		expired acknowledgement leases, and for range 0 retention).
+ *
+ * The scanner workers call delaysched_tick() directly; sched._tick() is the
+ * same for SQL, so that the isolation specs can race it against users'
+ * statements.
+ *
+ * Locking.  The tick locks the range's row of sched.pointer FOR UPDATE SKIP
+ * LOCKED.  While its transaction lasts no other worker works on the range;
+ * if another transaction has the row the tick does nothing and reports
+ * held = false.  Task rows are taken FOR UPDATE SKIP LOCKED too, so a claim,
+ * cancel or acknowledgement in progress is stepped over, never waited for.
+ *
+ * Statements.  Every statement a tick runs in the common case targets one
+ * leaf partition (sched.task_NNNN, the bucket of one run-at second) through
+ * a plan prepared once per backend and bucket and kept.  The same statement
+ * on the parent would merge an index scan of every partition and, as a
+ * generic plan, lock all of them at every execution; on a leaf it descends
+ * one index and locks one table, so the cost of a tick grows with what is
+ * due, not with what is pending.  The parent is searched only where a
+ * search must span seconds: a pointer more than a second behind (after
+ * downtime), the next due task when none is pending in the next two
+ * seconds, and the sweep.
+ *
+ * The walk.  A range's pointer is the start of the first second not yet
+ * fully handled.  From the pointer, or from the cursor (where the previous
+ * tick stopped delivering, so that a burst of thousands of tasks in one
+ * second does not re-read what it already delivered), the walk delivers
+ * second by second in (run_at, id) order until it reaches now, has
+ * delivered a batch or has walked WALK_MAX_SECONDS seconds.  A second
+ * before the current one is done once its due rows are delivered (rows
+ * that others hold are left to the sweep), and the pointer moves past it.
+ * The workers drop the cursor when a commit reports a task of the range due
+ * at or before it.
+ *
+ * Deliveries.  A notify type's task is leased (state 'd', attempt + 1,
+ * lease_until = now + ack_timeout) and its message queued with NOTIFY; a
+ * pull type's task becomes claimable (state 'r') and its channel is told.
+ * The NOTIFYs go out when the transaction commits, with the state changes.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "catalog/pg_type.h"
+#include "commands/async.h"
+#include "commands/extension.h"
+#include "executor/spi.h"
+#include "funcapi.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/jsonb.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+
+#include "message.h"
+#include "tick.h"
+
+/* The most seconds one tick walks before it lets the worker look around. */
+#define WALK_MAX_SECONDS	64
+
+/* The statements of one task partition (bucket). */
+typedef struct BucketPlans
+{
+	SPIPlanPtr	deliver;
+	SPIPlanPtr	first_due;
+} BucketPlans;
+
+/*
+ * The plans this backend prepared, for the extension object they were made
+ * for: recreating the extension (perhaps with another bucket count) makes
+ * them all anew.
+ */
+static struct
+{
+	Oid			extension;
+	int			nbuckets;
+	BucketPlans *buckets;
+	SPIPlanPtr	lock_pointer;
+	SPIPlanPtr	move_pointer;
+	SPIPlanPtr	first_pending;
+	SPIPlanPtr	first_late;
+	SPIPlanPtr	next_lease;
+	SPIPlanPtr	expire_leases;
+	SPIPlanPtr	purge;
+} plans;
+
+/* What delivering one slice of a bucket gave. */
+typedef struct Delivered
+{
+	int			count;
+	TimestampTz last_run_at;	/* the (run_at, id) of the last one */
+	int64		last_id;
+	TimestampTz first_lease;	/* earliest lease granted; DT_NOEND if none */
+} Delivered;
+
+PG_FUNCTION_INFO_V1(delaysched_tick_sql);
+
+/*
+ * Statement text of a task partition; %s is its name.  Parameters:
+ * $1 door, $2/$3 deliver after (run_at, id), $4 before run_at, $5 now,
+ * $6 at most this many.
+ *
+ * The ids are chosen first and the update goes by primary key: joining the
+ * update to the chosen rows could plan a hash join over the partition.
+ */
+static const char deliver_sql[] =
+"WITH picked AS ("
+"  SELECT t.id FROM sched.%s t"
+"  WHERE t.door = $1 AND t.state = 'p' AND (t.run_at, t.id) > ($2, $3)"
+"    AND t.run_at < $4 AND t.run_at <= $5"
+"  ORDER BY t.run_at, t.id LIMIT $6"
+"  FOR UPDATE SKIP LOCKED"
+"), taken AS ("
+"  UPDATE sched.%s t SET"
+"    state = CASE WHEN b.delivery = 'pull' THEN 'r' ELSE 'd' END::\"char\","
+"    attempt = t.attempt + CASE WHEN b.delivery = 'pull' THEN 0 ELSE 1 END,"
+"    delivered_at = CASE WHEN b.delivery = 'pull' THEN t.delivered_at"
+"                        ELSE pg_catalog.clock_timestamp() END,"
+"    lease_until = CASE WHEN b.delivery = 'pull' THEN NULL"
+"                       ELSE pg_catalog.clock_timestamp() + b.ack_timeout END"
+"  FROM sched.biz b"
+"  WHERE t.id = ANY (ARRAY(SELECT picked.id FROM picked)) AND b.name = t.biz_type"
+"  RETURNING t.id, t.biz_type, t.run_at, t.payload, t.attempt, t.lease_until,"
+"            b.channel, b.delivery = 'pull'"
+") SELECT * FROM taken ORDER BY taken.run_at, taken.id";
+
+/* $1 door, $2 at or after run_at, $3 before run_at. */
+static const char first_due_sql[] =
+"SELECT t.run_at FROM sched.%s t"
+" WHERE t.door = $1 AND t.state = 'p' AND t.run_at >= $2 AND t.run_at < $3"
+" ORDER BY t.run_at LIMIT 1";
+
+static SPIPlanPtr
+prepare_kept(const char *sql, int nargs, Oid *types)
+{
+	SPIPlanPtr	plan = SPI_prepare(sql, nargs, types);
+
+	if (plan == NULL)
+		elog(ERROR, "SPI_prepare failed for \"%s\": %s", sql,
+			 SPI_result_code_string(SPI_result));
+	if (SPI_keepplan(plan) != 0)
+		elog(ERROR, "SPI_keepplan failed for \"%s\"", sql);
+	return plan;
+}
+
+static void
+free_plan(SPIPlanPtr *plan)
+{
+	if (*plan != NULL)
+		SPI_freeplan(*plan);
+	*plan = NULL;
+}
+
+/*
+ * Make sure the plans belong to the installed extension; prepare the ones
+ * that are not per bucket.  SPI connected.
+ */
+static void
+prepare_plans(void)
+{
+	Oid			extension = get_extension_oid("delaysched", false);
+	bool		isnull;
+
+	if (plans.extension == extension)
+		return;
+
+	if (plans.buckets != NULL)
+	{
+		for (int b = 0; b < plans.nbuckets; b++)
+		{
+			free_plan(&plans.buckets[b].deliver);
+			free_plan(&plans.buckets[b].first_due);
+		}
+		pfree(plans.buckets);
+		plans.buckets = NULL;
+	}
+	free_plan(&plans.lock_pointer);
+	free_plan(&plans.move_pointer);
+	free_plan(&plans.first_pending);
+	free_plan(&plans.first_late);
+	free_plan(&plans.next_lease);
+	free_plan(&plans.expire_leases);
+	free_plan(&plans.purge);
+	plans.extension = InvalidOid;
+
+	if (SPI_execute("SELECT sched._bucket_count()", true, 1) != SPI_OK_SELECT ||
+		SPI_processed != 1)
+		elog(ERROR, "could not read the bucket count of delaysched");
+	plans.nbuckets = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0],
+												 SPI_tuptable->tupdesc, 1, &isnull));
+	plans.buckets = MemoryContextAllocZero(TopMemoryContext,
+										   sizeof(BucketPlans) * plans.nbuckets);
+
+	{
+		Oid			types[] = {INT4OID, TIMESTAMPTZOID};
+
+		plans.lock_pointer = prepare_kept(
+			"SELECT p.pointer FROM sched.pointer p WHERE p.range_id = $1 FOR UPDATE SKIP LOCKED",
+			1, types);
+		plans.move_pointer = prepare_kept(
+			"UPDATE sched.pointer p SET pointer = $2, updated_at = pg_catalog.clock_timestamp()"
+			" WHERE p.range_id = $1",
+			2, types);
+	}
+	{
+		Oid			types[] = {INT2OID, TIMESTAMPTZOID, INT8OID};
+
+		plans.first_pending = prepare_kept(
+			"SELECT t.run_at FROM sched.task t"
+			" WHERE t.door = $1 AND t.state = 'p' AND (t.run_at, t.id) > ($2, $3)"
+			" ORDER BY t.run_at, t.id LIMIT 1",
+			3, types);
+	}
+	{
+		Oid			types[] = {INT2OID, TIMESTAMPTZOID, INT2ARRAYOID};
+
+		plans.first_late = prepare_kept(
+			"SELECT t.bucket FROM sched.task t"
+			" WHERE t.door = $1 AND t.state = 'p' AND t.run_at < $2"
+			"   AND t.bucket OPERATOR(pg_catalog.<>) ALL ($3)"
+			" ORDER BY t.run_at LIMIT 1",
+			3, types);
+	}
+	{
+		Oid			types[] = {INT2OID, TIMESTAMPTZOID, INT4OID};
+
+		/*
+		 * Strictly later than now: an expired lease that another transaction
+		 * holds (an ack in progress) waits for the next regular sweep rather
+		 * than waking the worker over and over.
+		 */
+		plans.next_lease = prepare_kept(
+			"SELECT t.lease_until FROM sched.task t"
+			" WHERE t.door = $1 AND t.state = 'd' AND t.lease_until > $2"
+			" ORDER BY t.lease_until LIMIT 1",
+			2, types);
+		plans.expire_leases = prepare_kept("SELECT sched._expire_leases($1, $2, $3)", 3, types);
+	}
+	{
+		Oid			types[] = {TIMESTAMPTZOID, INT4OID, INT4OID, INT4OID};
+
+		plans.purge = prepare_kept("SELECT sched._purge($1, $2, $3, $4)", 4, types);
+	}
+	plans.extension = extension;
+}
+
+static BucketPlans *
+bucket_plans(int bucket)
+{
+	BucketPlans *bp = &plans.buckets[bucket];
+
+	if (bp->deliver == NULL)
+	{
+		char		partition[NAMEDATALEN];
+		Oid			deliver_types[] = {INT2OID, TIMESTAMPTZOID, INT8OID, TIMESTAMPTZOID,
+		TIMESTAMPTZOID, INT4OID};
+		Oid			first_due_types[] = {INT2OID, TIMESTAMPTZOID, TIMESTAMPTZOID};
+
+		/* The partitions' names, as the install script makes them. */
+		snprintf(partition, sizeof(partition), "task_%04d", bucket);
+		bp->first_due = prepare_kept(psprintf(first_due_sql, partition), 3, first_due_types);
+		bp->deliver = prepare_kept(psprintf(deliver_sql, partition, partition), 6, deliver_types);
+	}
+	return bp;
+}
+
+/* The start of t's second. */
+static TimestampTz
+second_of(TimestampTz t)
+{
+	TimestampTz into = t % USECS_PER_SEC;
+
+	return into < 0 ? t - into - USECS_PER_SEC : t - into;
+}
+
+/* The bucket of tasks due in t's second: what sched._bucket(t) computes. */
+static int
+bucket_of(TimestampTz t)
+{
+	int64		unix_seconds = second_of(t) / USECS_PER_SEC +
+		(int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY;
+
+	return (int) (((unix_seconds % plans.nbuckets) + plans.nbuckets) % plans.nbuckets);
+}
+
+/* Run a plan that returns at most one timestamptz; false if none. */
+static bool
+fetch_timestamp(SPIPlanPtr plan, Datum *values, TimestampTz *result)
+{
+	bool		isnull;
+
+	if (SPI_execute_plan(plan, values, NULL, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "a delaysched probe failed");
+	if (SPI_processed == 0)
+		return false;
+	*result = DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[0],
+												SPI_tuptable->tupdesc, 1, &isnull));
+	return !isnull;
+}
+
+/* Run a plan that returns one int. */
+static int
+fetch_int(SPIPlanPtr plan, Datum *values)
+{
+	bool		isnull;
+	Datum		value;
+
+	if (SPI_execute_plan(plan, values, NULL, false, 1) != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "a delaysched sweep statement failed");
+	value = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	return isnull ? 0 : DatumGetInt32(value);
+}
+
+/*
+ * Deliver up to "limit" pending tasks of one bucket and range with
+ * (run_at, id) > (after, after_id), run_at < before and run_at <= now, in
+ * (run_at, id) order, skipping rows other transactions hold.
+ */
+static Delivered
+deliver(int bucket, int range, TimestampTz after, int64 after_id, TimestampTz before,
+		TimestampTz now, int limit)
+{
+	Datum		values[6];
+	Delivered	result = {0, 0, 0, DT_NOEND};
+	TupleDesc	desc;
+
+	values[0] = Int16GetDatum((int16) range);
+	values[1] = TimestampTzGetDatum(after);
+	values[2] = Int64GetDatum(after_id);
+	values[3] = TimestampTzGetDatum(before);
+	values[4] = TimestampTzGetDatum(now);
+	values[5] = Int32GetDatum(limit);
+	if (SPI_execute_plan(bucket_plans(bucket)->deliver, values, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "the delivery statement of bucket %d failed", bucket);
+
+	desc = SPI_tuptable->tupdesc;
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		HeapTuple	tuple = SPI_tuptable->vals[i];
+		bool		isnull;
+		int64		id = DatumGetInt64(SPI_getbinval(tuple, desc, 1, &isnull));
+		char	   *biz_type = TextDatumGetCString(SPI_getbinval(tuple, desc, 2, &isnull));
+		TimestampTz run_at = DatumGetTimestampTz(SPI_getbinval(tuple, desc, 3, &isnull));
+		Datum		lease = SPI_getbinval(tuple, desc, 6, &isnull);
+		char	   *channel = TextDatumGetCString(SPI_getbinval(tuple, desc, 7, &isnull));
+		bool		pull = DatumGetBool(SPI_getbinval(tuple, desc, 8, &isnull));
+		char	   *message;
+
+		if (pull)
+			message = delaysched_ready_message(biz_type);
+		else
+		{
+			Jsonb	   *payload = DatumGetJsonbP(SPI_getbinval(tuple, desc, 4, &isnull));
+			int32		attempt = DatumGetInt32(SPI_getbinval(tuple, desc, 5, &isnull));
+
+			message = delaysched_delivery_message(id, biz_type, run_at, payload, attempt);
+			result.first_lease = Min(result.first_lease, DatumGetTimestampTz(lease));
+		}
+		/* In run-at order; identical pull announcements fold into one. */
+		Async_Notify(channel, message);
+		pfree(message);
+		pfree(channel);
+		pfree(biz_type);
+
+		result.last_run_at = run_at;
+		result.last_id = id;
+	}
+	result.count = (int) SPI_processed;
+	SPI_freetuptable(SPI_tuptable);
+	return result;
+}
+
+/* The earliest pending task of a range after (after, after_id), any bucket. */
+static bool
+first_pending(int range, TimestampTz after, int64 after_id, TimestampTz *run_at)
+{
+	Datum		values[3];
+
+	values[0] = Int16GetDatum((int16) range);
+	values[1] = TimestampTzGetDatum(after);
+	values[2] = Int64GetDatum(after_id);
+	return fetch_timestamp(plans.first_pending, values, run_at);
+}
+
+/* The earliest pending task of a range in [from, before), within one second. */
+static bool
+first_due_in_second(int range, TimestampTz from, TimestampTz before, TimestampTz *run_at)
+{
+	Datum		values[3];
+
+	values[0] = Int16GetDatum((int16) range);
+	values[1] = TimestampTzGetDatum(from);
+	values[2] = TimestampTzGetDatum(before);
+	return fetch_timestamp(bucket_plans(bucket_of(from))->first_due, values, run_at);
+}
+
+/*
+ * When the range's next pending task is due, after now: looked for in the
+ * rest of the current second and in the next one, one partition each, and
+ * only if both are empty in the whole table.  DT_NOEND if none.
+ */
+static TimestampTz
+next_due_after(int range, TimestampTz now)
+{
+	TimestampTz second = second_of(now);
+	TimestampTz found;
+
+	if (first_due_in_second(range, now + 1, second + USECS_PER_SEC, &found) ||
+		first_due_in_second(range, second + USECS_PER_SEC, second + 2 * USECS_PER_SEC, &found) ||
+		first_pending(range, second + 2 * USECS_PER_SEC, -1, &found))
+		return found;
+	return DT_NOEND;
+}
+
+/*
+ * Walk the range's pointer up to now (see the file header); fills
+ * delivered, time_pointer, next_due and cursor of *result and returns the
+ * earliest lease granted.
+ */
+static TimestampTz
+walk(const TickRequest *request, TimestampTz pointer, TickResult *result)
+{
+	int			range = request->range;
+	TimestampTz now = request->now;
+	TimestampTz now_second = second_of(now);
+	TimestampTz after;
+	int64		after_id;
+	TimestampTz first_lease = DT_NOEND;
+	TimestampTz new_pointer = pointer;
+
+	if (request->cursor.valid && request->cursor.run_at >= pointer)
+	{
+		after = request->cursor.run_at;
+		after_id = request->cursor.id;
+	}
+	else
+	{
+		after = pointer;
+		after_id = -1;
+	}
+
+	result->delivered = 0;
+	for (int walked = 0;; walked++)
+	{
+		TimestampTz second = second_of(after);
+		int			room = request->batch - (int) result->delivered;
+		Delivered	d;
+
+		if (second + USECS_PER_SEC < now_second || second > now_second)
+		{
+			/*
+			 * Far behind: jump to the second of the next pending task.  (Or
+			 * ahead of now, the clock having gone back: only look.)
+			 */
+			TimestampTz next;
+			bool		found = first_pending(range, after, after_id, &next);
+
+			if (!found || next > now)
+			{
+				/* Every second up to now is drained. */
+				new_pointer = Max(new_pointer, now_second);
+				result->next_due = found ? next : DT_NOEND;
+				break;
+			}
+			second = second_of(next);
+			if (after < second)
+			{
+				after = second;
+				after_id = -1;
+			}
+		}
+
+		d = deliver(bucket_of(second), range, after, after_id, second + USECS_PER_SEC,
+					now, room);
+		result->delivered += d.count;
+		first_lease = Min(first_lease, d.first_lease);
+		if (d.count > 0)
+		{
+			after = d.last_run_at;
+			after_id = d.last_id;
+		}
+
+		if (d.count >= room)
+		{
+			/* A full batch: more may be due in this second. */
+			new_pointer = Max(new_pointer, second);
+			result->next_due = now;
+			break;
+		}
+		if (second < now_second)
+		{
+			/* A past second, drained (rows others hold go to the sweep). */
+			new_pointer = second + USECS_PER_SEC;
+			after = new_pointer;
+			after_id = -1;
+			if (walked + 1 >= WALK_MAX_SECONDS)
+			{
+				result->next_due = now;
+				break;
+			}
+			continue;
+		}
+		/* The current second, drained up to now. */
+		new_pointer = Max(new_pointer, second);
+		result->next_due = next_due_after(range, now);
+		break;
+	}
+
+	result->cursor.valid = true;
+	result->cursor.run_at = after;
+	result->cursor.id = after_id;
+
+	if (new_pointer > pointer)
+	{
+		Datum		values[2];
+
+		values[0] = Int32GetDatum(range);
+		values[1] = TimestampTzGetDatum(new_pointer);
+		if (SPI_execute_plan(plans.move_pointer, values, NULL, false, 0) != SPI_OK_UPDATE)
+			elog(ERROR, "could not move the time pointer of range %d", range);
+	}
+	result->time_pointer = new_pointer;
+	return first_lease;
+}
+
+/*
+ * The backstop: deliver up to "limit" pending tasks of the range behind its
+ * pointer (added after their second was walked, left by a transaction that
+ * held them, or returned by a rollback), oldest bucket first.
+ */
+static int
+deliver_late(int range, TimestampTz pointer, TimestampTz now, int limit,
+			 TimestampTz *first_lease)
+{
+	Datum		tried[WALK_MAX_SECONDS];
+	int			ntried = 0;
+	int			n = 0;
+
+	while (n < limit && ntried < plans.nbuckets && ntried < WALK_MAX_SECONDS)
+	{
+		Datum		values[3];
+		bool		isnull;
+		int			bucket;
+		Delivered	d;
+
+		values[0] = Int16GetDatum((int16) range);
+		values[1] = TimestampTzGetDatum(pointer);
+		values[2] = PointerGetDatum(construct_array(tried, ntried, INT2OID, sizeof(int16),
+													true, TYPALIGN_SHORT));
+		if (SPI_execute_plan(plans.first_late, values, NULL, false, 1) != SPI_OK_SELECT)
+			elog(ERROR, "the search for late tasks failed");
+		if (SPI_processed == 0)
+			break;
+		bucket = DatumGetInt16(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
+											 1, &isnull));
+
+		d = deliver(bucket, range, DT_NOBEGIN, -1, pointer, now, limit - n);
+		n += d.count;
+		*first_lease = Min(*first_lease, d.first_lease);
+
+		/*
+		 * Whatever is left there is held by other transactions (or was cut
+		 * by the limit): look at the next bucket.
+		 */
+		tried[ntried++] = Int16GetDatum((int16) bucket);
+	}
+	return n;
+}
+
+/*
+ * One tick on request->range, in the caller's transaction (with a snapshot
+ * pushed).  The extension must be installed.
+ */
+void
+delaysched_tick(const TickRequest *request, TickResult *result)
+{
+	Datum		values[4];
+	TimestampTz pointer;
+	TimestampTz first_lease;
+
+	memset(result, 0, sizeof(*result));
+	result->next_due = DT_NOEND;
+	result->next_sweep = DT_NOEND;
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	prepare_plans();
+
+	values[0] = Int32GetDatum(request->range);
+	result->held = fetch_timestamp(plans.lock_pointer, values, &pointer);
+	if (!result->held)
+	{
+		SPI_finish();
+		return;
+	}
+
+	first_lease = walk(request, pointer, result);
+
+	/*
+	 * The leases this tick granted: the worker must look again when the
+	 * first of them runs out, sweep or not.
+	 */
+	result->next_sweep = first_lease;
+
+	if (request->sweep)
+	{
+		/*
+		 * Late tasks get what the walk left of the batch, and at least a
+		 * tenth of it, so that a long burst does not keep them waiting.
+		 */
+		int			late_share = Max(Max(request->batch - (int) result->delivered,
+										 request->batch / 10), 1);
+		int			late;
+		int			expired;
+		int			purged = 0;
+
+		late = deliver_late(request->range, result->time_pointer, request->now, late_share,
+							&first_lease);
+		result->delivered += late;
+
+		values[0] = Int16GetDatum((int16) request->range);
+		values[1] = TimestampTzGetDatum(request->now);
+		values[2] = Int32GetDatum(request->batch);
+		expired = fetch_int(plans.expire_leases, values);
+
+		if (request->range == 0)
+		{
+			values[0] = TimestampTzGetDatum(request->now);
+			values[1] = Int32GetDatum(request->retention_s);
+			values[2] = Int32GetDatum(request->dead_retention_s);
+			values[3] = Int32GetDatum(request->batch);
+			purged = fetch_int(plans.purge, values);
+		}
+
+		if (late >= late_share || expired >= request->batch || purged >= request->batch)
+			result->next_sweep = request->now;	/* a full batch: again at once */
+		else
+		{
+			values[0] = Int16GetDatum((int16) request->range);
+			values[1] = TimestampTzGetDatum(request->now);
+			if (!fetch_timestamp(plans.next_lease, values, &result->next_sweep))
+				result->next_sweep = DT_NOEND;
+		}
+	}
+
+	SPI_finish();
+}
+
+/*
+ * sched._tick(range smallint, now timestamptz, batch int, sweep boolean,
+ *			   retention_s int, dead_retention_s int,
+ *			   cursor_run_at timestamptz, cursor_id bigint,
+ *			   OUT held boolean, OUT delivered bigint, OUT time_pointer timestamptz,
+ *			   OUT next_due timestamptz, OUT next_sweep timestamptz,
+ *			   OUT cursor_run_at timestamptz, OUT cursor_id bigint)
+ *
+ * A worker's tick, for SQL (tests).  A NULL cursor means none.
+ */
+Datum
+delaysched_tick_sql(PG_FUNCTION_ARGS)
+{
+	TickRequest request;
+	TickResult	result;
+	TupleDesc	desc;
+	Datum		values[7];
+	bool		nulls[7] = {false};
+
+	for (int i = 0; i < 6; i++)
+		if (PG_ARGISNULL(i))
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("only the cursor arguments of sched._tick may be null")));
+	request.range = PG_GETARG_INT16(0);
+	request.now = PG_GETARG_TIMESTAMPTZ(1);
+	request.batch = PG_GETARG_INT32(2);
+	request.sweep = PG_GETARG_BOOL(3);
+	request.retention_s = PG_GETARG_INT32(4);
+	request.dead_retention_s = PG_GETARG_INT32(5);
+	request.cursor.valid = !PG_ARGISNULL(6) && !PG_ARGISNULL(7);
+	request.cursor.run_at = request.cursor.valid ? PG_GETARG_TIMESTAMPTZ(6) : 0;
+	request.cursor.id = request.cursor.valid ? PG_GETARG_INT64(7) : 0;
+	if (request.batch < 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("batch must be at least 1")));
+	if (TIMESTAMP_NOT_FINITE(request.now))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("now must be finite")));
+
+	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+
+	delaysched_tick(&request, &result);
+
+	values[0] = BoolGetDatum(result.held);
+	if (!result.held)
+	{
+		for (int i = 1; i < 7; i++)
+			nulls[i] = true;
+	}
+	else
+	{
+		values[1] = Int64GetDatum(result.delivered);
+		values[2] = TimestampTzGetDatum(result.time_pointer);
+		values[3] = TimestampTzGetDatum(result.next_due);
+		nulls[3] = (result.next_due == DT_NOEND);
+		values[4] = TimestampTzGetDatum(result.next_sweep);
+		nulls[4] = (result.next_sweep == DT_NOEND);
+		values[5] = TimestampTzGetDatum(result.cursor.run_at);
+		values[6] = Int64GetDatum(result.cursor.id);
+		nulls[5] = nulls[6] = !result.cursor.valid;
+	}
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(desc), values, nulls)));
+}

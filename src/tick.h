@@ -1,0 +1,54 @@
+/*-------------------------------------------------------------------------
+ *
+ * tick.h
+ *		One tick of the scan on one range (see tick.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef DELAYSCHED_TICK_H
+#define DELAYSCHED_TICK_H
+
+#include "postgres.h"
+
+#include "datatype/timestamp.h"
+#include "fmgr.h"
+
+/*
+ * Where a range's previous tick stopped delivering: the walk resumes after
+ * it while it is at or after the range's pointer.
+ */
+typedef struct TickCursor
+{
+	bool		valid;
+	TimestampTz run_at;
+	int64		id;
+} TickCursor;
+
+typedef struct TickRequest
+{
+	int			range;
+	TimestampTz now;			/* deliver what is due at or before this */
+	int			batch;			/* at most this many deliveries per step */
+	bool		sweep;			/* also the backstop work (see tick.c) */
+	int			retention_s;
+	int			dead_retention_s;
+	TickCursor	cursor;
+} TickRequest;
+
+typedef struct TickResult
+{
+	bool		held;			/* false: another transaction had the range */
+	int64		delivered;
+	TimestampTz time_pointer;
+	TimestampTz next_due;		/* DT_NOEND if nothing is pending */
+	TimestampTz next_sweep;		/* when the range's next sweep is due at the
+								 * latest: the next lease expiry, or now when
+								 * a sweep batch was full; DT_NOEND if
+								 * nothing asks */
+	TickCursor	cursor;
+} TickResult;
+
+extern void delaysched_tick(const TickRequest *request, TickResult *result);
+extern Datum delaysched_tick_sql(PG_FUNCTION_ARGS);
+
+#endif							/* DELAYSCHED_TICK_H */
