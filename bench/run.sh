@@ -73,8 +73,8 @@ else
 		"burst50k|burst --size 50000|all"
 		"burst500k|burst --size 500000|own"
 		"idle|idle --size 200 --seconds 20|all"
-		"steady|steady --rate 300 --seconds 30|all"
-		"pending|pending --pending 1000000 --rate 300 --seconds 30|fast"
+		"steady|steady --rate 500 --seconds 30|all"
+		"pending|pending --pending 1000000 --rate 500 --seconds 30|fast"
 		"enqueue|enqueue --seconds 10|fast"
 		"enqueue-batch|enqueue --seconds 10 --batch 1000|fast")
 fi
