@@ -230,6 +230,13 @@ SELECT count(*) AS tasks FROM sched.task;
 \c contrib_regression
 DROP DATABASE regress_delaysched_other;
 
+-- the internal tick refuses nonsense before touching anything, and a range
+-- that does not exist is simply not there to hold
+SELECT sched._tick(NULL, now(), 10, false, 60, 60, NULL, NULL);
+SELECT sched._tick(0::smallint, now(), 0, false, 60, 60, NULL, NULL);
+SELECT sched._tick(0::smallint, 'infinity', 10, false, 60, 60, NULL, NULL);
+SELECT held, delivered FROM sched._tick(999::smallint, now(), 10, true, 60, 60, NULL, NULL);
+
 -- clean up
 SELECT sched.drop_biz('val_notify', cancel_tasks => true);
 SELECT sched.drop_biz('val_pull');
