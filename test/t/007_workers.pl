@@ -1,8 +1,9 @@
 # Several scanner workers over the ranges: a worker terminated mid-burst
 # (the others go on, its range is taken over, nothing is lost or doubled);
-# a worker killed with SIGKILL mid-burst (the postmaster restarts everything;
-# every task is delivered at least once, and again only if its delivery was
-# not acknowledged before the crash); more workers than ranges, and more
+# a worker killed with SIGKILL mid-burst (the postmaster restarts everything)
+# and the server stopped with stop('immediate') mid-burst and started again
+# (either way every task is delivered at least once, and again only if its
+# delivery was not acknowledged before); more workers than ranges, and more
 # ranges than workers.
 use strict;
 use warnings;
@@ -94,64 +95,91 @@ is($node->safe_psql('postgres',
 	'every range\'s pointer caught up with now');
 $listener->stop;
 
-# --- SIGKILL to a worker mid-burst: the whole server restarts ------------
-$node->safe_psql('postgres', "SELECT sched.define_biz('crash', ack_timeout => '1 hour')");
-$node->safe_psql('postgres', "SELECT sched.define_biz('crash_mark')");
-$listener = DelayschedTest::Listener->start($node, 'postgres', ['--ack'], 'crash');
-my $start = $node->safe_psql('postgres', "SELECT $delivered");
-add_burst($node, 'crash', 20000, 1);
-ok(DelayschedTest::poll_until($node, "SELECT $delivered >= $start + 2000", 't', 30),
-	'the second burst is being delivered');
-$victim = $node->safe_psql('postgres', 'SELECT pid FROM sched.workers WHERE worker = 1');
-kill 'KILL', $victim;
-# The postmaster ends every session and restarts: the listener's too.
-my @before = $listener->stop;
-# (poll_query_until retries while the server refuses connections.)
-ok($node->poll_query_until('postgres',
-	"SELECT count(*) FROM sched.workers WHERE pid IS NOT NULL", '2'),
-	'both workers are back after the crash restart');
-$listener = DelayschedTest::Listener->start($node, 'postgres', ['--ack'], 'crash', 'crash_mark');
-ok(poll_reading($node, $listener,
-	"SELECT count(*) FROM sched.task WHERE biz_type = 'crash' AND state = 'p'", '0', 60),
-	'the rest of the burst went out after the restart');
-# Deliveries nobody heard (before the crash, and after the restart before
-# the new listener was there) wait for their lease, an hour: end it now, as
-# time would, for every task the new listener did not hear.  A listener gets
-# notifications in commit order, so once it has heard a marker task
-# delivered after the burst, it has heard every delivery of the burst it
-# ever will.
-$node->safe_psql('postgres', "SELECT sched.add('crash_mark', now())");
-my $deadline = time + 30;
-my @heard;
-until (grep { $_->{message}{biz_type} eq 'crash_mark' } @heard)
+# A burst of 20,000 tasks of $biz is interrupted by &$interrupt once 2,000
+# are delivered; after the server is back, every task must be delivered at
+# least once, and again only if its delivery was not acknowledged before the
+# interruption.
+sub interrupted_burst
 {
-	die 'the marker task did not arrive' if time > $deadline;
-	usleep(10_000);
-	@heard = $listener->received;
+	my ($node, $biz, $what, $interrupt) = @_;
+	my $mark = "${biz}_mark";
+	$node->safe_psql('postgres', "SELECT sched.define_biz('$biz', ack_timeout => '1 hour')");
+	$node->safe_psql('postgres', "SELECT sched.define_biz('$mark')");
+	my $listener = DelayschedTest::Listener->start($node, 'postgres', ['--ack'], $biz);
+	my $start = $node->safe_psql('postgres', "SELECT $delivered");
+	add_burst($node, $biz, 20000, 1);
+	ok(DelayschedTest::poll_until($node, "SELECT $delivered >= $start + 2000", 't', 30),
+		"$what: the burst is being delivered");
+	&$interrupt();
+	# Every session ended with the server: the listener's too.
+	my @before = $listener->stop;
+	# (poll_query_until retries while the server refuses connections.)
+	ok($node->poll_query_until('postgres',
+		"SELECT count(*) FROM sched.workers WHERE pid IS NOT NULL", '2'),
+		"$what: both workers are back");
+	# Acknowledgements commit synchronously: what is done now was done
+	# before the interruption, and must never be delivered again.
+	my %acked = map { $_ => 1 } split /\n/, $node->safe_psql('postgres',
+		"SELECT id FROM sched.finished WHERE biz_type = '$biz'");
+
+	$listener = DelayschedTest::Listener->start($node, 'postgres', ['--ack'], $biz, $mark);
+	ok(poll_reading($node, $listener,
+		"SELECT count(*) FROM sched.task WHERE biz_type = '$biz' AND state = 'p'", '0', 60),
+		"$what: the rest of the burst went out");
+	# Deliveries nobody heard (before the interruption, and after it before
+	# the new listener was there) wait for their lease, an hour: end it now,
+	# as time would, for every task the new listener did not hear.  A
+	# listener gets notifications in commit order, so once it has heard a
+	# marker task delivered after the burst, it has heard every delivery of
+	# the burst it ever will.
+	$node->safe_psql('postgres', "SELECT sched.add('$mark', now())");
+	my $deadline = time + 30;
+	my @heard;
+	until (grep { $_->{message}{biz_type} eq $mark } @heard)
+	{
+		die 'the marker task did not arrive' if time > $deadline;
+		usleep(10_000);
+		@heard = $listener->received;
+	}
+	my $heard_ids = join(',', map { $_->{id} } grep { $_->{message}{biz_type} eq $biz } @heard);
+	$node->safe_psql('postgres', qq{
+		UPDATE sched.task SET lease_until = now()
+		WHERE biz_type = '$biz' AND state = 'd' AND id <> ALL ('{$heard_ids}'::bigint[])});
+	ok(poll_reading($node, $listener,
+		"SELECT count(*) FROM sched.task WHERE biz_type = '$biz'", '0', 60),
+		"$what: every task was acknowledged in the end");
+	my @after = grep { $_->{message}{biz_type} eq $biz } $listener->stop;
+
+	# Every task was acknowledged, so every task was delivered at least once.
+	# (The first listener's own record ends with the interruption:
+	# notifications it had received but not yet printed are gone with it.)
+	is($node->safe_psql('postgres',
+		"SELECT count(*) FROM sched.tasks WHERE biz_type = '$biz' AND state = 'done'"), '20000',
+		"$what: every task was delivered and acknowledged");
+	my $after_ids = count_ids(@after);
+	is(scalar(grep { $after_ids->{$_} > 1 } keys %$after_ids), 0, "$what: none twice after");
+	my $before_ids = count_ids(@before);
+	is(scalar(grep { $before_ids->{$_} > 1 } keys %$before_ids), 0, "$what: none twice before");
+	is(scalar(grep { $acked{$_} } keys %$after_ids), 0,
+		"$what: no task acknowledged before was delivered again");
+	cmp_ok(scalar(keys %acked), '>', 0, "$what: some were acknowledged before");
+	note("$what: " . scalar(grep { $before_ids->{$_} } keys %$after_ids)
+		. ' tasks heard before went out again (delivered, not acknowledged)');
+	is($node->safe_psql('postgres',
+		"SELECT count(*) FROM sched.tasks WHERE biz_type = '$biz' AND attempt > 2"), '0',
+		"$what: no task needed more than one redelivery");
 }
-my $heard_ids = join(',', map { $_->{id} } grep { $_->{message}{biz_type} eq 'crash' } @heard);
-$node->safe_psql('postgres', qq{
-	UPDATE sched.task SET lease_until = now()
-	WHERE biz_type = 'crash' AND state = 'd' AND id <> ALL ('{$heard_ids}'::bigint[])});
-ok(poll_reading($node, $listener,
-	"SELECT count(*) FROM sched.task WHERE biz_type = 'crash'", '0', 60),
-	'every task of the second burst was acknowledged in the end');
-my @after = grep { $_->{message}{biz_type} eq 'crash' } $listener->stop;
-# Every task was acknowledged, so every task was delivered at least once.
-# (The first listener's own record ends at the crash: notifications it had
-# received but not yet printed are gone with it.)
-is($node->safe_psql('postgres',
-	"SELECT count(*) FROM sched.tasks WHERE biz_type = 'crash' AND state = 'done'"), '20000',
-	'every task was delivered and acknowledged');
-my $after_ids = count_ids(@after);
-is(scalar(grep { $after_ids->{$_} > 1 } keys %$after_ids), 0, 'none twice after the restart');
-my $before_ids = count_ids(@before);
-is(scalar(grep { $before_ids->{$_} > 1 } keys %$before_ids), 0, 'none twice before the crash');
-note(scalar(grep { $before_ids->{$_} } keys %$after_ids)
-	. ' tasks delivered before the crash went out again (their delivery or ack was lost)');
-is($node->safe_psql('postgres',
-	"SELECT count(*) FROM sched.tasks WHERE biz_type = 'crash' AND attempt > 2"), '0',
-	'no task needed more than one redelivery');
+
+# --- SIGKILL to a worker mid-burst: the whole server restarts ------------
+interrupted_burst($node, 'crash', 'SIGKILL', sub {
+	kill 'KILL', $node->safe_psql('postgres', 'SELECT pid FROM sched.workers WHERE worker = 1');
+});
+
+# --- stop('immediate') mid-burst, then start ---------------------------------
+interrupted_burst($node, 'halt', 'immediate stop', sub {
+	$node->stop('immediate');
+	$node->start;
+});
 $node->stop;
 
 # --- More workers (4) than ranges (2) ---------------------------------------
