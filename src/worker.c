@@ -374,11 +374,11 @@ delaysched_scanner_main(Datum main_arg)
 	SetConfigOption("synchronous_commit", "off", PGC_SUSET, PGC_S_OVERRIDE);
 
 	/*
-	 * The tick's statements take the bucket and times as parameters.  Left
-	 * to itself the plan cache would keep planning them afresh (a custom
-	 * plan prunes the 60 partitions at plan time and looks cheaper than the
-	 * generic plan), costing milliseconds per tick; the generic plan prunes
-	 * at run time just as well.
+	 * The tick's statements take the times and the range as parameters.
+	 * Left to itself the plan cache would keep planning some of them afresh
+	 * (a custom plan can look cheaper than the generic one, notably for the
+	 * searches over the parent table), which costs more than the statement;
+	 * the generic plans serve every tick equally well.
 	 */
 	SetConfigOption("plan_cache_mode", "force_generic_plan", PGC_SUSET, PGC_S_OVERRIDE);
 
