@@ -19,10 +19,10 @@ EXTENSION = delaysched
 DATA = delaysched--0.1.sql
 PGFILEDESC = "delaysched - delayed tasks delivered on time from inside PostgreSQL"
 
-REGRESS = setup api validation claim_ack privileges batch
+REGRESS = setup api validation claim_ack privileges batch pause
 REGRESS_OPTS = --temp-instance=./tmp_check --temp-config=$(srcdir)/test/delaysched.conf \
 	--load-extension=delaysched
-ISOLATION = claim_race dedupe_race cancel_vs_claim drop_vs_add reschedule_vs_drop range_race tick_vs_claim reschedule_vs_claim
+ISOLATION = claim_race dedupe_race cancel_vs_claim drop_vs_add reschedule_vs_drop range_race tick_vs_claim reschedule_vs_claim pause_vs_tick
 ISOLATION_OPTS = --temp-instance=./tmp_check_iso --temp-config=$(srcdir)/test/isolation.conf \
 	--load-extension=delaysched
 

@@ -48,6 +48,7 @@ CREATE TABLE sched.biz (
 	channel		 text NOT NULL,
 	max_attempts int NOT NULL,
 	ack_timeout	 interval NOT NULL,
+	paused		 boolean NOT NULL DEFAULT false,
 	created_at	 timestamptz NOT NULL DEFAULT pg_catalog.now(),
 	updated_at	 timestamptz NOT NULL DEFAULT pg_catalog.now()
 );
@@ -542,7 +543,8 @@ COMMENT ON FUNCTION sched._move(smallint, bigint, timestamptz, text) IS 'interna
 
 /*
  * Deliveries of a range whose lease ran out: redeliver (attempt + 1), make
- * pull tasks claimable again, or declare dead after max_attempts.
+ * pull tasks claimable again, park the tasks of a paused type, or declare
+ * dead after max_attempts.
  */
 CREATE FUNCTION sched._expire_leases(p_range smallint, p_now timestamptz, p_batch int)
 RETURNS int
@@ -555,7 +557,7 @@ DECLARE
 BEGIN
 	FOR r IN
 		SELECT t.bucket, t.id, t.biz_type, t.run_at, t.payload, t.attempt,
-			   b.delivery, b.channel, b.max_attempts, b.ack_timeout
+			   b.delivery, b.channel, b.max_attempts, b.ack_timeout, b.paused
 		FROM sched.task t JOIN sched.biz b ON b.name = t.biz_type
 		WHERE t.door = p_range AND t.state = 'd' AND t.lease_until <= p_now
 		ORDER BY t.lease_until
@@ -566,10 +568,13 @@ BEGIN
 									 r.ack_timeout, r.attempt, r.max_attempts);
 		IF r.attempt >= r.max_attempts THEN
 			PERFORM sched._finish(r.bucket, ARRAY[r.id], 'dead', v_error);
-		ELSIF r.delivery = 'pull' THEN
+		ELSIF r.delivery = 'pull' OR r.paused THEN
+			-- Claimable again, or (paused) parked until sched.resume.
 			UPDATE sched.task t SET state = 'r', lease_until = NULL, last_error = v_error
 				WHERE t.bucket = r.bucket AND t.id = r.id;
-			PERFORM pg_catalog.pg_notify(r.channel, sched._announcement(r.biz_type));
+			IF NOT r.paused THEN
+				PERFORM pg_catalog.pg_notify(r.channel, sched._announcement(r.biz_type));
+			END IF;
 		ELSE
 			UPDATE sched.task t SET attempt = t.attempt + 1,
 					delivered_at = pg_catalog.clock_timestamp(),
@@ -718,6 +723,72 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION sched.drop_biz(text, boolean) IS 'drop a delaysched business type; with cancel_tasks, cancel its unfinished tasks';
+
+/*
+ * Pausing a type stops its deliveries at once: the tasks that fall due stay
+ * pending (parked in state 'r', out of the scanner's index, so a paused
+ * backlog costs the scan nothing), sched.claim hands out none, and leases
+ * that run out park their task instead of redelivering it.  Both functions
+ * hold every range's pointer row, which every tick locks first: ticks under
+ * way finish before the change, and none starts until it commits, so no
+ * tick delivers a paused type's task after sched.pause returns, and none
+ * parks a task after sched.resume has released the parked ones.
+ */
+CREATE FUNCTION sched.pause(biz_type text) RETURNS boolean
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	b sched.biz;
+BEGIN
+	PERFORM sched._require(biz_type, 'biz_type');
+	b := sched._biz(biz_type);
+	SELECT * INTO b FROM sched.biz x WHERE x.name = b.name FOR NO KEY UPDATE;
+	IF b.paused THEN
+		RETURN false;
+	END IF;
+	PERFORM 1 FROM sched.pointer p ORDER BY p.range_id FOR UPDATE;
+	UPDATE sched.biz x SET paused = true, updated_at = now() WHERE x.name = b.name;
+	RETURN true;
+END
+$$;
+COMMENT ON FUNCTION sched.pause(text) IS 'stop delivering the tasks of a business type until sched.resume; false if it was paused already';
+
+CREATE FUNCTION sched.resume(biz_type text) RETURNS boolean
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	b sched.biz;
+BEGIN
+	PERFORM sched._require(biz_type, 'biz_type');
+	b := sched._biz(biz_type);
+	SELECT * INTO b FROM sched.biz x WHERE x.name = b.name FOR NO KEY UPDATE;
+	IF NOT b.paused THEN
+		RETURN false;
+	END IF;
+	PERFORM 1 FROM sched.pointer p ORDER BY p.range_id FOR UPDATE;
+	UPDATE sched.biz x SET paused = false, updated_at = now() WHERE x.name = b.name;
+	IF b.delivery = 'pull' THEN
+		-- Its tasks are claimable again: tell the consumers.
+		IF EXISTS (SELECT 1 FROM sched.task t
+				   WHERE t.biz_type = b.name AND t.state IN ('p', 'r') AND t.run_at <= now()) THEN
+			PERFORM pg_catalog.pg_notify(b.channel, sched._announcement(b.name));
+		END IF;
+	ELSE
+		-- The parked tasks are pending again, behind the pointer, for the
+		-- sweep to deliver in run_at order.
+		UPDATE sched.task t SET state = 'p' WHERE t.biz_type = b.name AND t.state = 'r';
+		IF FOUND THEN
+			PERFORM sched._wake('-infinity');
+		END IF;
+	END IF;
+	RETURN true;
+END
+$$;
+COMMENT ON FUNCTION sched.resume(text) IS 'deliver the tasks of a paused business type again, the parked ones first; false if it was not paused';
 
 -------------------------------------------------------------------------------
 -- Public functions: tasks
@@ -970,6 +1041,9 @@ BEGIN
 		RAISE EXCEPTION 'max_tasks must be between 1 and 10000, not %', p_max
 			USING ERRCODE = 'invalid_parameter_value';
 	END IF;
+	IF b.paused THEN
+		RETURN;
+	END IF;
 	RETURN QUERY
 	WITH chosen AS (
 		SELECT t.bucket, t.id FROM sched.task t
@@ -1077,7 +1151,7 @@ CREATE VIEW sched.biz_stats AS
 			   percentile_cont(0.99) WITHIN GROUP (ORDER BY r.lateness) FILTER (WHERE r.attempt = 1) AS lateness_p99
 		FROM recent r GROUP BY r.biz_type
 	)
-	SELECT b.name AS biz_type, b.delivery, b.channel,
+	SELECT b.name AS biz_type, b.delivery, b.channel, b.paused,
 		   coalesce(live.pending, 0) AS pending,
 		   coalesce(live.due_now, 0) AS due_now,
 		   coalesce(live.awaiting_ack, 0) AS awaiting_ack,

@@ -53,6 +53,8 @@ SET ROLE regress_ds_app;
 SELECT q, try(q) FROM (VALUES
   ($$SELECT sched.define_biz('priv_x')$$),
   ($$SELECT sched.drop_biz('priv_jobs', true)$$),
+  ($$SELECT sched.pause('priv_jobs')$$),
+  ($$SELECT sched.resume('priv_jobs')$$),
   ($$SELECT sched.add('priv_jobs', '2100-01-01')$$),
   ($$SELECT sched.add_after('priv_jobs', '1 day')$$),
   ($$SELECT sched.add_many('priv_jobs', ARRAY['2100-01-01']::timestamptz[])$$),

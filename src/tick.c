@@ -40,8 +40,10 @@
  *
  * Deliveries.  A notify type's task is leased (state 'd', attempt + 1,
  * lease_until = now + ack_timeout) and its message queued with NOTIFY; a
- * pull type's task becomes claimable (state 'r') and its channel is told.
- * The NOTIFYs go out when the transaction commits, with the state changes.
+ * pull type's task becomes claimable (state 'r') and its channel is told;
+ * a paused type's task is parked (state 'r', nothing sent) until
+ * sched.resume.  The NOTIFYs go out when the transaction commits, with the
+ * state changes.
  *
  *-------------------------------------------------------------------------
  */
@@ -53,7 +55,6 @@
 #include "commands/extension.h"
 #include "executor/spi.h"
 #include "funcapi.h"
-#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
 #include "utils/memutils.h"
@@ -85,7 +86,6 @@ static struct
 	SPIPlanPtr	lock_pointer;
 	SPIPlanPtr	move_pointer;
 	SPIPlanPtr	first_pending;
-	SPIPlanPtr	first_late;
 	SPIPlanPtr	next_lease;
 	SPIPlanPtr	expire_leases;
 	SPIPlanPtr	purge;
@@ -94,7 +94,8 @@ static struct
 /* What delivering one slice of a bucket gave. */
 typedef struct Delivered
 {
-	int			count;
+	int			count;			/* rows taken: delivered, or parked */
+	int			notified;		/* deliveries and announcements queued */
 	TimestampTz last_run_at;	/* the (run_at, id) of the last one */
 	int64		last_id;
 	TimestampTz first_lease;	/* earliest lease granted; DT_NOEND if none */
@@ -119,16 +120,16 @@ static const char deliver_sql[] =
 "  FOR UPDATE SKIP LOCKED"
 "), taken AS ("
 "  UPDATE sched.%s t SET"
-"    state = CASE WHEN b.delivery = 'pull' THEN 'r' ELSE 'd' END::\"char\","
-"    attempt = t.attempt + CASE WHEN b.delivery = 'pull' THEN 0 ELSE 1 END,"
-"    delivered_at = CASE WHEN b.delivery = 'pull' THEN t.delivered_at"
+"    state = CASE WHEN b.delivery = 'pull' OR b.paused THEN 'r' ELSE 'd' END::\"char\","
+"    attempt = t.attempt + CASE WHEN b.delivery = 'pull' OR b.paused THEN 0 ELSE 1 END,"
+"    delivered_at = CASE WHEN b.delivery = 'pull' OR b.paused THEN t.delivered_at"
 "                        ELSE pg_catalog.clock_timestamp() END,"
-"    lease_until = CASE WHEN b.delivery = 'pull' THEN NULL"
+"    lease_until = CASE WHEN b.delivery = 'pull' OR b.paused THEN NULL"
 "                       ELSE pg_catalog.clock_timestamp() + b.ack_timeout END"
 "  FROM sched.biz b"
 "  WHERE t.id = ANY (ARRAY(SELECT picked.id FROM picked)) AND b.name = t.biz_type"
 "  RETURNING t.id, t.biz_type, t.run_at, t.payload, t.attempt, t.lease_until,"
-"            b.channel, b.delivery = 'pull'"
+"            b.channel, b.delivery = 'pull', b.paused"
 ") SELECT * FROM taken ORDER BY taken.run_at, taken.id";
 
 /* $1 door, $2 at or after run_at, $3 before run_at. */
@@ -184,7 +185,6 @@ prepare_plans(void)
 	free_plan(&plans.lock_pointer);
 	free_plan(&plans.move_pointer);
 	free_plan(&plans.first_pending);
-	free_plan(&plans.first_late);
 	free_plan(&plans.next_lease);
 	free_plan(&plans.expire_leases);
 	free_plan(&plans.purge);
@@ -216,16 +216,6 @@ prepare_plans(void)
 			"SELECT t.run_at FROM sched.task t"
 			" WHERE t.door = $1 AND t.state = 'p' AND (t.run_at, t.id) > ($2, $3)"
 			" ORDER BY t.run_at, t.id LIMIT 1",
-			3, types);
-	}
-	{
-		Oid			types[] = {INT2OID, TIMESTAMPTZOID, INT2ARRAYOID};
-
-		plans.first_late = prepare_kept(
-			"SELECT t.bucket FROM sched.task t"
-			" WHERE t.door = $1 AND t.state = 'p' AND t.run_at < $2"
-			"   AND t.bucket OPERATOR(pg_catalog.<>) ALL ($3)"
-			" ORDER BY t.run_at LIMIT 1",
 			3, types);
 	}
 	{
@@ -328,7 +318,7 @@ deliver(int bucket, int range, TimestampTz after, int64 after_id, TimestampTz be
 		TimestampTz now, int limit)
 {
 	Datum		values[6];
-	Delivered	result = {0, 0, 0, DT_NOEND};
+	Delivered	result = {0, 0, 0, 0, DT_NOEND};
 	TupleDesc	desc;
 
 	values[0] = Int16GetDatum((int16) range);
@@ -351,8 +341,13 @@ deliver(int bucket, int range, TimestampTz after, int64 after_id, TimestampTz be
 		Datum		lease = SPI_getbinval(tuple, desc, 6, &isnull);
 		char	   *channel = TextDatumGetCString(SPI_getbinval(tuple, desc, 7, &isnull));
 		bool		pull = DatumGetBool(SPI_getbinval(tuple, desc, 8, &isnull));
+		bool		paused = DatumGetBool(SPI_getbinval(tuple, desc, 9, &isnull));
 		char	   *message;
 
+		result.last_run_at = run_at;
+		result.last_id = id;
+		if (paused)
+			continue;			/* parked until sched.resume */
 		if (pull)
 			message = delaysched_ready_message(biz_type);
 		else
@@ -368,9 +363,7 @@ deliver(int bucket, int range, TimestampTz after, int64 after_id, TimestampTz be
 		pfree(message);
 		pfree(channel);
 		pfree(biz_type);
-
-		result.last_run_at = run_at;
-		result.last_id = id;
+		result.notified++;
 	}
 	result.count = (int) SPI_processed;
 	SPI_freetuptable(SPI_tuptable);
@@ -420,12 +413,13 @@ next_due_after(int range, TimestampTz now)
 }
 
 /*
- * Walk the range's pointer up to now (see the file header); fills
- * delivered, time_pointer, next_due and cursor of *result and returns the
+ * Walk the range's pointer up to now (see the file header), taking at most
+ * "limit" rows (delivered, or parked for a paused type); adds to delivered
+ * and fills time_pointer, next_due and cursor of *result, and returns the
  * earliest lease granted.
  */
 static TimestampTz
-walk(const TickRequest *request, TimestampTz pointer, TickResult *result)
+walk(const TickRequest *request, TimestampTz pointer, int limit, TickResult *result)
 {
 	int			range = request->range;
 	TimestampTz now = request->now;
@@ -434,6 +428,7 @@ walk(const TickRequest *request, TimestampTz pointer, TickResult *result)
 	int64		after_id;
 	TimestampTz first_lease = DT_NOEND;
 	TimestampTz new_pointer = pointer;
+	int			taken = 0;
 
 	if (request->cursor.valid && request->cursor.run_at >= pointer)
 	{
@@ -446,12 +441,18 @@ walk(const TickRequest *request, TimestampTz pointer, TickResult *result)
 		after_id = -1;
 	}
 
-	result->delivered = 0;
 	for (int walked = 0;; walked++)
 	{
 		TimestampTz second = second_of(after);
-		int			room = request->batch - (int) result->delivered;
+		int			room = limit - taken;
 		Delivered	d;
+
+		if (room <= 0)
+		{
+			/* The sweep's late tasks took the whole batch. */
+			result->next_due = now;
+			break;
+		}
 
 		if (second + USECS_PER_SEC < now_second || second > now_second)
 		{
@@ -479,7 +480,8 @@ walk(const TickRequest *request, TimestampTz pointer, TickResult *result)
 
 		d = deliver(bucket_of(second), range, after, after_id, second + USECS_PER_SEC,
 					now, room);
-		result->delivered += d.count;
+		taken += d.count;
+		result->delivered += d.notified;
 		first_lease = Min(first_lease, d.first_lease);
 		if (d.count > 0)
 		{
@@ -533,43 +535,39 @@ walk(const TickRequest *request, TimestampTz pointer, TickResult *result)
 /*
  * The backstop: deliver up to "limit" pending tasks of the range behind its
  * pointer (added after their second was walked, left by a transaction that
- * held them, or returned by a rollback), oldest bucket first.
+ * held them, returned by a rollback, or released by sched.resume), second
+ * by second in (run_at, id) order.  Rows that others hold are stepped over
+ * and found again by a later sweep.
  */
 static int
 deliver_late(int range, TimestampTz pointer, TimestampTz now, int limit,
-			 TimestampTz *first_lease)
+			 int64 *notified, TimestampTz *first_lease)
 {
-	Datum		tried[WALK_MAX_SECONDS];
-	int			ntried = 0;
+	TimestampTz after = DT_NOBEGIN;
+	int64		after_id = -1;
 	int			n = 0;
 
-	while (n < limit && ntried < plans.nbuckets && ntried < WALK_MAX_SECONDS)
+	for (int seconds = 0; n < limit && seconds < WALK_MAX_SECONDS; seconds++)
 	{
-		Datum		values[3];
-		bool		isnull;
-		int			bucket;
+		TimestampTz next;
+		TimestampTz second;
 		Delivered	d;
 
-		values[0] = Int16GetDatum((int16) range);
-		values[1] = TimestampTzGetDatum(pointer);
-		values[2] = PointerGetDatum(construct_array(tried, ntried, INT2OID, sizeof(int16),
-													true, TYPALIGN_SHORT));
-		if (SPI_execute_plan(plans.first_late, values, NULL, false, 1) != SPI_OK_SELECT)
-			elog(ERROR, "the search for late tasks failed");
-		if (SPI_processed == 0)
+		if (!first_pending(range, after, after_id, &next) || next >= pointer)
 			break;
-		bucket = DatumGetInt16(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
-											 1, &isnull));
-
-		d = deliver(bucket, range, DT_NOBEGIN, -1, pointer, now, limit - n);
+		second = second_of(next);
+		if (after < second)
+		{
+			after = second;
+			after_id = -1;
+		}
+		d = deliver(bucket_of(second), range, after, after_id,
+					Min(second + USECS_PER_SEC, pointer), now, limit - n);
 		n += d.count;
+		*notified += d.notified;
 		*first_lease = Min(*first_lease, d.first_lease);
-
-		/*
-		 * Whatever is left there is held by other transactions (or was cut
-		 * by the limit): look at the next bucket.
-		 */
-		tried[ntried++] = Int16GetDatum((int16) bucket);
+		after = second + USECS_PER_SEC;
+		after_id = -1;
 	}
 	return n;
 }
@@ -583,7 +581,8 @@ delaysched_tick(const TickRequest *request, TickResult *result)
 {
 	Datum		values[4];
 	TimestampTz pointer;
-	TimestampTz first_lease;
+	TimestampTz first_lease = DT_NOEND;
+	int			late = 0;
 
 	memset(result, 0, sizeof(*result));
 	result->next_due = DT_NOEND;
@@ -601,7 +600,14 @@ delaysched_tick(const TickRequest *request, TickResult *result)
 		return;
 	}
 
-	first_lease = walk(request, pointer, result);
+	/*
+	 * Late tasks first: every one of them was due before anything the walk
+	 * will find, and a range delivers in run_at order.
+	 */
+	if (request->sweep)
+		late = deliver_late(request->range, pointer, request->now, request->batch,
+							&result->delivered, &first_lease);
+	first_lease = Min(first_lease, walk(request, pointer, request->batch - late, result));
 
 	/*
 	 * The leases this tick granted: the worker must look again when the
@@ -611,19 +617,8 @@ delaysched_tick(const TickRequest *request, TickResult *result)
 
 	if (request->sweep)
 	{
-		/*
-		 * Late tasks get what the walk left of the batch, and at least a
-		 * tenth of it, so that a long burst does not keep them waiting.
-		 */
-		int			late_share = Max(Max(request->batch - (int) result->delivered,
-										 request->batch / 10), 1);
-		int			late;
 		int			expired;
 		int			purged = 0;
-
-		late = deliver_late(request->range, result->time_pointer, request->now, late_share,
-							&first_lease);
-		result->delivered += late;
 
 		values[0] = Int16GetDatum((int16) request->range);
 		values[1] = TimestampTzGetDatum(request->now);
@@ -639,7 +634,7 @@ delaysched_tick(const TickRequest *request, TickResult *result)
 			purged = fetch_int(plans.purge, values);
 		}
 
-		if (late >= late_share || expired >= request->batch || purged >= request->batch)
+		if (late >= request->batch || expired >= request->batch || purged >= request->batch)
 			result->next_sweep = request->now;	/* a full batch: again at once */
 		else
 		{
