@@ -734,25 +734,30 @@ COMMENT ON FUNCTION sched.drop_biz(text, boolean) IS 'drop a delaysched business
  * tick delivers a paused type's task after sched.pause returns, and none
  * parks a task after sched.resume has released the parked ones.
  */
-CREATE FUNCTION sched.pause(biz_type text) RETURNS boolean
+CREATE FUNCTION sched._set_paused(p_biz text, p_paused boolean) RETURNS boolean
 LANGUAGE plpgsql
-SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
 	b sched.biz;
 BEGIN
-	PERFORM sched._require(biz_type, 'biz_type');
-	b := sched._biz(biz_type);
+	PERFORM sched._require(p_biz, 'biz_type');
+	b := sched._biz(p_biz);
 	SELECT * INTO b FROM sched.biz x WHERE x.name = b.name FOR NO KEY UPDATE;
-	IF b.paused THEN
+	IF b.paused = p_paused THEN
 		RETURN false;
 	END IF;
 	PERFORM 1 FROM sched.pointer p ORDER BY p.range_id FOR UPDATE;
-	UPDATE sched.biz x SET paused = true, updated_at = now() WHERE x.name = b.name;
+	UPDATE sched.biz x SET paused = p_paused, updated_at = now() WHERE x.name = b.name;
 	RETURN true;
 END
 $$;
+COMMENT ON FUNCTION sched._set_paused(text, boolean) IS 'internal: pause or resume a business type, holding every range; false if it already was';
+
+CREATE FUNCTION sched.pause(biz_type text) RETURNS boolean
+LANGUAGE sql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT sched._set_paused(biz_type, true) $$;
 COMMENT ON FUNCTION sched.pause(text) IS 'stop delivering the tasks of a business type until sched.resume; false if it was paused already';
 
 CREATE FUNCTION sched.resume(biz_type text) RETURNS boolean
@@ -763,14 +768,10 @@ AS $$
 DECLARE
 	b sched.biz;
 BEGIN
-	PERFORM sched._require(biz_type, 'biz_type');
-	b := sched._biz(biz_type);
-	SELECT * INTO b FROM sched.biz x WHERE x.name = b.name FOR NO KEY UPDATE;
-	IF NOT b.paused THEN
+	IF NOT sched._set_paused(biz_type, false) THEN
 		RETURN false;
 	END IF;
-	PERFORM 1 FROM sched.pointer p ORDER BY p.range_id FOR UPDATE;
-	UPDATE sched.biz x SET paused = false, updated_at = now() WHERE x.name = b.name;
+	b := sched._biz(biz_type);
 	IF b.delivery = 'pull' THEN
 		-- Its tasks are claimable again: tell the consumers.
 		IF EXISTS (SELECT 1 FROM sched.task t
