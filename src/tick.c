@@ -336,27 +336,30 @@ deliver(int bucket, int range, TimestampTz after, int64 after_id, TimestampTz be
 		HeapTuple	tuple = SPI_tuptable->vals[i];
 		bool		isnull;
 		int64		id = DatumGetInt64(SPI_getbinval(tuple, desc, 1, &isnull));
-		char	   *biz_type = TextDatumGetCString(SPI_getbinval(tuple, desc, 2, &isnull));
 		TimestampTz run_at = DatumGetTimestampTz(SPI_getbinval(tuple, desc, 3, &isnull));
-		Datum		lease = SPI_getbinval(tuple, desc, 6, &isnull);
-		char	   *channel = TextDatumGetCString(SPI_getbinval(tuple, desc, 7, &isnull));
-		bool		pull = DatumGetBool(SPI_getbinval(tuple, desc, 8, &isnull));
 		bool		paused = DatumGetBool(SPI_getbinval(tuple, desc, 9, &isnull));
+		char	   *biz_type;
+		char	   *channel;
 		char	   *message;
 
 		result.last_run_at = run_at;
 		result.last_id = id;
 		if (paused)
-			continue;			/* parked until sched.resume */
-		if (pull)
+			continue;			/* parked until sched.resume: nothing to send */
+
+		biz_type = TextDatumGetCString(SPI_getbinval(tuple, desc, 2, &isnull));
+		channel = TextDatumGetCString(SPI_getbinval(tuple, desc, 7, &isnull));
+		if (DatumGetBool(SPI_getbinval(tuple, desc, 8, &isnull)))	/* pull */
 			message = delaysched_ready_message(biz_type);
 		else
 		{
 			Jsonb	   *payload = DatumGetJsonbP(SPI_getbinval(tuple, desc, 4, &isnull));
 			int32		attempt = DatumGetInt32(SPI_getbinval(tuple, desc, 5, &isnull));
 
+			TimestampTz lease = DatumGetTimestampTz(SPI_getbinval(tuple, desc, 6, &isnull));
+
 			message = delaysched_delivery_message(id, biz_type, run_at, payload, attempt);
-			result.first_lease = Min(result.first_lease, DatumGetTimestampTz(lease));
+			result.first_lease = Min(result.first_lease, lease);
 		}
 		/* In run-at order; identical pull announcements fold into one. */
 		Async_Notify(channel, message);
