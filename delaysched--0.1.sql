@@ -49,6 +49,9 @@ CREATE TABLE sched.biz (
 	max_attempts int NOT NULL,
 	ack_timeout	 interval NOT NULL,
 	paused		 boolean NOT NULL DEFAULT false,
+	rate_limit	 float8,
+	burst		 int,
+	max_concurrency int,
 	created_at	 timestamptz NOT NULL DEFAULT pg_catalog.now(),
 	updated_at	 timestamptz NOT NULL DEFAULT pg_catalog.now()
 );
@@ -78,6 +81,10 @@ COMMENT ON TABLE sched.task IS 'unfinished delaysched tasks, partitioned by run-
 -- (The door column is added with the partitions, below.)
 -- sched.claim: a type's due tasks in run-at order.
 CREATE INDEX task_claimable_idx ON sched.task (biz_type, run_at) WHERE state IN ('p', 'r');
+-- The drain (src/drain.c): a type's parked tasks in run-at order, and its
+-- deliveries awaiting acknowledgement, counted against max_concurrency.
+CREATE INDEX task_parked_idx ON sched.task (biz_type, run_at, id) WHERE state = 'r';
+CREATE INDEX task_in_flight_idx ON sched.task (biz_type) WHERE state = 'd';
 
 CREATE TABLE sched.finished (
 	id			 bigint PRIMARY KEY,
@@ -206,6 +213,36 @@ LANGUAGE c VOLATILE
 AS 'MODULE_PATHNAME', 'delaysched_wake';
 COMMENT ON FUNCTION sched._wake(timestamptz, smallint) IS 'internal: after commit, wake a scanner worker for the range of door (every range if NULL) if run_at is sooner than planned';
 
+CREATE FUNCTION sched._wake_drain(for_slot boolean DEFAULT false) RETURNS void
+LANGUAGE c VOLATILE
+AS 'MODULE_PATHNAME', 'delaysched_wake_drain';
+COMMENT ON FUNCTION sched._wake_drain(boolean) IS 'internal: after commit, run the drain (for_slot: only if a type waits at its concurrency cap)';
+
+CREATE FUNCTION sched._note_parked(biz_type text) RETURNS void
+LANGUAGE c STRICT VOLATILE
+AS 'MODULE_PATHNAME', 'delaysched_note_parked_sql';
+COMMENT ON FUNCTION sched._note_parked(text) IS 'internal: after commit, tell the drain that tasks of a type were parked';
+
+CREATE FUNCTION sched._tokens(biz_type text, rate float8, burst int) RETURNS float8
+LANGUAGE c STRICT VOLATILE
+AS 'MODULE_PATHNAME', 'delaysched_tokens_sql';
+COMMENT ON FUNCTION sched._tokens(text, float8, int) IS 'internal: the tokens a type''s bucket holds now';
+
+CREATE FUNCTION sched._take_tokens(biz_type text, rate float8, burst int, want int) RETURNS int
+LANGUAGE c STRICT VOLATILE
+AS 'MODULE_PATHNAME', 'delaysched_take_tokens_sql';
+COMMENT ON FUNCTION sched._take_tokens(text, float8, int, int) IS 'internal: take up to want tokens of a type''s bucket';
+
+CREATE FUNCTION sched._return_tokens(biz_type text, n int) RETURNS void
+LANGUAGE c STRICT VOLATILE
+AS 'MODULE_PATHNAME', 'delaysched_return_tokens_sql';
+COMMENT ON FUNCTION sched._return_tokens(text, int) IS 'internal: give back tokens taken and not used';
+
+CREATE FUNCTION sched._forget_bucket(biz_type text, dropped boolean) RETURNS void
+LANGUAGE c STRICT VOLATILE
+AS 'MODULE_PATHNAME', 'delaysched_forget_bucket_sql';
+COMMENT ON FUNCTION sched._forget_bucket(text, boolean) IS 'internal: free the token bucket of a type that lost its rate limit or was dropped';
+
 CREATE FUNCTION sched._workers(
 	OUT worker int, OUT pid int, OUT role text, OUT holds text, OUT state text,
 	OUT last_tick timestamptz, OUT delivered bigint, OUT ticks bigint)
@@ -230,13 +267,14 @@ COMMENT ON FUNCTION sched._announcement(text) IS 'internal: the NOTIFY payload a
 CREATE FUNCTION sched._tick(p_range smallint, p_now timestamptz, p_batch int, p_sweep boolean,
 							p_retention_s int, p_dead_retention_s int,
 							p_cursor_run_at timestamptz, p_cursor_id bigint,
+							p_park_all boolean DEFAULT false,
 							OUT held boolean,
 							OUT delivered bigint, OUT time_pointer timestamptz,
 							OUT next_due timestamptz, OUT next_sweep timestamptz,
 							OUT cursor_run_at timestamptz, OUT cursor_id bigint)
 LANGUAGE c VOLATILE
 AS 'MODULE_PATHNAME', 'delaysched_tick_sql';
-COMMENT ON FUNCTION sched._tick(smallint, timestamptz, int, boolean, int, int, timestamptz, bigint) IS 'internal: one tick of a scanner worker on one range';
+COMMENT ON FUNCTION sched._tick(smallint, timestamptz, int, boolean, int, int, timestamptz, bigint, boolean) IS 'internal: one tick of a scanner worker on one range';
 
 -------------------------------------------------------------------------------
 -- Validation helpers (all raise clear errors; none returns on bad input)
@@ -485,6 +523,10 @@ BEGIN
 		RETURNING id
 	)
 	SELECT coalesce(pg_catalog.array_agg(stored.id), '{}') INTO v_done FROM stored;
+	IF pg_catalog.cardinality(v_done) > 0 THEN
+		-- A delivery that ends frees a slot of its type's concurrency cap.
+		PERFORM sched._wake_drain(true);
+	END IF;
 	RETURN v_done;
 END
 $$;
@@ -543,10 +585,13 @@ COMMENT ON FUNCTION sched._move(smallint, bigint, timestamptz, text) IS 'interna
 
 /*
  * Deliveries of a range whose lease ran out: redeliver (attempt + 1), make
- * pull tasks claimable again, park the tasks of a paused type, or declare
- * dead after max_attempts.
+ * pull tasks claimable again, park the tasks of a paused type (until
+ * sched.resume) or of a limited one (for the drain, which takes a token
+ * for the redelivery; with p_park_all every notify type is limited), or
+ * declare dead after max_attempts.
  */
-CREATE FUNCTION sched._expire_leases(p_range smallint, p_now timestamptz, p_batch int)
+CREATE FUNCTION sched._expire_leases(p_range smallint, p_now timestamptz, p_batch int,
+									 p_park_all boolean DEFAULT false)
 RETURNS int
 LANGUAGE plpgsql
 AS $$
@@ -557,7 +602,8 @@ DECLARE
 BEGIN
 	FOR r IN
 		SELECT t.bucket, t.id, t.biz_type, t.run_at, t.payload, t.attempt,
-			   b.delivery, b.channel, b.max_attempts, b.ack_timeout, b.paused
+			   b.delivery, b.channel, b.max_attempts, b.ack_timeout, b.paused,
+			   (b.rate_limit IS NOT NULL OR b.max_concurrency IS NOT NULL OR p_park_all) AS limited
 		FROM sched.task t JOIN sched.biz b ON b.name = t.biz_type
 		WHERE t.door = p_range AND t.state = 'd' AND t.lease_until <= p_now
 		ORDER BY t.lease_until
@@ -568,12 +614,16 @@ BEGIN
 									 r.ack_timeout, r.attempt, r.max_attempts);
 		IF r.attempt >= r.max_attempts THEN
 			PERFORM sched._finish(r.bucket, ARRAY[r.id], 'dead', v_error);
-		ELSIF r.delivery = 'pull' OR r.paused THEN
-			-- Claimable again, or (paused) parked until sched.resume.
+		ELSIF r.delivery = 'pull' OR r.paused OR r.limited THEN
+			-- Claimable again, or parked until sched.resume or for the drain.
 			UPDATE sched.task t SET state = 'r', lease_until = NULL, last_error = v_error
 				WHERE t.bucket = r.bucket AND t.id = r.id;
-			IF NOT r.paused THEN
+			IF r.paused THEN
+				NULL;
+			ELSIF r.delivery = 'pull' THEN
 				PERFORM pg_catalog.pg_notify(r.channel, sched._announcement(r.biz_type));
+			ELSE
+				PERFORM sched._note_parked(r.biz_type);
 			END IF;
 		ELSE
 			UPDATE sched.task t SET attempt = t.attempt + 1,
@@ -589,7 +639,7 @@ BEGIN
 	RETURN n;
 END
 $$;
-COMMENT ON FUNCTION sched._expire_leases(smallint, timestamptz, int) IS 'internal: redeliver or kill deliveries of a range whose ack timeout passed';
+COMMENT ON FUNCTION sched._expire_leases(smallint, timestamptz, int, boolean) IS 'internal: redeliver or kill deliveries of a range whose ack timeout passed';
 
 /*
  * Remove finished tasks past their retention, a batch at a time.
@@ -625,7 +675,10 @@ CREATE FUNCTION sched.define_biz(
 	delivery text DEFAULT 'notify',
 	channel text DEFAULT NULL,
 	max_attempts int DEFAULT 10,
-	ack_timeout interval DEFAULT '30 seconds')
+	ack_timeout interval DEFAULT '30 seconds',
+	rate_limit float8 DEFAULT NULL,
+	burst int DEFAULT NULL,
+	max_concurrency int DEFAULT NULL)
 RETURNS void
 LANGUAGE plpgsql
 SECURITY DEFINER
@@ -635,6 +688,8 @@ AS $$
 DECLARE
 	v_channel text := coalesce(channel, name);
 	v_old_delivery text;
+	v_old_rate float8;
+	v_max_types int;
 BEGIN
 	PERFORM sched._check_name(name, 'business type name',
 		'Use a lowercase identifier such as ''order_timeout''.');
@@ -656,9 +711,47 @@ BEGIN
 			USING ERRCODE = 'invalid_parameter_value';
 	END IF;
 	PERFORM sched._check_interval(ack_timeout, 'ack_timeout', interval '1 second', interval '7 days');
+	IF rate_limit IS NOT NULL THEN
+		IF rate_limit = 'NaN' OR rate_limit IN ('Infinity', '-Infinity') THEN
+			RAISE EXCEPTION 'rate_limit must be a finite number, not %', rate_limit
+				USING ERRCODE = 'invalid_parameter_value';
+		ELSIF rate_limit <= 0 THEN
+			RAISE EXCEPTION 'rate_limit must be between 0.001 and 1000000 deliveries per second, not %', rate_limit
+				USING ERRCODE = 'invalid_parameter_value',
+					  HINT = 'To stop a type''s deliveries for a while, use sched.pause.';
+		ELSIF rate_limit < 0.001 OR rate_limit > 1000000 THEN
+			RAISE EXCEPTION 'rate_limit must be between 0.001 and 1000000 deliveries per second, not %', rate_limit
+				USING ERRCODE = 'invalid_parameter_value';
+		END IF;
+		-- Enough for one second of the rate, at least one.
+		burst := coalesce(burst, GREATEST(1, pg_catalog.ceil(rate_limit))::int);
+	ELSIF burst IS NOT NULL THEN
+		RAISE EXCEPTION 'burst needs a rate_limit'
+			USING ERRCODE = 'invalid_parameter_value',
+				  HINT = 'burst is the size of the token bucket that rate_limit fills.';
+	END IF;
+	IF burst < 1 OR burst > 1000000 THEN
+		RAISE EXCEPTION 'burst must be between 1 and 1000000, not %', burst
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	IF max_concurrency < 1 OR max_concurrency > 100000 THEN
+		RAISE EXCEPTION 'max_concurrency must be between 1 and 100000, not %', max_concurrency
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
 
-	SELECT b.delivery INTO v_old_delivery FROM sched.biz b WHERE b.name = define_biz.name
+	SELECT b.delivery, b.rate_limit INTO v_old_delivery, v_old_rate
+		FROM sched.biz b WHERE b.name = define_biz.name
 		FOR NO KEY UPDATE;
+	IF rate_limit IS NOT NULL AND v_old_rate IS NULL THEN
+		-- Every rate-limited type has a token bucket in shared memory.
+		v_max_types := pg_catalog.current_setting('delaysched.max_biz_types')::int;
+		IF (SELECT count(*) FROM sched.biz b WHERE b.rate_limit IS NOT NULL) >= v_max_types THEN
+			RAISE EXCEPTION 'too many rate-limited business types'
+				USING ERRCODE = 'configuration_limit_exceeded',
+					  DETAIL = pg_catalog.format('delaysched.max_biz_types is %s.', v_max_types),
+					  HINT = 'Raise delaysched.max_biz_types (a restart is needed), or remove the rate limit of a type that does not need it.';
+		END IF;
+	END IF;
 	IF v_old_delivery = 'pull' AND delivery = 'notify' THEN
 		-- Until this commits the workers still see a pull type and may mark
 		-- more of its tasks announced ('r'), which the reset below would not
@@ -668,12 +761,21 @@ BEGIN
 		PERFORM 1 FROM sched.pointer p ORDER BY p.range_id FOR UPDATE;
 	END IF;
 
-	INSERT INTO sched.biz AS b (name, delivery, channel, max_attempts, ack_timeout)
-		VALUES (name, delivery, v_channel, max_attempts, ack_timeout)
+	INSERT INTO sched.biz AS b (name, delivery, channel, max_attempts, ack_timeout,
+								rate_limit, burst, max_concurrency)
+		VALUES (name, delivery, v_channel, max_attempts, ack_timeout,
+				rate_limit, burst, max_concurrency)
 	ON CONFLICT ON CONSTRAINT biz_pkey DO UPDATE
 		SET delivery = excluded.delivery, channel = excluded.channel,
 			max_attempts = excluded.max_attempts, ack_timeout = excluded.ack_timeout,
+			rate_limit = excluded.rate_limit, burst = excluded.burst,
+			max_concurrency = excluded.max_concurrency,
 			updated_at = now();
+	IF rate_limit IS NULL AND v_old_rate IS NOT NULL THEN
+		PERFORM sched._forget_bucket(name, false);
+	END IF;
+	-- The drain reads the limits afresh: let it look at once, with the new ones.
+	PERFORM sched._wake_drain();
 
 	-- A pull type turned notify: its announced tasks ('r') wait for a claim
 	-- that no consumer will make; make them pending again, behind the
@@ -686,7 +788,7 @@ BEGIN
 	END IF;
 END
 $$;
-COMMENT ON FUNCTION sched.define_biz(text, text, text, int, interval) IS 'create or replace a delaysched business type';
+COMMENT ON FUNCTION sched.define_biz(text, text, text, int, interval, float8, int, int) IS 'create or replace a delaysched business type';
 
 CREATE FUNCTION sched.drop_biz(name text, cancel_tasks boolean DEFAULT false)
 RETURNS bigint
@@ -719,6 +821,7 @@ BEGIN
 		PERFORM sched._finish(r.bucket, ARRAY[r.id], 'cancelled', 'business type dropped');
 	END LOOP;
 	DELETE FROM sched.biz b WHERE b.name = drop_biz.name;
+	PERFORM sched._forget_bucket(name, true);
 	RETURN v_unfinished;
 END
 $$;
@@ -1017,6 +1120,7 @@ BEGIN
 							LEAST(interval '1 second' * power(2, LEAST(t.attempt - 1, 12)), interval '1 hour'));
 		PERFORM sched._move(v_bucket, id, clock_timestamp() + v_delay,
 							coalesce(error, 'negative acknowledgement'));
+		PERFORM sched._wake_drain(true);
 	END IF;
 	RETURN true;
 END
@@ -1036,6 +1140,9 @@ AS $$
 DECLARE
 	b sched.biz := sched._biz(p_biz);
 	v_now timestamptz := clock_timestamp();
+	v_max int := p_max;
+	v_tokens int := 0;
+	v_claimed int;
 BEGIN
 	PERFORM sched._require(p_max, 'max_tasks');
 	IF p_max < 1 OR p_max > 10000 THEN
@@ -1045,12 +1152,27 @@ BEGIN
 	IF b.paused THEN
 		RETURN;
 	END IF;
+	IF b.max_concurrency IS NOT NULL THEN
+		-- One claim at a time counts the type's leases and takes slots.
+		SELECT * INTO b FROM sched.biz x WHERE x.name = b.name FOR NO KEY UPDATE;
+		v_max := LEAST(v_max, b.max_concurrency - (
+			SELECT count(*) FROM (SELECT FROM sched.task t
+								  WHERE t.biz_type = b.name AND t.state = 'd'
+								  LIMIT b.max_concurrency) s)::int);
+	END IF;
+	IF b.rate_limit IS NOT NULL AND v_max > 0 THEN
+		v_tokens := sched._take_tokens(b.name, b.rate_limit, b.burst, v_max);
+		v_max := v_tokens;
+	END IF;
+	IF v_max <= 0 THEN
+		RETURN;
+	END IF;
 	RETURN QUERY
 	WITH chosen AS (
 		SELECT t.bucket, t.id FROM sched.task t
 		WHERE t.biz_type = b.name AND t.state IN ('p', 'r') AND t.run_at <= v_now
 		ORDER BY t.run_at, t.id
-		LIMIT p_max
+		LIMIT v_max
 		FOR UPDATE SKIP LOCKED
 	), leased AS (
 		UPDATE sched.task t SET state = 'd', attempt = t.attempt + 1,
@@ -1060,6 +1182,10 @@ BEGIN
 		RETURNING t.id, t.biz_type, t.run_at, t.payload, t.attempt
 	)
 	SELECT l.id, l.biz_type, l.run_at, l.payload, l.attempt FROM leased l ORDER BY l.run_at, l.id;
+	IF v_tokens > 0 THEN
+		GET DIAGNOSTICS v_claimed = ROW_COUNT;
+		PERFORM sched._return_tokens(b.name, v_tokens - v_claimed);
+	END IF;
 END
 $$;
 COMMENT ON FUNCTION sched._claim(text, int) IS 'internal: the body of sched.claim';
@@ -1130,7 +1256,8 @@ CREATE VIEW sched.biz_stats AS
 		SELECT t.biz_type,
 			   count(*) FILTER (WHERE t.state IN ('p', 'r')) AS pending,
 			   count(*) FILTER (WHERE t.state IN ('p', 'r') AND t.run_at <= now()) AS due_now,
-			   count(*) FILTER (WHERE t.state = 'd') AS awaiting_ack
+			   count(*) FILTER (WHERE t.state = 'd') AS awaiting_ack,
+			   count(*) FILTER (WHERE t.state = 'r') AS parked
 		FROM sched.task t GROUP BY t.biz_type
 	), fin AS (
 		SELECT f.biz_type,
@@ -1138,16 +1265,17 @@ CREATE VIEW sched.biz_stats AS
 			   count(*) FILTER (WHERE f.state = 'dead') AS dead
 		FROM sched.finished f GROUP BY f.biz_type
 	), recent AS (
-		SELECT t.biz_type, t.attempt, t.delivered_at - t.run_at AS lateness
+		SELECT t.biz_type, t.attempt, t.delivered_at, t.delivered_at - t.run_at AS lateness
 		FROM sched.task t
 		WHERE t.state = 'd' AND t.delivered_at >= now() - interval '1 minute'
 		UNION ALL
-		SELECT f.biz_type, f.attempt, f.delivered_at - f.run_at
+		SELECT f.biz_type, f.attempt, f.delivered_at, f.delivered_at - f.run_at
 		FROM sched.finished f
 		WHERE f.delivered_at >= now() - interval '1 minute'
 	), rates AS (
 		SELECT r.biz_type,
 			   round(count(*) / 60.0, 2) AS delivered_per_sec,
+			   round(count(*) FILTER (WHERE r.delivered_at >= now() - interval '10 seconds') / 10.0, 1) AS current_rate,
 			   percentile_cont(0.5) WITHIN GROUP (ORDER BY r.lateness) FILTER (WHERE r.attempt = 1) AS lateness_p50,
 			   percentile_cont(0.99) WITHIN GROUP (ORDER BY r.lateness) FILTER (WHERE r.attempt = 1) AS lateness_p99
 		FROM recent r GROUP BY r.biz_type
@@ -1160,12 +1288,16 @@ CREATE VIEW sched.biz_stats AS
 		   coalesce(fin.dead, 0) AS dead,
 		   coalesce(rates.delivered_per_sec, 0) AS delivered_per_sec,
 		   rates.lateness_p50,
-		   rates.lateness_p99
+		   rates.lateness_p99,
+		   b.rate_limit, b.burst, b.max_concurrency,
+		   round(sched._tokens(b.name, b.rate_limit, b.burst)::numeric, 1) AS tokens,
+		   CASE WHEN b.delivery = 'notify' AND NOT b.paused THEN coalesce(live.parked, 0) ELSE 0 END AS throttled,
+		   coalesce(rates.current_rate, 0) AS current_rate
 	FROM sched.biz b
 	LEFT JOIN live ON live.biz_type = b.name
 	LEFT JOIN fin ON fin.biz_type = b.name
 	LEFT JOIN rates ON rates.biz_type = b.name;
-COMMENT ON VIEW sched.biz_stats IS 'per business type: task counts, delivery rate and lateness over the last minute';
+COMMENT ON VIEW sched.biz_stats IS 'per business type: task counts, delivery rate and lateness over the last minute, limits, tokens and throttled tasks';
 
 CREATE VIEW sched.workers AS
 	SELECT w.worker, w.pid, w.role, w.holds, w.state, w.last_tick, w.delivered, w.ticks

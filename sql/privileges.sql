@@ -126,18 +126,20 @@ RESET ROLE;
 GRANT SELECT ON sched.tasks, sched.biz_stats, sched.time_pointer, sched.workers TO regress_ds_app;
 SET ROLE regress_ds_app;
 SELECT count(*) AS app_tasks FROM sched.tasks WHERE payload->>'by' LIKE 'app%';
-SELECT biz_type, pending FROM sched.biz_stats WHERE biz_type = 'priv_jobs';
 SELECT count(*) AS pointers FROM sched.time_pointer;
 SELECT q, try(q) FROM (VALUES
   ($$SELECT * FROM sched.workers$$),
+  ($$SELECT * FROM sched.biz_stats$$),
   ($$SELECT * FROM sched.task$$),
   ($$SELECT * FROM sched.finished$$)
 ) AS v(q);
 RESET ROLE;
--- sched.workers also needs EXECUTE on sched._workers()
-GRANT EXECUTE ON FUNCTION sched._workers() TO regress_ds_app;
+-- sched.workers and sched.biz_stats also need EXECUTE on the internal
+-- functions that read shared memory for them
+GRANT EXECUTE ON FUNCTION sched._workers(), sched._tokens(text, float8, int) TO regress_ds_app;
 SET ROLE regress_ds_app;
 SELECT role, count(*) AS workers FROM sched.workers GROUP BY role;
+SELECT biz_type, pending FROM sched.biz_stats WHERE biz_type = 'priv_jobs';
 RESET ROLE;
 
 -- the unknown-type error reaches the role with its hint

@@ -70,4 +70,10 @@ delaysched_init_materialized_srf(FunctionCallInfo fcinfo)
 #define InitMaterializedSRF(fcinfo, flags) delaysched_init_materialized_srf(fcinfo)
 #endif
 
+/* Hash tables keyed by C strings said so with HASH_STRINGS from 14 on. */
+#include "utils/hsearch.h"
+#if PG_VERSION_NUM < 140000
+#define HASH_STRINGS 0
+#endif
+
 #endif							/* DELAYSCHED_COMPAT_H */

@@ -31,6 +31,8 @@ int			delaysched_buckets = 60;
 int			delaysched_ranges = 8;
 int			delaysched_workers = 2;
 int			delaysched_max_payload_kb = 1024;
+int			delaysched_max_biz_types = 1000;
+double		delaysched_max_deliveries_per_second = 0;
 
 /*
  * Define every delaysched.* parameter.  Called once from _PG_init.
@@ -120,6 +122,26 @@ delaysched_define_gucs(void)
 							PGC_SUSET,
 							GUC_UNIT_KB,
 							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("delaysched.max_biz_types",
+							"Most business types with a rate limit at once.",
+							"Each has a token bucket in shared memory; sched.define_biz refuses a rate "
+							"limit beyond this many.",
+							&delaysched_max_biz_types,
+							1000, 16, 1000000,
+							PGC_POSTMASTER,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomRealVariable("delaysched.max_deliveries_per_second",
+							 "Most notify deliveries per second across all business types; 0 for no cap.",
+							 "Protects the database's other clients from a burst.  While it is set, "
+							 "every type's due tasks are parked and shared out fairly by the drain.",
+							 &delaysched_max_deliveries_per_second,
+							 0, 0, 10000000,
+							 PGC_SIGHUP,
+							 0,
+							 NULL, NULL, NULL);
 
 	delaysched_reserve_guc_prefix("delaysched");
 }

@@ -17,6 +17,8 @@ extern int	delaysched_buckets;
 extern int	delaysched_ranges;
 extern int	delaysched_workers;
 extern int	delaysched_max_payload_kb;
+extern int	delaysched_max_biz_types;
+extern double delaysched_max_deliveries_per_second;
 
 extern void delaysched_define_gucs(void);
 

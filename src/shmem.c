@@ -4,8 +4,9 @@
  *		Allocation and initialisation of delaysched's shared memory.
  *
  * Locking: DelayschedShared is one struct guarded by its spinlock (see
- * shmem.h).  It is created once, under AddinShmemInitLock, by whichever
- * process attaches first.
+ * shmem.h); the token buckets (limiter.c) have an LWLock of their own.
+ * Both are created once, under AddinShmemInitLock, by whichever process
+ * attaches first.
  *
  *-------------------------------------------------------------------------
  */
@@ -17,11 +18,20 @@
 #include "storage/shmem.h"
 
 #include "compat.h"
+#include "limiter.h"
 #include "shmem.h"
 
 DelayschedShared *delaysched_shared = NULL;
 
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
+
+static void
+request_shmem(void)
+{
+	RequestAddinShmemSpace(add_size(MAXALIGN(sizeof(DelayschedShared)),
+									delaysched_limiter_shmem_size()));
+	delaysched_limiter_request_lock();
+}
 
 #ifdef DELAYSCHED_HAS_SHMEM_REQUEST_HOOK
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
@@ -31,7 +41,7 @@ delaysched_shmem_request(void)
 {
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
-	RequestAddinShmemSpace(MAXALIGN(sizeof(DelayschedShared)));
+	request_shmem();
 }
 #endif
 
@@ -54,6 +64,8 @@ delaysched_shmem_startup(void)
 	{
 		memset(delaysched_shared, 0, sizeof(DelayschedShared));
 		SpinLockInit(&delaysched_shared->mutex);
+		delaysched_shared->drain_at = DT_NOBEGIN;
+		delaysched_shared->drainer = -1;
 		for (int i = 0; i < DELAYSCHED_MAX_WORKERS; i++)
 		{
 			delaysched_shared->workers[i].status = SCANNER_STOPPED;
@@ -62,6 +74,7 @@ delaysched_shmem_startup(void)
 		for (int i = 0; i < DELAYSCHED_MAX_RANGES; i++)
 			delaysched_reset_range(&delaysched_shared->ranges[i]);
 	}
+	delaysched_limiter_shmem_init();
 	LWLockRelease(AddinShmemInitLock);
 }
 
@@ -93,7 +106,7 @@ delaysched_shmem_register(void)
 	prev_shmem_request_hook = shmem_request_hook;
 	shmem_request_hook = delaysched_shmem_request;
 #else
-	RequestAddinShmemSpace(MAXALIGN(sizeof(DelayschedShared)));
+	request_shmem();
 #endif
 	prev_shmem_startup_hook = shmem_startup_hook;
 	shmem_startup_hook = delaysched_shmem_startup;

@@ -40,6 +40,7 @@ typedef struct WorkerSlot
 	Latch	   *latch;
 	ScannerStatus status;
 	int			range;			/* the range it works on, or -1 */
+	bool		draining;		/* running the drain (drain.c) */
 
 	/*
 	 * When the sleeping worker will wake by itself; 0 while it works.  A
@@ -89,6 +90,16 @@ typedef struct DelayschedShared
 
 	/* Ranges in the installed extension (rows of sched.pointer); 0 unknown. */
 	int			nranges;
+
+	/*
+	 * The drain (drain.c): when it should next run (DT_NOBEGIN at start,
+	 * DT_NOEND when nothing asks), the worker running it or -1, and whether
+	 * a type waits at its concurrency cap, so that an acknowledgement should
+	 * bring the drain back at once.
+	 */
+	TimestampTz drain_at;
+	int			drainer;
+	bool		drain_waits_for_slot;
 
 	WorkerSlot	workers[DELAYSCHED_MAX_WORKERS];
 	RangeState	ranges[DELAYSCHED_MAX_RANGES];

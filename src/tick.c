@@ -42,7 +42,10 @@
  * lease_until = now + ack_timeout) and its message queued with NOTIFY; a
  * pull type's task becomes claimable (state 'r') and its channel is told;
  * a paused type's task is parked (state 'r', nothing sent) until
- * sched.resume.  The NOTIFYs go out when the transaction commits, with the
+ * sched.resume.  So is the task of a type with a rate limit or a
+ * concurrency cap (or of any notify type while the global cap is set), for
+ * the drain (drain.c) to deliver as tokens and slots allow: the walk never
+ * waits for a token, and a throttled backlog leaves the index it walks.  The NOTIFYs go out when the transaction commits, with the
  * state changes.
  *
  *-------------------------------------------------------------------------
@@ -60,7 +63,9 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
+#include "limiter.h"
 #include "message.h"
+#include "spi_plans.h"
 #include "tick.h"
 
 /* The most seconds one tick walks before it lets the worker look around. */
@@ -118,18 +123,22 @@ static const char deliver_sql[] =
 "    AND t.run_at < $4 AND t.run_at <= $5"
 "  ORDER BY t.run_at, t.id LIMIT $6"
 "  FOR UPDATE SKIP LOCKED"
+"), kinds AS ("
+"  SELECT b.name, b.channel, b.ack_timeout, b.delivery = 'pull' AS pull, b.paused,"
+"         (b.rate_limit IS NOT NULL OR b.max_concurrency IS NOT NULL OR $7) AS limited"
+"  FROM sched.biz b"
 "), taken AS ("
 "  UPDATE sched.%s t SET"
-"    state = CASE WHEN b.delivery = 'pull' OR b.paused THEN 'r' ELSE 'd' END::\"char\","
-"    attempt = t.attempt + CASE WHEN b.delivery = 'pull' OR b.paused THEN 0 ELSE 1 END,"
-"    delivered_at = CASE WHEN b.delivery = 'pull' OR b.paused THEN t.delivered_at"
+"    state = CASE WHEN k.pull OR k.paused OR k.limited THEN 'r' ELSE 'd' END::\"char\","
+"    attempt = t.attempt + CASE WHEN k.pull OR k.paused OR k.limited THEN 0 ELSE 1 END,"
+"    delivered_at = CASE WHEN k.pull OR k.paused OR k.limited THEN t.delivered_at"
 "                        ELSE pg_catalog.clock_timestamp() END,"
-"    lease_until = CASE WHEN b.delivery = 'pull' OR b.paused THEN NULL"
-"                       ELSE pg_catalog.clock_timestamp() + b.ack_timeout END"
-"  FROM sched.biz b"
-"  WHERE t.id = ANY (ARRAY(SELECT picked.id FROM picked)) AND b.name = t.biz_type"
+"    lease_until = CASE WHEN k.pull OR k.paused OR k.limited THEN NULL"
+"                       ELSE pg_catalog.clock_timestamp() + k.ack_timeout END"
+"  FROM kinds k"
+"  WHERE t.id = ANY (ARRAY(SELECT picked.id FROM picked)) AND k.name = t.biz_type"
 "  RETURNING t.id, t.biz_type, t.run_at, t.payload, t.attempt, t.lease_until,"
-"            b.channel, b.delivery = 'pull', b.paused"
+"            k.channel, k.pull, k.paused, k.limited"
 ") SELECT * FROM taken ORDER BY taken.run_at, taken.id";
 
 /* $1 door, $2 at or after run_at, $3 before run_at. */
@@ -137,27 +146,6 @@ static const char first_due_sql[] =
 "SELECT t.run_at FROM sched.%s t"
 " WHERE t.door = $1 AND t.state = 'p' AND t.run_at >= $2 AND t.run_at < $3"
 " ORDER BY t.run_at LIMIT 1";
-
-static SPIPlanPtr
-prepare_kept(const char *sql, int nargs, Oid *types)
-{
-	SPIPlanPtr	plan = SPI_prepare(sql, nargs, types);
-
-	if (plan == NULL)
-		elog(ERROR, "SPI_prepare failed for \"%s\": %s", sql,
-			 SPI_result_code_string(SPI_result));
-	if (SPI_keepplan(plan) != 0)
-		elog(ERROR, "SPI_keepplan failed for \"%s\"", sql);
-	return plan;
-}
-
-static void
-free_plan(SPIPlanPtr *plan)
-{
-	if (*plan != NULL)
-		SPI_freeplan(*plan);
-	*plan = NULL;
-}
 
 /*
  * Make sure the plans belong to the installed extension; prepare the ones
@@ -176,18 +164,18 @@ prepare_plans(void)
 	{
 		for (int b = 0; b < plans.nbuckets; b++)
 		{
-			free_plan(&plans.buckets[b].deliver);
-			free_plan(&plans.buckets[b].first_due);
+			delaysched_free_plan(&plans.buckets[b].deliver);
+			delaysched_free_plan(&plans.buckets[b].first_due);
 		}
 		pfree(plans.buckets);
 		plans.buckets = NULL;
 	}
-	free_plan(&plans.lock_pointer);
-	free_plan(&plans.move_pointer);
-	free_plan(&plans.first_pending);
-	free_plan(&plans.next_lease);
-	free_plan(&plans.expire_leases);
-	free_plan(&plans.purge);
+	delaysched_free_plan(&plans.lock_pointer);
+	delaysched_free_plan(&plans.move_pointer);
+	delaysched_free_plan(&plans.first_pending);
+	delaysched_free_plan(&plans.next_lease);
+	delaysched_free_plan(&plans.expire_leases);
+	delaysched_free_plan(&plans.purge);
 	plans.extension = InvalidOid;
 
 	if (SPI_execute("SELECT sched._bucket_count()", true, 1) != SPI_OK_SELECT ||
@@ -201,10 +189,10 @@ prepare_plans(void)
 	{
 		Oid			types[] = {INT4OID, TIMESTAMPTZOID};
 
-		plans.lock_pointer = prepare_kept(
+		plans.lock_pointer = delaysched_prepare_kept(
 			"SELECT p.pointer FROM sched.pointer p WHERE p.range_id = $1 FOR UPDATE SKIP LOCKED",
 			1, types);
-		plans.move_pointer = prepare_kept(
+		plans.move_pointer = delaysched_prepare_kept(
 			"UPDATE sched.pointer p SET pointer = $2, updated_at = pg_catalog.clock_timestamp()"
 			" WHERE p.range_id = $1",
 			2, types);
@@ -212,31 +200,31 @@ prepare_plans(void)
 	{
 		Oid			types[] = {INT2OID, TIMESTAMPTZOID, INT8OID};
 
-		plans.first_pending = prepare_kept(
+		plans.first_pending = delaysched_prepare_kept(
 			"SELECT t.run_at FROM sched.task t"
 			" WHERE t.door = $1 AND t.state = 'p' AND (t.run_at, t.id) > ($2, $3)"
 			" ORDER BY t.run_at, t.id LIMIT 1",
 			3, types);
 	}
 	{
-		Oid			types[] = {INT2OID, TIMESTAMPTZOID, INT4OID};
+		Oid			types[] = {INT2OID, TIMESTAMPTZOID, INT4OID, BOOLOID};
 
 		/*
 		 * Strictly later than now: an expired lease that another transaction
 		 * holds (an ack in progress) waits for the next regular sweep rather
 		 * than waking the worker over and over.
 		 */
-		plans.next_lease = prepare_kept(
+		plans.next_lease = delaysched_prepare_kept(
 			"SELECT t.lease_until FROM sched.task t"
 			" WHERE t.door = $1 AND t.state = 'd' AND t.lease_until > $2"
 			" ORDER BY t.lease_until LIMIT 1",
 			2, types);
-		plans.expire_leases = prepare_kept("SELECT sched._expire_leases($1, $2, $3)", 3, types);
+		plans.expire_leases = delaysched_prepare_kept("SELECT sched._expire_leases($1, $2, $3, $4)", 4, types);
 	}
 	{
 		Oid			types[] = {TIMESTAMPTZOID, INT4OID, INT4OID, INT4OID};
 
-		plans.purge = prepare_kept("SELECT sched._purge($1, $2, $3, $4)", 4, types);
+		plans.purge = delaysched_prepare_kept("SELECT sched._purge($1, $2, $3, $4)", 4, types);
 	}
 	plans.extension = extension;
 }
@@ -250,13 +238,13 @@ bucket_plans(int bucket)
 	{
 		char		partition[NAMEDATALEN];
 		Oid			deliver_types[] = {INT2OID, TIMESTAMPTZOID, INT8OID, TIMESTAMPTZOID,
-		TIMESTAMPTZOID, INT4OID};
+		TIMESTAMPTZOID, INT4OID, BOOLOID};
 		Oid			first_due_types[] = {INT2OID, TIMESTAMPTZOID, TIMESTAMPTZOID};
 
 		/* The partitions' names, as the install script makes them. */
 		snprintf(partition, sizeof(partition), "task_%04d", bucket);
-		bp->first_due = prepare_kept(psprintf(first_due_sql, partition), 3, first_due_types);
-		bp->deliver = prepare_kept(psprintf(deliver_sql, partition, partition), 6, deliver_types);
+		bp->first_due = delaysched_prepare_kept(psprintf(first_due_sql, partition), 3, first_due_types);
+		bp->deliver = delaysched_prepare_kept(psprintf(deliver_sql, partition, partition), 7, deliver_types);
 	}
 	return bp;
 }
@@ -280,44 +268,17 @@ bucket_of(TimestampTz t)
 	return (int) (((unix_seconds % plans.nbuckets) + plans.nbuckets) % plans.nbuckets);
 }
 
-/* Run a plan that returns at most one timestamptz; false if none. */
-static bool
-fetch_timestamp(SPIPlanPtr plan, Datum *values, TimestampTz *result)
-{
-	bool		isnull;
-
-	if (SPI_execute_plan(plan, values, NULL, false, 1) != SPI_OK_SELECT)
-		elog(ERROR, "a delaysched probe failed");
-	if (SPI_processed == 0)
-		return false;
-	*result = DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[0],
-												SPI_tuptable->tupdesc, 1, &isnull));
-	return !isnull;
-}
-
-/* Run a plan that returns one int. */
-static int
-fetch_int(SPIPlanPtr plan, Datum *values)
-{
-	bool		isnull;
-	Datum		value;
-
-	if (SPI_execute_plan(plan, values, NULL, false, 1) != SPI_OK_SELECT || SPI_processed != 1)
-		elog(ERROR, "a delaysched sweep statement failed");
-	value = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-	return isnull ? 0 : DatumGetInt32(value);
-}
-
 /*
  * Deliver up to "limit" pending tasks of one bucket and range with
  * (run_at, id) > (after, after_id), run_at < before and run_at <= now, in
- * (run_at, id) order, skipping rows other transactions hold.
+ * (run_at, id) order, skipping rows other transactions hold.  With
+ * park_all every notify type's tasks are parked for the drain.
  */
 static Delivered
 deliver(int bucket, int range, TimestampTz after, int64 after_id, TimestampTz before,
-		TimestampTz now, int limit)
+		TimestampTz now, int limit, bool park_all)
 {
-	Datum		values[6];
+	Datum		values[7];
 	Delivered	result = {0, 0, 0, 0, DT_NOEND};
 	TupleDesc	desc;
 
@@ -327,6 +288,7 @@ deliver(int bucket, int range, TimestampTz after, int64 after_id, TimestampTz be
 	values[3] = TimestampTzGetDatum(before);
 	values[4] = TimestampTzGetDatum(now);
 	values[5] = Int32GetDatum(limit);
+	values[6] = BoolGetDatum(park_all);
 	if (SPI_execute_plan(bucket_plans(bucket)->deliver, values, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "the delivery statement of bucket %d failed", bucket);
 
@@ -337,7 +299,9 @@ deliver(int bucket, int range, TimestampTz after, int64 after_id, TimestampTz be
 		bool		isnull;
 		int64		id = DatumGetInt64(SPI_getbinval(tuple, desc, 1, &isnull));
 		TimestampTz run_at = DatumGetTimestampTz(SPI_getbinval(tuple, desc, 3, &isnull));
+		bool		pull = DatumGetBool(SPI_getbinval(tuple, desc, 8, &isnull));
 		bool		paused = DatumGetBool(SPI_getbinval(tuple, desc, 9, &isnull));
+		bool		limited = DatumGetBool(SPI_getbinval(tuple, desc, 10, &isnull));
 		char	   *biz_type;
 		char	   *channel;
 		char	   *message;
@@ -348,8 +312,15 @@ deliver(int bucket, int range, TimestampTz after, int64 after_id, TimestampTz be
 			continue;			/* parked until sched.resume: nothing to send */
 
 		biz_type = TextDatumGetCString(SPI_getbinval(tuple, desc, 2, &isnull));
+		if (!pull && limited)
+		{
+			/* Parked for the drain, which the commit will wake. */
+			delaysched_note_parked(biz_type);
+			pfree(biz_type);
+			continue;
+		}
 		channel = TextDatumGetCString(SPI_getbinval(tuple, desc, 7, &isnull));
-		if (DatumGetBool(SPI_getbinval(tuple, desc, 8, &isnull)))	/* pull */
+		if (pull)
 			message = delaysched_ready_message(biz_type);
 		else
 		{
@@ -382,7 +353,7 @@ first_pending(int range, TimestampTz after, int64 after_id, TimestampTz *run_at)
 	values[0] = Int16GetDatum((int16) range);
 	values[1] = TimestampTzGetDatum(after);
 	values[2] = Int64GetDatum(after_id);
-	return fetch_timestamp(plans.first_pending, values, run_at);
+	return delaysched_fetch_timestamp(plans.first_pending, values, run_at);
 }
 
 /* The earliest pending task of a range in [from, before), within one second. */
@@ -394,7 +365,7 @@ first_due_in_second(int range, TimestampTz from, TimestampTz before, TimestampTz
 	values[0] = Int16GetDatum((int16) range);
 	values[1] = TimestampTzGetDatum(from);
 	values[2] = TimestampTzGetDatum(before);
-	return fetch_timestamp(bucket_plans(bucket_of(from))->first_due, values, run_at);
+	return delaysched_fetch_timestamp(bucket_plans(bucket_of(from))->first_due, values, run_at);
 }
 
 /*
@@ -482,7 +453,7 @@ walk(const TickRequest *request, TimestampTz pointer, int limit, TickResult *res
 		}
 
 		d = deliver(bucket_of(second), range, after, after_id, second + USECS_PER_SEC,
-					now, room);
+					now, room, request->park_all);
 		taken += d.count;
 		result->delivered += d.notified;
 		first_lease = Min(first_lease, d.first_lease);
@@ -543,9 +514,11 @@ walk(const TickRequest *request, TimestampTz pointer, int limit, TickResult *res
  * and found again by a later sweep.
  */
 static int
-deliver_late(int range, TimestampTz pointer, TimestampTz now, int limit,
+deliver_late(const TickRequest *request, TimestampTz pointer, int limit,
 			 int64 *notified, TimestampTz *first_lease)
 {
+	int			range = request->range;
+	TimestampTz now = request->now;
 	TimestampTz after = DT_NOBEGIN;
 	int64		after_id = -1;
 	int			n = 0;
@@ -565,7 +538,7 @@ deliver_late(int range, TimestampTz pointer, TimestampTz now, int limit,
 			after_id = -1;
 		}
 		d = deliver(bucket_of(second), range, after, after_id,
-					Min(second + USECS_PER_SEC, pointer), now, limit - n);
+					Min(second + USECS_PER_SEC, pointer), now, limit - n, request->park_all);
 		n += d.count;
 		*notified += d.notified;
 		*first_lease = Min(*first_lease, d.first_lease);
@@ -596,7 +569,7 @@ delaysched_tick(const TickRequest *request, TickResult *result)
 	prepare_plans();
 
 	values[0] = Int32GetDatum(request->range);
-	result->held = fetch_timestamp(plans.lock_pointer, values, &pointer);
+	result->held = delaysched_fetch_timestamp(plans.lock_pointer, values, &pointer);
 	if (!result->held)
 	{
 		SPI_finish();
@@ -608,8 +581,7 @@ delaysched_tick(const TickRequest *request, TickResult *result)
 	 * will find, and a range delivers in run_at order.
 	 */
 	if (request->sweep)
-		late = deliver_late(request->range, pointer, request->now, request->batch,
-							&result->delivered, &first_lease);
+		late = deliver_late(request, pointer, request->batch, &result->delivered, &first_lease);
 	first_lease = Min(first_lease, walk(request, pointer, request->batch - late, result));
 
 	/*
@@ -626,7 +598,8 @@ delaysched_tick(const TickRequest *request, TickResult *result)
 		values[0] = Int16GetDatum((int16) request->range);
 		values[1] = TimestampTzGetDatum(request->now);
 		values[2] = Int32GetDatum(request->batch);
-		expired = fetch_int(plans.expire_leases, values);
+		values[3] = BoolGetDatum(request->park_all);
+		expired = delaysched_fetch_int(plans.expire_leases, values);
 
 		if (request->range == 0)
 		{
@@ -634,7 +607,7 @@ delaysched_tick(const TickRequest *request, TickResult *result)
 			values[1] = Int32GetDatum(request->retention_s);
 			values[2] = Int32GetDatum(request->dead_retention_s);
 			values[3] = Int32GetDatum(request->batch);
-			purged = fetch_int(plans.purge, values);
+			purged = delaysched_fetch_int(plans.purge, values);
 		}
 
 		if (late >= request->batch || expired >= request->batch || purged >= request->batch)
@@ -643,7 +616,7 @@ delaysched_tick(const TickRequest *request, TickResult *result)
 		{
 			values[0] = Int16GetDatum((int16) request->range);
 			values[1] = TimestampTzGetDatum(request->now);
-			if (!fetch_timestamp(plans.next_lease, values, &result->next_sweep))
+			if (!delaysched_fetch_timestamp(plans.next_lease, values, &result->next_sweep))
 				result->next_sweep = DT_NOEND;
 		}
 	}
@@ -654,7 +627,7 @@ delaysched_tick(const TickRequest *request, TickResult *result)
 /*
  * sched._tick(range smallint, now timestamptz, batch int, sweep boolean,
  *			   retention_s int, dead_retention_s int,
- *			   cursor_run_at timestamptz, cursor_id bigint,
+ *			   cursor_run_at timestamptz, cursor_id bigint, park_all boolean,
  *			   OUT held boolean, OUT delivered bigint, OUT time_pointer timestamptz,
  *			   OUT next_due timestamptz, OUT next_sweep timestamptz,
  *			   OUT cursor_run_at timestamptz, OUT cursor_id bigint)
@@ -684,6 +657,7 @@ delaysched_tick_sql(PG_FUNCTION_ARGS)
 	request.cursor.valid = !PG_ARGISNULL(6) && !PG_ARGISNULL(7);
 	request.cursor.run_at = request.cursor.valid ? PG_GETARG_TIMESTAMPTZ(6) : 0;
 	request.cursor.id = request.cursor.valid ? PG_GETARG_INT64(7) : 0;
+	request.park_all = !PG_ARGISNULL(8) && PG_GETARG_BOOL(8);
 	if (request.batch < 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

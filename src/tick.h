@@ -33,6 +33,9 @@ typedef struct TickRequest
 	int			retention_s;
 	int			dead_retention_s;
 	TickCursor	cursor;
+	bool		park_all;		/* park every notify type's tasks for the
+								 * drain (delaysched.max_deliveries_per_second
+								 * is set) */
 } TickRequest;
 
 typedef struct TickResult

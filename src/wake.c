@@ -14,6 +14,11 @@
  * are busy look at the published times before they sleep.  An abort forgets
  * it all.  A NULL door stands for every range.
  *
+ * The drain (drain.c) is woken the same way, after a commit that parked
+ * tasks (the parked types' hints are published first, see limiter.c),
+ * changed a type's limits, or freed a slot of a type waiting at its
+ * concurrency cap.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -22,15 +27,33 @@
 #include "utils/timestamp.h"
 
 #include "compat.h"
+#include "limiter.h"
 #include "shmem.h"
 #include "wake.h"
 
 PG_FUNCTION_INFO_V1(delaysched_wake);
+PG_FUNCTION_INFO_V1(delaysched_wake_drain);
 
 /* Earliest run_at this transaction scheduled per range, DT_NOEND if none. */
 static TimestampTz pending_wake_at[DELAYSCHED_MAX_RANGES];
 static TimestampTz pending_earliest = DT_NOEND;
+static bool pending_drain = false;	/* wake the drain at commit */
+static bool pending_hints = false;	/* publish parked types at commit */
 static bool callback_registered = false;
+
+static void forget_pending(void);
+static void wake_xact_callback(XactEvent event, void *arg);
+
+static void
+register_callback(void)
+{
+	if (!callback_registered)
+	{
+		forget_pending();
+		RegisterXactCallback(wake_xact_callback, NULL);
+		callback_registered = true;
+	}
+}
 
 static void
 forget_pending(void)
@@ -38,6 +61,10 @@ forget_pending(void)
 	for (int i = 0; i < DELAYSCHED_MAX_RANGES; i++)
 		pending_wake_at[i] = DT_NOEND;
 	pending_earliest = DT_NOEND;
+	if (pending_hints)
+		delaysched_forget_parked();
+	pending_drain = false;
+	pending_hints = false;
 }
 
 /*
@@ -61,14 +88,14 @@ wake_xact_callback(XactEvent event, void *arg)
 			 * A prepared transaction commits later, perhaps in another
 			 * session; the workers' next walk or sweep finds its tasks.
 			 */
-			if (pending_earliest != DT_NOEND)
+			if (pending_earliest != DT_NOEND || pending_drain || pending_hints)
 				forget_pending();
 			return;
 		default:
 			return;
 	}
 
-	if (pending_earliest == DT_NOEND)
+	if (pending_earliest == DT_NOEND && !pending_drain && !pending_hints)
 		return;
 	if (delaysched_shared == NULL)
 	{
@@ -76,7 +103,24 @@ wake_xact_callback(XactEvent event, void *arg)
 		return;
 	}
 
+	/*
+	 * Hints before the wake-up, so that the drain finds them.  A new hint
+	 * needs the drain; so does one it may be clearing right now.  A type
+	 * that was hinted already is in the drain's plans.
+	 */
+	if (pending_hints && delaysched_publish_parked())
+		pending_drain = true;
+
 	SpinLockAcquire(&delaysched_shared->mutex);
+	if (pending_hints && delaysched_shared->drainer >= 0)
+		pending_drain = true;
+	if (pending_drain)
+	{
+		TimestampTz now = GetCurrentTimestamp();
+
+		delaysched_shared->drain_at = Min(delaysched_shared->drain_at, now);
+		pending_earliest = Min(pending_earliest, now);
+	}
 	for (int i = 0; i < DELAYSCHED_MAX_RANGES; i++)
 	{
 		RangeState *range = &delaysched_shared->ranges[i];
@@ -120,12 +164,7 @@ delaysched_wake(PG_FUNCTION_ARGS)
 		PG_RETURN_VOID();
 	run_at = PG_GETARG_TIMESTAMPTZ(0);
 
-	if (!callback_registered)
-	{
-		forget_pending();
-		RegisterXactCallback(wake_xact_callback, NULL);
-		callback_registered = true;
-	}
+	register_callback();
 	if (PG_ARGISNULL(1))
 	{
 		for (int i = 0; i < DELAYSCHED_MAX_RANGES; i++)
@@ -144,5 +183,38 @@ delaysched_wake(PG_FUNCTION_ARGS)
 	if (run_at < pending_earliest)
 		pending_earliest = run_at;
 
+	PG_RETURN_VOID();
+}
+
+/* Run the drain once the current transaction commits. */
+void
+delaysched_drain_after_commit(void)
+{
+	register_callback();
+	pending_drain = true;
+}
+
+/* Publish the types noted as parked (limiter.c) once the transaction commits. */
+void
+delaysched_hints_after_commit(void)
+{
+	register_callback();
+	pending_hints = true;
+}
+
+/*
+ * sched._wake_drain(for_slot boolean DEFAULT false) RETURNS void
+ *
+ * Run the drain after the calling transaction commits: a type's limits
+ * changed, or (for_slot) a delivery was acknowledged, which matters only
+ * while a type waits at its concurrency cap.
+ */
+Datum
+delaysched_wake_drain(PG_FUNCTION_ARGS)
+{
+	bool		for_slot = !PG_ARGISNULL(0) && PG_GETARG_BOOL(0);
+
+	if (!for_slot || (delaysched_shared != NULL && delaysched_shared->drain_waits_for_slot))
+		delaysched_drain_after_commit();
 	PG_RETURN_VOID();
 }

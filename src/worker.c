@@ -25,6 +25,11 @@
  *		goes back to 1 -- or, when no range needs a tick, sleeps until the
  *		earliest time one will.
  *
+ * Between ticks a worker may run the drain (drain.c), which delivers the
+ * parked tasks of limited business types as tokens allow: one worker at a
+ * time, when the drain is due (DelayschedShared.drain_at), and never twice
+ * in a row while a range waits, so that neither starves the other.
+ *
  * A backend that commits a task due before the sleeping workers' wake-up
  * time sets one worker's latch (see wake.c), so a task added for "in 200
  * ms" is delivered in 200 ms, not at the next sweep.
@@ -54,6 +59,7 @@
 #include "utils/timestamp.h"
 
 #include "compat.h"
+#include "drain.h"
 #include "guc.h"
 #include "shmem.h"
 #include "tick.h"
@@ -66,6 +72,9 @@
 #define HELD_RANGE_RETRY_MS		100
 
 static int	my_index = -1;
+
+/* The last thing this worker did was the drain: a range goes next. */
+static bool drained_last = false;
 
 /*
  * Register the scanner workers with the postmaster; called from _PG_init.
@@ -114,6 +123,13 @@ worker_detach(int code, Datum arg)
 	SpinLockAcquire(&delaysched_shared->mutex);
 	if (MY_SLOT->range >= 0)
 		delaysched_shared->ranges[MY_SLOT->range].holder = -1;
+	if (delaysched_shared->drainer == my_index)
+	{
+		/* The drain did not finish: let the next worker run it at once. */
+		delaysched_shared->drainer = -1;
+		delaysched_shared->drain_at = DT_NOBEGIN;
+	}
+	MY_SLOT->draining = false;
 	MY_SLOT->pid = 0;
 	MY_SLOT->latch = NULL;
 	MY_SLOT->range = -1;
@@ -130,6 +146,12 @@ worker_attach(int index)
 	for (int r = 0; r < DELAYSCHED_MAX_RANGES; r++)
 		if (delaysched_shared->ranges[r].holder == index)
 			delaysched_shared->ranges[r].holder = -1;
+	if (delaysched_shared->drainer == index)
+	{
+		delaysched_shared->drainer = -1;
+		delaysched_shared->drain_at = DT_NOBEGIN;
+	}
+	MY_SLOT->draining = false;
 	MY_SLOT->pid = MyProcPid;
 	MY_SLOT->latch = MyLatch;
 	MY_SLOT->status = SCANNER_DELIVERING;
@@ -201,6 +223,67 @@ run_tick(const TickRequest *request, TickResult *result)
 }
 
 /*
+ * Run the drain in its own transaction and fill *result.  Returns false,
+ * having done nothing, if the extension is not installed.
+ */
+static bool
+run_drain(TimestampTz now, DrainResult *result)
+{
+	bool		extension_present;
+
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	pgstat_report_activity(STATE_RUNNING, "delaysched: draining parked tasks");
+
+	extension_present = OidIsValid(get_extension_oid("delaysched", true));
+	if (extension_present)
+		delaysched_drain(now, delaysched_batch_size, result);
+
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	pgstat_report_stat(false);
+	pgstat_report_activity(STATE_IDLE, NULL);
+	return extension_present;
+}
+
+/*
+ * Become the drainer if the drain is due and no other worker runs it.
+ */
+static bool
+take_drain(TimestampTz now)
+{
+	bool		mine = false;
+
+	SpinLockAcquire(&delaysched_shared->mutex);
+	if (delaysched_shared->drainer < 0 && delaysched_shared->drain_at <= now)
+	{
+		delaysched_shared->drainer = my_index;
+		/* Commits from now on lower it again. */
+		delaysched_shared->drain_at = DT_NOEND;
+		MY_SLOT->draining = true;
+		MY_SLOT->status = SCANNER_DELIVERING;
+		MY_SLOT->sleep_until = 0;
+		mine = true;
+	}
+	SpinLockRelease(&delaysched_shared->mutex);
+	return mine;
+}
+
+static void
+finish_drain(TimestampTz now, TimestampTz next, int64 delivered)
+{
+	SpinLockAcquire(&delaysched_shared->mutex);
+	delaysched_shared->drain_at = Min(delaysched_shared->drain_at, next);
+	delaysched_shared->drainer = -1;
+	MY_SLOT->draining = false;
+	MY_SLOT->last_tick = now;
+	MY_SLOT->delivered += delivered;
+	MY_SLOT->ticks++;
+	SpinLockRelease(&delaysched_shared->mutex);
+}
+
+/*
  * When a range next needs a tick: a commit reported a task, its next task
  * falls due, its next sweep or lease expiry comes -- but not before a retry
  * time set when another transaction held it.  Mutex held by the caller.
@@ -246,6 +329,8 @@ pick_range(TimestampTz now, TimestampTz sweep_every, TimestampTz *next,
 		}
 		*next = Min(*next, due);
 	}
+	if (delaysched_shared->drainer < 0)
+		*next = Min(*next, delaysched_shared->drain_at);
 	if (best >= 0)
 	{
 		RangeState *range = &delaysched_shared->ranges[best];
@@ -404,6 +489,7 @@ delaysched_scanner_main(Datum main_arg)
 	SetConfigOption("default_transaction_read_only", "off", PGC_SUSET, PGC_S_OVERRIDE);
 	SetConfigOption("statement_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE);
 
+	drained_last = false;
 	for (;;)
 	{
 		TimestampTz now;
@@ -443,6 +529,23 @@ delaysched_scanner_main(Datum main_arg)
 		}
 
 		now = GetCurrentTimestamp();
+		if (!drained_last && take_drain(now))
+		{
+			DrainResult drain;
+
+			if (!run_drain(now, &drain))
+			{
+				finish_drain(now, DT_NOBEGIN, 0);
+				forget_ranges();
+				set_status(SCANNER_WAITING_FOR_EXTENSION);
+				continue;
+			}
+			finish_drain(now, drain.next, drain.delivered);
+			drained_last = true;
+			continue;
+		}
+		drained_last = false;
+
 		r = pick_range(now, sweep_every, &next, &wake_at, &request.cursor, &range);
 		if (r < 0)
 		{
@@ -458,6 +561,7 @@ delaysched_scanner_main(Datum main_arg)
 			now >= range.next_sweep ||
 			now - range.last_sweep >= sweep_every ||
 			now < range.last_sweep;
+		request.park_all = delaysched_max_deliveries_per_second > 0;
 		request.retention_s = delaysched_retention_s;
 		request.dead_retention_s = delaysched_dead_retention_s;
 		if (request.cursor.valid && wake_at <= request.cursor.run_at)

@@ -79,6 +79,8 @@ delaysched_worker_status(PG_FUNCTION_ARGS)
 		values[2] = CStringGetTextDatum("scanner");
 		if (slot.range >= 0)
 			values[3] = CStringGetTextDatum(psprintf("range %d", slot.range));
+		else if (slot.draining)
+			values[3] = CStringGetTextDatum("drain");
 		else
 			nulls[3] = true;
 		values[4] = CStringGetTextDatum(status_name(slot.pid == 0 ? SCANNER_STOPPED : slot.status));

@@ -1,0 +1,57 @@
+/*-------------------------------------------------------------------------
+ *
+ * limiter.h
+ *		Token buckets in shared memory: one per rate-limited business type
+ *		and one for delaysched.max_deliveries_per_second, and the hints that
+ *		tell the drain which types have parked tasks (see limiter.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef DELAYSCHED_LIMITER_H
+#define DELAYSCHED_LIMITER_H
+
+#include "postgres.h"
+
+#include "datatype/timestamp.h"
+#include "fmgr.h"
+
+/* A type with parked tasks, as the drain is told of it. */
+typedef struct BacklogHint
+{
+	char		name[NAMEDATALEN];
+	uint64		marks;			/* the hint's count of parkings when read */
+} BacklogHint;
+
+extern Size delaysched_limiter_shmem_size(void);
+extern void delaysched_limiter_request_lock(void);
+extern void delaysched_limiter_shmem_init(void);
+
+/*
+ * Take up to "want" tokens of a type's bucket (rate per second, burst the
+ * most it holds), refilled up to now; returns how many were taken, and sets
+ * *next_token to when the next whole token will be there.  -1 if there is
+ * no room for the type's bucket (see delaysched.max_biz_types).
+ */
+extern int	delaysched_take_tokens(const char *biz, double rate, int burst, int want,
+								   TimestampTz now, TimestampTz *next_token);
+extern void delaysched_return_tokens(const char *biz, int n);
+
+/* The same for the bucket of delaysched.max_deliveries_per_second. */
+extern int	delaysched_take_global_tokens(double rate, int want, TimestampTz now,
+										  TimestampTz *next_token);
+extern void delaysched_return_global_tokens(int n);
+
+/* Hints.  note_parked is published when the calling transaction commits. */
+extern void delaysched_note_parked(const char *biz);
+extern bool delaysched_publish_parked(void);
+extern void delaysched_forget_parked(void);
+extern BacklogHint *delaysched_backlog_hints(int *count, bool *probe_all, TimestampTz now);
+extern void delaysched_backlog_drained(const char *biz, uint64 marks);
+
+extern Datum delaysched_tokens_sql(PG_FUNCTION_ARGS);
+extern Datum delaysched_note_parked_sql(PG_FUNCTION_ARGS);
+extern Datum delaysched_take_tokens_sql(PG_FUNCTION_ARGS);
+extern Datum delaysched_return_tokens_sql(PG_FUNCTION_ARGS);
+extern Datum delaysched_forget_bucket_sql(PG_FUNCTION_ARGS);
+
+#endif							/* DELAYSCHED_LIMITER_H */
