@@ -124,4 +124,18 @@ for w in burst50k burst500k; do
 		plot $(plot_lines "$w" '(floor($1 * 10) / 10.0 + 0.1):(1)' frequency 'points pointtype 7 pointsize 0.5')
 	GP
 done
+# The rate limiter pacing a backlog: deliveries per 100 ms, linear axes, so
+# that a saw (bursts at each second, nothing between) would show.
+if [ -s "$dir/receipts/throttled--delaysched.dat" ]; then
+	gnuplot <<-GP
+		$style
+		set output "$dir/rate-throttled.svg"
+		set title "Deliveries per 100 ms, a backlog paced by rate_limit 1000/s (burst 100)"
+		set xlabel "seconds after the due time"
+		set ylabel "tasks delivered in the 100 ms"
+		set yrange [0:*]
+		set key top right
+		plot '$dir/receipts/throttled--delaysched.dat' using (floor(\$1 * 10) / 10.0):(1) smooth frequency with steps title 'delaysched'
+	GP
+fi
 echo "bench: results, table and plots in $dir"

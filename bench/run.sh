@@ -58,7 +58,8 @@ trap stop_throwaway_cluster EXIT
 # and each peer at its fast setting only (pending scale compares a system
 # with itself; enqueue does not depend on polling), or "own" for delaysched
 # and raw alone (the 500k burst: graphile-worker and pg-boss would need
-# 5 to 20 minutes for it, at the rates the 50k burst shows).
+# 5 to 20 minutes for it, at the rates the 50k burst shows), or "limit" for
+# delaysched alone (a backlog paced by a rate limit: the others have none).
 if [ -n "$smoke" ]; then
 	workloads=(
 		"burst50k|burst --size 500|all"
@@ -67,7 +68,8 @@ if [ -n "$smoke" ]; then
 		"steady|steady --rate 50 --seconds 2|all"
 		"pending|pending --pending 20000 --rate 50 --seconds 2|fast"
 		"enqueue|enqueue --seconds 1|fast"
-		"enqueue-batch|enqueue --seconds 1 --batch 1000|fast")
+		"enqueue-batch|enqueue --seconds 1 --batch 1000|fast"
+		"throttled|burst --size 500 --rate-limit 1000 --burst 100|limit")
 else
 	workloads=(
 		"burst50k|burst --size 50000|all"
@@ -76,7 +78,8 @@ else
 		"steady|steady --rate 500 --seconds 30|all"
 		"pending|pending --pending 1000000 --rate 500 --seconds 30|fast"
 		"enqueue|enqueue --seconds 10|fast"
-		"enqueue-batch|enqueue --seconds 10 --batch 1000|fast")
+		"enqueue-batch|enqueue --seconds 10 --batch 1000|fast"
+		"throttled|burst --size 100000 --rate-limit 1000 --burst 100|limit")
 fi
 
 # The systems: name|kind|command|postgresql.conf line, where kind says which
@@ -95,12 +98,13 @@ if [ -n "$compare" ]; then
 		"pgboss-fastest|fast|node bench/peers/pgboss.mjs --poll 0.5 --workers 10 --batch-size 100|")
 fi
 
-joins() {	# joins SYSTEM_KIND WORKLOAD_SCOPE WORKLOAD_LABEL
+joins() {	# joins SYSTEM_KIND WORKLOAD_SCOPE WORKLOAD_LABEL SYSTEM_NAME
 	[ "$1" = workers ] && { [ "${3#burst}" != "$3" ]; return; }
 	case $2 in
 		all) return 0 ;;
 		fast) [ "$1" != peer ] ;;
 		own) [ "$1" = own ] ;;
+		limit) [ "$4" = delaysched ] ;;
 	esac
 }
 
@@ -138,7 +142,7 @@ for w in "${workloads[@]}"; do
 	IFS='|' read -r label args scope <<<"$w"
 	for s in "${systems[@]}"; do
 		IFS='|' read -r name kind command conf <<<"$s"
-		joins "$kind" "$scope" "$label" || continue
+		joins "$kind" "$scope" "$label" "$name" || continue
 		run_one "$name" "$kind" "$command" "$conf" "$label" "$args"
 	done
 done

@@ -7,6 +7,7 @@
  *	usage: dsbench --system delaysched|raw
  *				   --workload burst|steady|idle|pending|enqueue
  *				   [--size N] [--rate R] [--seconds S] [--pending N] [--batch N]
+ *				   [--rate-limit R [--burst B]]
  *				   [--label NAME] [--name NAME] [--csv FILE] [--receipts FILE] CONNINFO
  *
  * Systems:
@@ -28,6 +29,9 @@
  *	 enqueue  BATCH tasks per statement (default 1: sched.add; more:
  *			  sched.add_many) from 2 connections for SECONDS (default 10);
  *			  no delivery
+ *
+ * --rate-limit defines delaysched's type with that rate_limit (and burst):
+ * the burst workload then measures the limiter pacing a backlog.
  *
  * Lateness is receipt time minus run_at, both on this machine's clock.
  * "cpu %" is the CPU time of the whole server (the postmaster and all its
@@ -69,6 +73,8 @@ typedef struct Options
 	double		seconds;
 	long		pending;
 	long		batch;
+	double		rate_limit;		/* 0: none */
+	long		burst;			/* 0: the default */
 } Options;
 
 static void
@@ -142,7 +148,19 @@ prepare_system(PGconn *conn, const Options *o)
 		exec_or_die(conn, "CREATE EXTENSION IF NOT EXISTS delaysched");
 		/* Start from an empty store: no pending load from an earlier run. */
 		exec_or_die(conn, "TRUNCATE sched.task, sched.finished, sched.dedupe");
-		exec_or_die(conn, "SELECT sched.define_biz('bench', ack_timeout => '1 hour')");
+		char		sql[256];
+
+		if (o->rate_limit > 0 && o->burst > 0)
+			snprintf(sql, sizeof(sql),
+					 "SELECT sched.define_biz('bench', ack_timeout => '1 hour', rate_limit => %g, burst => %ld)",
+					 o->rate_limit, o->burst);
+		else if (o->rate_limit > 0)
+			snprintf(sql, sizeof(sql),
+					 "SELECT sched.define_biz('bench', ack_timeout => '1 hour', rate_limit => %g)",
+					 o->rate_limit);
+		else
+			snprintf(sql, sizeof(sql), "SELECT sched.define_biz('bench', ack_timeout => '1 hour')");
+		exec_or_die(conn, sql);
 	}
 }
 
@@ -807,6 +825,7 @@ usage(void)
 	fprintf(stderr,
 			"usage: dsbench --system delaysched|raw --workload burst|steady|idle|pending|enqueue\n"
 			"               [--size N] [--rate R] [--seconds S] [--pending N] [--batch N]\n"
+			"               [--rate-limit R [--burst B]]\n"
 			"               [--label NAME] [--name NAME] [--csv FILE] [--receipts FILE] [--header] CONNINFO\n");
 	exit(2);
 }
@@ -849,6 +868,10 @@ main(int argc, char **argv)
 			o.pending = atol(argv[++i]);
 		else if (strcmp(argv[i], "--batch") == 0)
 			o.batch = atol(argv[++i]);
+		else if (strcmp(argv[i], "--rate-limit") == 0)
+			o.rate_limit = atof(argv[++i]);
+		else if (strcmp(argv[i], "--burst") == 0)
+			o.burst = atol(argv[++i]);
 		else if (strcmp(argv[i], "--label") == 0)
 			o.label = argv[++i];
 		else if (strcmp(argv[i], "--name") == 0)
