@@ -81,10 +81,11 @@ COMMENT ON TABLE sched.task IS 'unfinished delaysched tasks, partitioned by run-
 -- (The door column is added with the partitions, below.)
 -- sched.claim: a type's due tasks in run-at order.
 CREATE INDEX task_claimable_idx ON sched.task (biz_type, run_at) WHERE state IN ('p', 'r');
--- The drain (src/drain.c): a type's parked tasks in run-at order, and its
--- deliveries awaiting acknowledgement, counted against max_concurrency.
+-- The drain (src/drain.c): a type's parked tasks in run-at order.  (Its
+-- deliveries awaiting acknowledgement, counted against max_concurrency, are
+-- found through task_leased_idx below: an index of their own would cost
+-- every delivery of every type an index insert.)
 CREATE INDEX task_parked_idx ON sched.task (biz_type, run_at, id) WHERE state = 'r';
-CREATE INDEX task_in_flight_idx ON sched.task (biz_type) WHERE state = 'd';
 
 CREATE TABLE sched.finished (
 	id			 bigint PRIMARY KEY,

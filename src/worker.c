@@ -198,22 +198,23 @@ count_ranges(void)
 }
 
 /*
- * Run one tick in its own transaction and fill *result.  Returns false,
- * having done nothing, if the extension is not installed.
+ * Run "work" in a transaction of its own, with a snapshot, shown in
+ * pg_stat_activity as "activity".  Returns false, having done nothing, if
+ * the extension is not installed.
  */
 static bool
-run_tick(const TickRequest *request, TickResult *result)
+run_in_transaction(const char *activity, void (*work) (void *), void *arg)
 {
 	bool		extension_present;
 
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
-	pgstat_report_activity(STATE_RUNNING, "delaysched: delivering due tasks");
+	pgstat_report_activity(STATE_RUNNING, activity);
 
 	extension_present = OidIsValid(get_extension_oid("delaysched", true));
 	if (extension_present)
-		delaysched_tick(request, result);
+		work(arg);
 
 	PopActiveSnapshot();
 	CommitTransactionCommand();
@@ -222,29 +223,50 @@ run_tick(const TickRequest *request, TickResult *result)
 	return extension_present;
 }
 
-/*
- * Run the drain in its own transaction and fill *result.  Returns false,
- * having done nothing, if the extension is not installed.
- */
+typedef struct TickCall
+{
+	const TickRequest *request;
+	TickResult *result;
+} TickCall;
+
+static void
+tick_work(void *arg)
+{
+	TickCall   *call = (TickCall *) arg;
+
+	delaysched_tick(call->request, call->result);
+}
+
+/* Run one tick in its own transaction and fill *result (see run_in_transaction). */
+static bool
+run_tick(const TickRequest *request, TickResult *result)
+{
+	TickCall	call = {request, result};
+
+	return run_in_transaction("delaysched: delivering due tasks", tick_work, &call);
+}
+
+typedef struct DrainCall
+{
+	TimestampTz now;
+	DrainResult *result;
+} DrainCall;
+
+static void
+drain_work(void *arg)
+{
+	DrainCall  *call = (DrainCall *) arg;
+
+	delaysched_drain(call->now, delaysched_batch_size, call->result);
+}
+
+/* Run the drain in its own transaction and fill *result (see run_in_transaction). */
 static bool
 run_drain(TimestampTz now, DrainResult *result)
 {
-	bool		extension_present;
+	DrainCall	call = {now, result};
 
-	SetCurrentStatementStartTimestamp();
-	StartTransactionCommand();
-	PushActiveSnapshot(GetTransactionSnapshot());
-	pgstat_report_activity(STATE_RUNNING, "delaysched: draining parked tasks");
-
-	extension_present = OidIsValid(get_extension_oid("delaysched", true));
-	if (extension_present)
-		delaysched_drain(now, delaysched_batch_size, result);
-
-	PopActiveSnapshot();
-	CommitTransactionCommand();
-	pgstat_report_stat(false);
-	pgstat_report_activity(STATE_IDLE, NULL);
-	return extension_present;
+	return run_in_transaction("delaysched: draining parked tasks", drain_work, &call);
 }
 
 /*
