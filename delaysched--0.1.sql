@@ -888,6 +888,9 @@ BEGIN
 		UPDATE sched.task t SET state = 'p' WHERE t.biz_type = b.name AND t.state = 'r';
 		IF FOUND THEN
 			PERFORM sched._wake('-infinity');
+			-- A limited type's tasks are parked again for the drain, whose
+			-- hint of the type may be older than the pause.
+			PERFORM sched._wake_drain();
 		END IF;
 	END IF;
 	RETURN true;

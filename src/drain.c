@@ -66,6 +66,9 @@
 /* While a type waits for a slot: look again this often even if no ack wakes us. */
 #define SLOT_RECHECK_MS			1000
 
+/* While hints remain: look again at least this often. */
+#define HINT_RECHECK_MS			5000
+
 /* What held a type back in this drain. */
 typedef enum DrainLimit
 {
@@ -466,6 +469,14 @@ delaysched_drain(TimestampTz now, int batch, DrainResult *result)
 		delaysched_shared->drain_waits_for_slot = false;
 		SpinLockRelease(&delaysched_shared->mutex);
 	}
+
+	/*
+	 * A hinted type the statement did not return (paused, being redefined,
+	 * dropped) keeps its hint: look again now and then, so that no parked
+	 * task waits for an unrelated commit to wake the drain.
+	 */
+	if (nhints > 0)
+		next = Min(next, TimestampTzPlusMilliseconds(now, HINT_RECHECK_MS));
 
 	/* A batch cut short: again at once; otherwise not too often. */
 	if (next > now)
