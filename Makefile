@@ -9,8 +9,13 @@ OBJS = \
 	src/delaysched.o \
 	src/drain.o \
 	src/guc.o \
+	src/http_request.o \
+	src/http_store.o \
+	src/http_transfer.o \
+	src/http_worker.o \
 	src/limiter.o \
 	src/message.o \
+	src/perimeter.o \
 	src/shmem.o \
 	src/spi_plans.o \
 	src/tick.o \
@@ -30,6 +35,8 @@ ISOLATION_OPTS = --temp-instance=./tmp_check_iso --temp-config=$(srcdir)/test/is
 	--load-extension=delaysched
 
 PG_CPPFLAGS = -I$(srcdir)/src
+# libcurl for the HTTP workers (package libcurl4-openssl-dev).
+SHLIB_LINK = -lcurl
 # -Wextra's unused-parameter fires inside PostgreSQL's own headers (bufpage.h).
 PG_CFLAGS = -Wall -Wextra -Werror -Wno-unused-parameter
 

@@ -10,10 +10,13 @@
  *	 sched.finished		done, dead and cancelled tasks, kept for the retention
  *	 sched.dedupe			(biz_type, dedupe_key) of unfinished tasks
  *	 sched.pointer			the persisted time pointer of every range
+ *	 sched.attempt			every HTTP attempt: status, error, duration
  *
  * States in sched.task.state ("char"):
  *	 'p'  pending, not yet due or not yet seen by the scanner
- *	 'r'  pending, due and announced (pull types): waiting for sched.claim
+ *	 'r'  pending, due and announced (pull types): waiting for sched.claim;
+ *		  or parked: a paused type's, a limited notify type's (for the drain),
+ *		  an http type's (for the HTTP workers)
  *	 'd'  delivered, awaiting acknowledgement until lease_until
  * sched.tasks shows 'p' and 'r' as "pending", 'd' as "delivered".
  *
@@ -52,6 +55,14 @@ CREATE TABLE sched.biz (
 	rate_limit	 float8,
 	burst		 int,
 	max_concurrency int,
+	-- delivery 'http' only (NULL otherwise): the webhook and how to call it
+	url			 text,
+	headers		 jsonb,
+	timeout		 interval,
+	min_backoff	 interval,
+	max_backoff	 interval,
+	secret		 text,
+	follow_redirects boolean NOT NULL DEFAULT false,
 	created_at	 timestamptz NOT NULL DEFAULT pg_catalog.now(),
 	updated_at	 timestamptz NOT NULL DEFAULT pg_catalog.now()
 );
@@ -73,6 +84,7 @@ CREATE TABLE sched.task (
 	delivered_at timestamptz,
 	lease_until	 timestamptz,
 	last_error	 text,
+	lease_owner	 smallint,		-- the HTTP worker sending it (state 'd', http types)
 	PRIMARY KEY (id, bucket)
 ) PARTITION BY LIST (bucket);
 COMMENT ON TABLE sched.task IS 'unfinished delaysched tasks, partitioned by run-at second mod the bucket count; read sched.tasks instead';
@@ -103,6 +115,23 @@ CREATE TABLE sched.finished (
 COMMENT ON TABLE sched.finished IS 'finished delaysched tasks, kept for delaysched.retention (dead ones for delaysched.dead_retention)';
 CREATE INDEX finished_finished_at_idx ON sched.finished (finished_at);
 CREATE INDEX finished_delivered_at_idx ON sched.finished (delivered_at);
+
+-- One row per HTTP request made (src/http_worker.c), kept as long as the
+-- longer of delaysched.retention and delaysched.dead_retention.
+CREATE TABLE sched.attempt (
+	task_id		 bigint NOT NULL,
+	attempt		 int NOT NULL,
+	biz_type	 text NOT NULL,
+	started_at	 timestamptz NOT NULL,
+	duration	 interval NOT NULL,
+	http_status	 int,
+	error		 text,
+	outcome		 text NOT NULL CHECK (outcome IN ('done', 'retry', 'dead', 'requeued'))
+);
+COMMENT ON TABLE sched.attempt IS 'every HTTP request delaysched made, with its status, error and duration; read sched.attempts instead';
+CREATE INDEX attempt_task_idx ON sched.attempt (task_id, attempt);
+-- Rows arrive in started_at order: a BRIN index finds the old ones to purge.
+CREATE INDEX attempt_started_at_idx ON sched.attempt USING brin (started_at);
 
 CREATE TABLE sched.dedupe (
 	biz_type	 text NOT NULL,
@@ -243,6 +272,16 @@ CREATE FUNCTION sched._forget_bucket(biz_type text, dropped boolean) RETURNS voi
 LANGUAGE c STRICT VOLATILE
 AS 'MODULE_PATHNAME', 'delaysched_forget_bucket_sql';
 COMMENT ON FUNCTION sched._forget_bucket(text, boolean) IS 'internal: free the token bucket of a type that lost its rate limit or was dropped';
+
+CREATE FUNCTION sched._check_url(url text) RETURNS void
+LANGUAGE c STRICT STABLE
+AS 'MODULE_PATHNAME', 'delaysched_check_url';
+COMMENT ON FUNCTION sched._check_url(text) IS 'internal: refuse a webhook URL that is not plain http(s) to a host, or that names a blocked address';
+
+CREATE FUNCTION sched._wake_http() RETURNS void
+LANGUAGE c VOLATILE
+AS 'MODULE_PATHNAME', 'delaysched_wake_http';
+COMMENT ON FUNCTION sched._wake_http() IS 'internal: wake the HTTP workers after the calling transaction commits';
 
 CREATE FUNCTION sched._workers(
 	OUT worker int, OUT pid int, OUT role text, OUT holds text, OUT state text,
@@ -398,6 +437,65 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION sched._check_task(timestamptz, jsonb, text) IS 'internal: refuse a task that could not be delivered as asked';
+
+/*
+ * The arguments of an http business type (see sched.define_biz).  The URL
+ * is parsed by libcurl's parser in C (sched._check_url); the rest here.
+ */
+CREATE FUNCTION sched._check_http(url text, headers jsonb, timeout interval, min_backoff interval,
+								  max_backoff interval, secret text, follow_redirects boolean)
+RETURNS void
+LANGUAGE plpgsql
+AS $$
+DECLARE
+	h record;
+BEGIN
+	PERFORM sched._require(url, 'url');
+	PERFORM sched._check_url(url);
+	IF headers IS NOT NULL THEN
+		IF pg_catalog.jsonb_typeof(headers) <> 'object' THEN
+			RAISE EXCEPTION 'headers must be a JSON object of header names and string values'
+				USING ERRCODE = 'invalid_parameter_value',
+					  HINT = 'For example: {"Authorization": "Bearer ..."}';
+		END IF;
+		FOR h IN SELECT e.key, e.value FROM pg_catalog.jsonb_each(headers) e LOOP
+			IF h.key !~ '^[A-Za-z0-9!#$%&''*+.^_`|~-]{1,100}$' THEN
+				RAISE EXCEPTION 'invalid header name "%"', h.key
+					USING ERRCODE = 'invalid_parameter_value',
+						  HINT = 'A header name is 1 to 100 letters, digits and !#$%&''*+.^_`|~- (RFC 9110 token).';
+			END IF;
+			IF pg_catalog.lower(h.key) IN ('host', 'content-length', 'transfer-encoding', 'connection',
+										   'expect', 'te', 'upgrade', 'idempotency-key')
+			   OR pg_catalog.lower(h.key) LIKE 'x-delaysched-%' THEN
+				RAISE EXCEPTION 'header "%" is set by delaysched and cannot be configured', h.key
+					USING ERRCODE = 'invalid_parameter_value';
+			END IF;
+			IF pg_catalog.jsonb_typeof(h.value) <> 'string' THEN
+				RAISE EXCEPTION 'the value of header "%" must be a string, not %', h.key, pg_catalog.jsonb_typeof(h.value)
+					USING ERRCODE = 'invalid_parameter_value';
+			END IF;
+			IF (h.value #>> '{}') ~ '[\x00-\x08\x0a-\x1f\x7f]' OR pg_catalog.octet_length(h.value #>> '{}') > 8192 THEN
+				RAISE EXCEPTION 'the value of header "%" must be at most 8192 bytes without line breaks or control characters', h.key
+					USING ERRCODE = 'invalid_parameter_value';
+			END IF;
+		END LOOP;
+	END IF;
+	PERFORM sched._check_interval(timeout, 'timeout', interval '100 milliseconds', interval '10 minutes');
+	PERFORM sched._check_interval(min_backoff, 'min_backoff', interval '10 milliseconds', interval '1 day');
+	PERFORM sched._check_interval(max_backoff, 'max_backoff', interval '10 milliseconds', interval '7 days');
+	IF max_backoff < min_backoff THEN
+		RAISE EXCEPTION 'max_backoff (%) must not be less than min_backoff (%)', max_backoff, min_backoff
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	IF secret IS NOT NULL AND (pg_catalog.octet_length(secret) < 16 OR pg_catalog.octet_length(secret) > 1024) THEN
+		RAISE EXCEPTION 'secret must be 16 to 1024 bytes long'
+			USING ERRCODE = 'invalid_parameter_value',
+				  HINT = 'Use a random string, for example encode(gen_random_bytes(32), ''hex'') from pgcrypto.';
+	END IF;
+	PERFORM sched._require(follow_redirects, 'follow_redirects');
+END
+$$;
+COMMENT ON FUNCTION sched._check_http(text, jsonb, interval, interval, interval, text, boolean) IS 'internal: refuse the arguments of an http type that could not work';
 
 -------------------------------------------------------------------------------
 -- Internal task operations
@@ -611,16 +709,26 @@ BEGIN
 		LIMIT p_batch
 		FOR UPDATE OF t SKIP LOCKED
 	LOOP
-		v_error := pg_catalog.format('not acknowledged within %s (attempt %s of %s)',
-									 r.ack_timeout, r.attempt, r.max_attempts);
+		IF r.delivery = 'http' THEN
+			-- The HTTP worker that sent it did not record a result: it died.
+			v_error := pg_catalog.format('no result recorded for the HTTP request (attempt %s of %s)',
+										 r.attempt, r.max_attempts);
+		ELSE
+			v_error := pg_catalog.format('not acknowledged within %s (attempt %s of %s)',
+										 r.ack_timeout, r.attempt, r.max_attempts);
+		END IF;
 		IF r.attempt >= r.max_attempts THEN
 			PERFORM sched._finish(r.bucket, ARRAY[r.id], 'dead', v_error);
-		ELSIF r.delivery = 'pull' OR r.paused OR r.limited THEN
-			-- Claimable again, or parked until sched.resume or for the drain.
-			UPDATE sched.task t SET state = 'r', lease_until = NULL, last_error = v_error
+		ELSIF r.delivery IN ('pull', 'http') OR r.paused OR r.limited THEN
+			-- Claimable again, or parked until sched.resume, for the drain or
+			-- for the HTTP workers.
+			UPDATE sched.task t SET state = 'r', lease_until = NULL, lease_owner = NULL,
+					last_error = v_error
 				WHERE t.bucket = r.bucket AND t.id = r.id;
 			IF r.paused THEN
 				NULL;
+			ELSIF r.delivery = 'http' THEN
+				PERFORM sched._wake_http();
 			ELSIF r.delivery = 'pull' THEN
 				PERFORM pg_catalog.pg_notify(r.channel, sched._announcement(r.biz_type));
 			ELSE
@@ -651,6 +759,7 @@ LANGUAGE plpgsql
 AS $$
 DECLARE
 	n int;
+	n_attempts int;
 BEGIN
 	-- By primary key: joining the delete to the chosen rows could plan a
 	-- hash join over the whole table.
@@ -662,10 +771,210 @@ BEGIN
 		ORDER BY o.finished_at
 		LIMIT p_batch));
 	GET DIAGNOSTICS n = ROW_COUNT;
+	-- HTTP attempts, as long as the longer retention (a dead task keeps its
+	-- history while it is kept).
+	DELETE FROM sched.attempt a WHERE a.ctid = ANY (ARRAY(
+		SELECT o.ctid FROM sched.attempt o
+		WHERE o.started_at < p_now - pg_catalog.make_interval(secs => GREATEST(p_retention_s, p_dead_retention_s))
+		LIMIT p_batch));
+	GET DIAGNOSTICS n_attempts = ROW_COUNT;
+	RETURN GREATEST(n, n_attempts);
+END
+$$;
+COMMENT ON FUNCTION sched._purge(timestamptz, int, int, int) IS 'internal: remove finished tasks and HTTP attempts past their retention';
+
+-------------------------------------------------------------------------------
+-- The HTTP workers' statements (src/http_store.c).  A worker claims parked
+-- tasks of http types in one short transaction, sends the requests with no
+-- transaction open, and records the results of many in another.
+-------------------------------------------------------------------------------
+
+/*
+ * Lease up to p_room parked tasks of http types to HTTP worker p_worker,
+ * shared between the types that have some: each type gets at most its fair
+ * part of the worker's p_max_in_flight requests (p_busy_types and
+ * p_busy_counts say how many each type has in flight already), so that a
+ * type whose endpoint hangs cannot take every slot.  Rate limits and
+ * concurrency caps apply as in sched.claim.  The lease lasts the type's
+ * timeout and a grace of 30 seconds: if the worker dies, the sweep parks
+ * the task again when it runs out (and the worker, when it starts again,
+ * releases its own at once; see sched._http_release).
+ */
+CREATE FUNCTION sched._http_claim(p_worker smallint, p_room int, p_max_in_flight int,
+								  p_busy_types text[], p_busy_counts int[])
+RETURNS TABLE(id bigint, bucket smallint, biz_type text, run_at timestamptz, payload jsonb, attempt int)
+LANGUAGE plpgsql
+AS $$
+#variable_conflict use_column
+DECLARE
+	v_now timestamptz := clock_timestamp();
+	v_types text[];
+	v_name text;
+	v_active int;
+	v_share int;
+	v_room int := p_room;
+	v_want int;
+	v_tokens int;
+	v_got int;
+	b sched.biz;
+BEGIN
+	SELECT pg_catalog.array_agg(x.name ORDER BY pg_catalog.random()) INTO v_types
+	FROM sched.biz x
+	WHERE x.delivery = 'http' AND NOT x.paused
+	  AND EXISTS (SELECT FROM sched.task t WHERE t.biz_type = x.name AND t.state = 'r');
+	IF v_types IS NULL THEN
+		RETURN;
+	END IF;
+	-- Types wanting slots: those with parked tasks, and those with requests
+	-- in flight.
+	SELECT count(*) INTO v_active FROM (
+		SELECT pg_catalog.unnest(v_types)
+		UNION
+		SELECT u.t FROM unnest(p_busy_types, p_busy_counts) u(t, n) WHERE u.n > 0) s;
+	-- Alone, a type may have three quarters of the slots: the rest stay
+	-- for a type that has work a moment later.
+	v_share := CASE WHEN v_active <= 1 THEN GREATEST(1, p_max_in_flight - p_max_in_flight / 4)
+					ELSE GREATEST(1, p_max_in_flight / v_active) END;
+
+	FOREACH v_name IN ARRAY v_types LOOP
+		EXIT WHEN v_room <= 0;
+		v_want := LEAST(v_room, v_share - coalesce(p_busy_counts[pg_catalog.array_position(p_busy_types, v_name)], 0));
+		CONTINUE WHEN v_want <= 0;
+		SELECT * INTO b FROM sched.biz x WHERE x.name = v_name;
+		IF b.max_concurrency IS NOT NULL THEN
+			-- As sched.claim: one claim at a time counts the type's leases.
+			SELECT * INTO b FROM sched.biz x WHERE x.name = v_name FOR NO KEY UPDATE;
+			v_want := LEAST(v_want, b.max_concurrency - (
+				SELECT count(*) FROM (SELECT FROM sched.task t
+									  WHERE t.biz_type = b.name AND t.state = 'd'
+									  LIMIT b.max_concurrency) s)::int);
+			CONTINUE WHEN v_want <= 0;
+		END IF;
+		v_tokens := 0;
+		IF b.rate_limit IS NOT NULL THEN
+			v_tokens := sched._take_tokens(b.name, b.rate_limit, b.burst, v_want);
+			v_want := v_tokens;
+			CONTINUE WHEN v_want <= 0;
+		END IF;
+		RETURN QUERY
+		WITH chosen AS (
+			SELECT t.bucket, t.id FROM sched.task t
+			WHERE t.biz_type = b.name AND t.state = 'r'
+			ORDER BY t.run_at, t.id
+			LIMIT v_want
+			FOR UPDATE SKIP LOCKED
+		), leased AS (
+			UPDATE sched.task t SET state = 'd', attempt = t.attempt + 1, delivered_at = v_now,
+					lease_until = v_now + b.timeout + interval '30 seconds', lease_owner = p_worker
+			FROM chosen
+			WHERE t.bucket = chosen.bucket AND t.id = chosen.id
+			RETURNING t.id, t.bucket, t.biz_type, t.run_at, t.payload, t.attempt
+		)
+		SELECT l.id, l.bucket, l.biz_type, l.run_at, l.payload, l.attempt FROM leased l;
+		GET DIAGNOSTICS v_got = ROW_COUNT;
+		IF v_tokens > v_got THEN
+			PERFORM sched._return_tokens(b.name, v_tokens - v_got);
+		END IF;
+		v_room := v_room - v_got;
+	END LOOP;
+END
+$$;
+COMMENT ON FUNCTION sched._http_claim(smallint, int, int, text[], int[]) IS 'internal: lease parked tasks of http types to an HTTP worker';
+
+/*
+ * Record the results of HTTP requests, one array element per request:
+ *	 p_outcomes: 'done' (2xx), 'retry' (at p_retry_at, or dead once the
+ *				 attempts are used up), 'dead' (a final failure), 'requeued' (a
+ *				 local failure before or while sending: parked again, the
+ *				 attempt not counted).
+ * Every request goes to sched.attempt.  A result whose lease is gone (the
+ * sweep took the task back, or an administrator finished it) changes
+ * nothing but the history, except that a 2xx still finishes the task if
+ * it awaits a result: it was delivered.  Returns the number recorded.
+ */
+CREATE FUNCTION sched._http_record(p_worker smallint, p_ids bigint[], p_buckets smallint[],
+								   p_biz_types text[], p_attempts int[], p_outcomes text[],
+								   p_retry_at timestamptz[], p_status int[], p_errors text[],
+								   p_started timestamptz[], p_duration_ms float8[])
+RETURNS int
+LANGUAGE plpgsql
+AS $$
+DECLARE
+	r record;
+	g record;
+	v_outcomes text[] := p_outcomes;
+	v_errors text[] := p_errors;
+BEGIN
+	-- Successes, a bucket at a time: every one whose task awaits a result.
+	FOR g IN
+		SELECT u.bucket, pg_catalog.array_agg(u.id) AS ids
+		FROM unnest(p_ids, p_buckets, p_outcomes) AS u(id, bucket, outcome)
+		WHERE u.outcome = 'done'
+		GROUP BY u.bucket
+	LOOP
+		PERFORM sched._finish(g.bucket, g.ids, 'done', NULL, 'd');
+	END LOOP;
+
+	-- Failures, one by one, if the lease is still this request's.
+	FOR r IN
+		SELECT u.ord, u.id, u.bucket, u.attempt, u.outcome, u.retry_at, b.max_attempts
+		FROM unnest(p_ids, p_buckets, p_attempts, p_outcomes, p_retry_at)
+				WITH ORDINALITY AS u(id, bucket, attempt, outcome, retry_at, ord)
+		JOIN sched.task t ON t.bucket = u.bucket AND t.id = u.id
+		JOIN sched.biz b ON b.name = t.biz_type
+		WHERE u.outcome <> 'done' AND t.state = 'd' AND t.attempt = u.attempt
+		  AND t.lease_owner = p_worker
+		ORDER BY u.ord
+		FOR UPDATE OF t
+	LOOP
+		IF r.outcome = 'retry' AND r.attempt >= r.max_attempts THEN
+			v_outcomes[r.ord] := 'dead';
+			v_errors[r.ord] := pg_catalog.format('%s (attempt %s of %s)', v_errors[r.ord], r.attempt, r.max_attempts);
+		END IF;
+		IF v_outcomes[r.ord] = 'dead' THEN
+			PERFORM sched._finish(r.bucket, ARRAY[r.id], 'dead', v_errors[r.ord], 'd');
+		ELSIF r.outcome = 'retry' THEN
+			PERFORM sched._move(r.bucket, r.id, r.retry_at, v_errors[r.ord]);
+		ELSE
+			-- requeued: parked again for the next claim, the attempt not counted
+			UPDATE sched.task t SET state = 'r', attempt = t.attempt - 1, lease_until = NULL,
+					lease_owner = NULL, last_error = v_errors[r.ord]
+				WHERE t.bucket = r.bucket AND t.id = r.id;
+		END IF;
+	END LOOP;
+
+	INSERT INTO sched.attempt (task_id, attempt, biz_type, started_at, duration, http_status, error, outcome)
+	SELECT u.id, u.attempt, u.biz_type, u.started, pg_catalog.make_interval(secs => u.duration_ms / 1000.0),
+		   u.status, u.error, u.outcome
+	FROM unnest(p_ids, p_attempts, p_biz_types, p_started, p_duration_ms, p_status,
+						   v_errors, v_outcomes)
+			AS u(id, attempt, biz_type, started, duration_ms, status, error, outcome);
+	RETURN pg_catalog.cardinality(p_ids);
+END
+$$;
+COMMENT ON FUNCTION sched._http_record(smallint, bigint[], smallint[], text[], int[], text[], timestamptz[], int[], text[], timestamptz[], float8[]) IS 'internal: record the results of HTTP requests';
+
+/*
+ * An HTTP worker starting: the requests a previous run of it had in flight
+ * never got a result.  Park them again at once, their attempts not counted
+ * (the server may or may not have received them: a duplicate after a
+ * crash is allowed, a lost task is not).
+ */
+CREATE FUNCTION sched._http_release(p_worker smallint) RETURNS int
+LANGUAGE plpgsql
+AS $$
+DECLARE
+	n int;
+BEGIN
+	UPDATE sched.task t SET state = 'r', attempt = t.attempt - 1, lease_until = NULL,
+			lease_owner = NULL,
+			last_error = 'the HTTP worker stopped before the request finished; sent again'
+		WHERE t.state = 'd' AND t.lease_owner = p_worker;
+	GET DIAGNOSTICS n = ROW_COUNT;
 	RETURN n;
 END
 $$;
-COMMENT ON FUNCTION sched._purge(timestamptz, int, int, int) IS 'internal: remove finished tasks past their retention';
+COMMENT ON FUNCTION sched._http_release(smallint) IS 'internal: park again the requests an HTTP worker had in flight when it stopped';
 
 -------------------------------------------------------------------------------
 -- Public functions: business types (administrators)
@@ -679,7 +988,14 @@ CREATE FUNCTION sched.define_biz(
 	ack_timeout interval DEFAULT '30 seconds',
 	rate_limit float8 DEFAULT NULL,
 	burst int DEFAULT NULL,
-	max_concurrency int DEFAULT NULL)
+	max_concurrency int DEFAULT NULL,
+	url text DEFAULT NULL,
+	headers jsonb DEFAULT NULL,
+	timeout interval DEFAULT '10 seconds',
+	min_backoff interval DEFAULT '1 second',
+	max_backoff interval DEFAULT '1 hour',
+	secret text DEFAULT NULL,
+	follow_redirects boolean DEFAULT false)
 RETURNS void
 LANGUAGE plpgsql
 SECURITY DEFINER
@@ -695,14 +1011,21 @@ BEGIN
 	PERFORM sched._check_name(name, 'business type name',
 		'Use a lowercase identifier such as ''order_timeout''.');
 	PERFORM sched._require(delivery, 'delivery');
-	IF delivery = 'http' THEN
-		RAISE EXCEPTION 'delivery ''http'' is not supported yet'
-			USING ERRCODE = 'feature_not_supported',
-				  HINT = 'Use delivery ''notify'' or ''pull''.';
-	ELSIF delivery NOT IN ('notify', 'pull') THEN
+	IF delivery NOT IN ('notify', 'pull', 'http') THEN
 		RAISE EXCEPTION 'invalid delivery "%"', delivery
 			USING ERRCODE = 'invalid_parameter_value',
-				  HINT = 'delivery is ''notify'' (push to LISTENers) or ''pull'' (announce, then sched.claim).';
+				  HINT = 'delivery is ''notify'' (push to LISTENers), ''pull'' (announce, then sched.claim) or ''http'' (POST to url).';
+	END IF;
+	IF delivery = 'http' THEN
+		PERFORM sched._check_http(url, headers, timeout, min_backoff, max_backoff, secret, follow_redirects);
+	ELSE
+		IF url IS NOT NULL OR headers IS NOT NULL OR secret IS NOT NULL OR follow_redirects THEN
+			RAISE EXCEPTION 'url, headers, secret and follow_redirects are for delivery ''http'' only'
+				USING ERRCODE = 'invalid_parameter_value';
+		END IF;
+		timeout := NULL;
+		min_backoff := NULL;
+		max_backoff := NULL;
 	END IF;
 	PERFORM sched._check_name(v_channel, 'channel name',
 		'LISTEN folds unquoted names to lower case, so a channel is a lowercase identifier.');
@@ -753,7 +1076,7 @@ BEGIN
 					  HINT = 'Raise delaysched.max_biz_types (a restart is needed), or remove the rate limit of a type that does not need it.';
 		END IF;
 	END IF;
-	IF v_old_delivery = 'pull' AND delivery = 'notify' THEN
+	IF v_old_delivery IN ('pull', 'http') AND delivery = 'notify' THEN
 		-- Until this commits the workers still see a pull type and may mark
 		-- more of its tasks announced ('r'), which the reset below would not
 		-- see.  Hold every range's pointer row, which every tick locks
@@ -763,25 +1086,36 @@ BEGIN
 	END IF;
 
 	INSERT INTO sched.biz AS b (name, delivery, channel, max_attempts, ack_timeout,
-								rate_limit, burst, max_concurrency)
+								rate_limit, burst, max_concurrency,
+								url, headers, timeout, min_backoff, max_backoff, secret,
+								follow_redirects)
 		VALUES (name, delivery, v_channel, max_attempts, ack_timeout,
-				rate_limit, burst, max_concurrency)
+				rate_limit, burst, max_concurrency,
+				url, headers, timeout, min_backoff, max_backoff, secret,
+				coalesce(follow_redirects, false))
 	ON CONFLICT ON CONSTRAINT biz_pkey DO UPDATE
 		SET delivery = excluded.delivery, channel = excluded.channel,
 			max_attempts = excluded.max_attempts, ack_timeout = excluded.ack_timeout,
 			rate_limit = excluded.rate_limit, burst = excluded.burst,
 			max_concurrency = excluded.max_concurrency,
+			url = excluded.url, headers = excluded.headers, timeout = excluded.timeout,
+			min_backoff = excluded.min_backoff, max_backoff = excluded.max_backoff,
+			secret = excluded.secret, follow_redirects = excluded.follow_redirects,
 			updated_at = now();
+	-- The HTTP workers read the definitions afresh when they claim.
+	IF delivery = 'http' OR v_old_delivery = 'http' THEN
+		PERFORM sched._wake_http();
+	END IF;
 	IF rate_limit IS NULL AND v_old_rate IS NOT NULL THEN
 		PERFORM sched._forget_bucket(name, false);
 	END IF;
 	-- The drain reads the limits afresh: let it look at once, with the new ones.
 	PERFORM sched._wake_drain();
 
-	-- A pull type turned notify: its announced tasks ('r') wait for a claim
-	-- that no consumer will make; make them pending again, behind the
-	-- pointer, for the sweep to deliver by NOTIFY.
-	IF v_old_delivery = 'pull' AND delivery = 'notify' THEN
+	-- A pull or http type turned notify: its announced or parked tasks ('r')
+	-- wait for a claim that no consumer will make; make them pending again,
+	-- behind the pointer, for the sweep to deliver by NOTIFY.
+	IF v_old_delivery IN ('pull', 'http') AND delivery = 'notify' THEN
 		UPDATE sched.task t SET state = 'p' WHERE t.biz_type = define_biz.name AND t.state = 'r';
 		IF FOUND THEN
 			PERFORM sched._wake('-infinity');
@@ -789,7 +1123,8 @@ BEGIN
 	END IF;
 END
 $$;
-COMMENT ON FUNCTION sched.define_biz(text, text, text, int, interval, float8, int, int) IS 'create or replace a delaysched business type';
+COMMENT ON FUNCTION sched.define_biz(text, text, text, int, interval, float8, int, int,
+									 text, jsonb, interval, interval, interval, text, boolean) IS 'create or replace a delaysched business type';
 
 CREATE FUNCTION sched.drop_biz(name text, cancel_tasks boolean DEFAULT false)
 RETURNS bigint
@@ -1302,6 +1637,12 @@ CREATE VIEW sched.biz_stats AS
 	LEFT JOIN fin ON fin.biz_type = b.name
 	LEFT JOIN rates ON rates.biz_type = b.name;
 COMMENT ON VIEW sched.biz_stats IS 'per business type: task counts, delivery rate and lateness over the last minute, limits, tokens and throttled tasks';
+
+CREATE VIEW sched.attempts AS
+	SELECT a.task_id AS id, a.biz_type, a.attempt, a.started_at, a.duration, a.http_status,
+		   a.outcome, a.error
+	FROM sched.attempt a;
+COMMENT ON VIEW sched.attempts IS 'every HTTP request delaysched made for a task: when, how long, the status, the outcome and the error';
 
 CREATE VIEW sched.workers AS
 	SELECT w.worker, w.pid, w.role, w.holds, w.state, w.last_tick, w.delivered, w.ticks

@@ -7,7 +7,7 @@
 PG_MAJOR=${PG_MAJOR:-15}
 PG_BINDIR=/usr/lib/postgresql/$PG_MAJOR/bin
 PG_USER=${PG_USER:-postgres}
-PACKAGES="make gcc libc6-dev postgresql-$PG_MAJOR postgresql-server-dev-$PG_MAJOR libpq-dev libipc-run-perl"
+PACKAGES="make gcc libc6-dev postgresql-$PG_MAJOR postgresql-server-dev-$PG_MAJOR libpq-dev libipc-run-perl libcurl4-openssl-dev python3"
 
 log() { printf '==> %s\n' "$*" >&2; }
 

@@ -5,7 +5,7 @@
  *		place.  Code elsewhere calls the names defined here and never tests
  *		PG_VERSION_NUM itself.
  *
- * Supported: PostgreSQL 13 to 17 (developed against 15).
+ * Supported: PostgreSQL 13 to 17 (developed against 15); libcurl 7.68 on.
  *
  *-------------------------------------------------------------------------
  */
@@ -74,6 +74,37 @@ delaysched_init_materialized_srf(FunctionCallInfo fcinfo)
 #include "utils/hsearch.h"
 #if PG_VERSION_NUM < 140000
 #define HASH_STRINGS 0
+#endif
+
+/* A uniform random number in [0, 1): pg_prng from 15 on. */
+#if PG_VERSION_NUM >= 150000
+#include "common/pg_prng.h"
+#define delaysched_random_fraction() pg_prng_double(&pg_global_prng_state)
+#else
+#define delaysched_random_fraction() ((double) random() / ((double) MAX_RANDOM_VALUE + 1))
+#endif
+
+/*
+ * HMAC: common/hmac.h from 14 on.  Before it, delaysched's http types
+ * cannot sign their requests (sched.define_biz refuses a secret).
+ */
+#if PG_VERSION_NUM >= 140000
+#define DELAYSCHED_HAS_HMAC 1
+#endif
+
+/*
+ * libcurl: the protocol lists as strings arrived in 7.85 and the bit masks
+ * were deprecated then.  http_request.c restricts requests to http(s).
+ */
+#include <curl/curl.h>
+#if LIBCURL_VERSION_NUM >= 0x075500
+#define delaysched_curl_http_only(easy) \
+	(curl_easy_setopt((easy), CURLOPT_PROTOCOLS_STR, "http,https") == CURLE_OK && \
+	 curl_easy_setopt((easy), CURLOPT_REDIR_PROTOCOLS_STR, "http,https") == CURLE_OK)
+#else
+#define delaysched_curl_http_only(easy) \
+	(curl_easy_setopt((easy), CURLOPT_PROTOCOLS, (long) (CURLPROTO_HTTP | CURLPROTO_HTTPS)) == CURLE_OK && \
+	 curl_easy_setopt((easy), CURLOPT_REDIR_PROTOCOLS, (long) (CURLPROTO_HTTP | CURLPROTO_HTTPS)) == CURLE_OK)
 #endif
 
 #endif							/* DELAYSCHED_COMPAT_H */

@@ -3,11 +3,16 @@
  * delaysched.c
  *		Entry point of the delaysched extension: checks that the library is
  *		preloaded, then defines the parameters, asks for shared memory and
- *		registers the scanner workers.
+ *		registers the scanner and HTTP workers.
  *
  * Layout of src/:
+ *	 drain.c		the drain: parked tasks of limited types, as tokens allow
  *	 guc.c			the delaysched.* parameters
+ *	 http_*.c		the HTTP workers (see http.h)
+ *	 limiter.c		token buckets in shared memory
  *	 message.c		the NOTIFY payloads of deliveries and announcements
+ *	 perimeter.c	where webhooks may go
+ *	 spi_plans.c	helpers for the workers' kept statements
  *	 shmem.c		shared memory (the workers' slots and the ranges' state)
  *	 tick.c			one tick on one range: walk, deliver, sweep
  *	 wake.c			sched._wake(): wake a worker after a commit
@@ -27,6 +32,7 @@
 
 #include "compat.h"
 #include "guc.h"
+#include "http_worker.h"
 #include "shmem.h"
 #include "worker.h"
 
@@ -50,4 +56,5 @@ _PG_init(void)
 	delaysched_define_gucs();
 	delaysched_shmem_register();
 	delaysched_register_scanner();
+	delaysched_register_http_workers();
 }

@@ -20,6 +20,7 @@
 
 #include "compat.h"
 #include "guc.h"
+#include "perimeter.h"
 #include "shmem.h"
 
 char	   *delaysched_database = NULL;
@@ -33,6 +34,8 @@ int			delaysched_workers = 2;
 int			delaysched_max_payload_kb = 1024;
 int			delaysched_max_biz_types = 1000;
 double		delaysched_max_deliveries_per_second = 0;
+int			delaysched_http_workers = 1;
+int			delaysched_http_max_in_flight = 1000;
 
 /*
  * Define every delaysched.* parameter.  Called once from _PG_init.
@@ -142,6 +145,42 @@ delaysched_define_gucs(void)
 							 PGC_SIGHUP,
 							 0,
 							 NULL, NULL, NULL);
+
+	DefineCustomIntVariable("delaysched.http_workers",
+							"Number of HTTP workers, which send the requests of http business types.",
+							"Each drives many requests at once; 0 sends none (http tasks wait).",
+							&delaysched_http_workers,
+							1, 0, DELAYSCHED_MAX_HTTP_WORKERS,
+							PGC_POSTMASTER,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("delaysched.http_max_in_flight",
+							"Most HTTP requests one HTTP worker has in flight at once.",
+							"Capped further by the file descriptors the worker can open.",
+							&delaysched_http_max_in_flight,
+							1000, 1, 100000,
+							PGC_SIGHUP,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomStringVariable("delaysched.http_allowed_hosts",
+							   "Where webhooks may go: \"*\", host names, \"*.domain\", addresses or networks.",
+							   "Checked against the URL's host and, after DNS resolution, the address.",
+							   &delaysched_http_allowed_hosts,
+							   "*",
+							   PGC_SIGHUP,
+							   0,
+							   delaysched_check_host_list, delaysched_assign_allowed_hosts, NULL);
+
+	DefineCustomStringVariable("delaysched.http_denied_hosts",
+							   "Addresses and networks webhooks never reach, whatever http_allowed_hosts says.",
+							   "Checked after DNS resolution, at every connection and redirect.",
+							   &delaysched_http_denied_hosts,
+							   DELAYSCHED_DEFAULT_DENIED_HOSTS,
+							   PGC_SIGHUP,
+							   0,
+							   delaysched_check_host_list, delaysched_assign_denied_hosts, NULL);
 
 	delaysched_reserve_guc_prefix("delaysched");
 }

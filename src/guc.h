@@ -19,6 +19,8 @@ extern int	delaysched_workers;
 extern int	delaysched_max_payload_kb;
 extern int	delaysched_max_biz_types;
 extern double delaysched_max_deliveries_per_second;
+extern int	delaysched_http_workers;
+extern int	delaysched_http_max_in_flight;
 
 extern void delaysched_define_gucs(void);
 

@@ -37,9 +37,13 @@
 PG_FUNCTION_INFO_V1(delaysched_message);
 PG_FUNCTION_INFO_V1(delaysched_announcement);
 
-static void
-append_message(StringInfo buf, int64 id, const char *biz_type, TimestampTz run_at,
-			   Jsonb *payload, int32 attempt)
+/*
+ * Append a task's message to buf; a NULL payload says "payload_omitted".
+ * The NOTIFY messages and the body of an HTTP request are this text.
+ */
+void
+delaysched_append_message(StringInfo buf, int64 id, const char *biz_type, TimestampTz run_at,
+						  Jsonb *payload, int32 attempt)
 {
 	char		when[MAXDATELEN + 1];
 
@@ -69,11 +73,11 @@ delaysched_delivery_message(int64 id, const char *biz_type, TimestampTz run_at,
 	StringInfoData buf;
 
 	initStringInfo(&buf);
-	append_message(&buf, id, biz_type, run_at, payload, attempt);
+	delaysched_append_message(&buf, id, biz_type, run_at, payload, attempt);
 	if (buf.len > LARGEST_NOTIFY_PAYLOAD)
 	{
 		resetStringInfo(&buf);
-		append_message(&buf, id, biz_type, run_at, NULL, attempt);
+		delaysched_append_message(&buf, id, biz_type, run_at, NULL, attempt);
 	}
 	return buf.data;
 }

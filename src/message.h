@@ -1,7 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * message.h
- *		The NOTIFY payloads of deliveries and pull announcements.
+ *		The NOTIFY payloads of deliveries and pull announcements, and the
+ *		body of an HTTP delivery (the same message).
  *
  *-------------------------------------------------------------------------
  */
@@ -11,8 +12,11 @@
 #include "postgres.h"
 
 #include "datatype/timestamp.h"
+#include "lib/stringinfo.h"
 #include "utils/jsonb.h"
 
+extern void delaysched_append_message(StringInfo buf, int64 id, const char *biz_type,
+									  TimestampTz run_at, Jsonb *payload, int32 attempt);
 extern char *delaysched_delivery_message(int64 id, const char *biz_type, TimestampTz run_at,
 										 Jsonb *payload, int32 attempt);
 extern char *delaysched_ready_message(const char *biz_type);

@@ -23,6 +23,8 @@
 /* Upper bounds of delaysched.workers and delaysched.ranges. */
 #define DELAYSCHED_MAX_WORKERS	64
 #define DELAYSCHED_MAX_RANGES	256
+/* Upper bound of delaysched.http_workers. */
+#define DELAYSCHED_MAX_HTTP_WORKERS	16
 
 /* What a worker is doing, for sched.workers. */
 typedef enum ScannerStatus
@@ -53,6 +55,19 @@ typedef struct WorkerSlot
 	int64		delivered;
 	int64		ticks;
 } WorkerSlot;
+
+/* One HTTP worker (http_worker.c). */
+typedef struct HttpWorkerSlot
+{
+	pid_t		pid;			/* 0 while the worker does not run */
+	Latch	   *latch;
+	bool		sleeping;		/* waiting, with nothing to claim */
+	int			in_flight;		/* requests under way */
+	int			max_in_flight;	/* its cap, after the file descriptor limit */
+	TimestampTz last_claim;
+	int64		sent;			/* requests finished, whatever the outcome */
+	int64		succeeded;		/* of which 2xx */
+} HttpWorkerSlot;
 
 /* One range, as the workers know it between ticks. */
 typedef struct RangeState
@@ -103,6 +118,7 @@ typedef struct DelayschedShared
 
 	WorkerSlot	workers[DELAYSCHED_MAX_WORKERS];
 	RangeState	ranges[DELAYSCHED_MAX_RANGES];
+	HttpWorkerSlot http_workers[DELAYSCHED_MAX_HTTP_WORKERS];
 } DelayschedShared;
 
 extern DelayschedShared *delaysched_shared;

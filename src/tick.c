@@ -45,8 +45,10 @@
  * sched.resume.  So is the task of a type with a rate limit or a
  * concurrency cap (or of any notify type while the global cap is set), for
  * the drain (drain.c) to deliver as tokens and slots allow: the walk never
- * waits for a token, and a throttled backlog leaves the index it walks.  The NOTIFYs go out when the transaction commits, with the
- * state changes.
+ * waits for a token, and a throttled backlog leaves the index it walks.
+ * An http type's task is parked too, for the HTTP workers (http_worker.c),
+ * which the commit wakes.  The NOTIFYs go out when the transaction
+ * commits, with the state changes.
  *
  *-------------------------------------------------------------------------
  */
@@ -67,6 +69,7 @@
 #include "message.h"
 #include "spi_plans.h"
 #include "tick.h"
+#include "wake.h"
 
 /* The most seconds one tick walks before it lets the worker look around. */
 #define WALK_MAX_SECONDS	64
@@ -125,20 +128,21 @@ static const char deliver_sql[] =
 "  FOR UPDATE SKIP LOCKED"
 "), kinds AS ("
 "  SELECT b.name, b.channel, b.ack_timeout, b.delivery = 'pull' AS pull, b.paused,"
-"         (b.rate_limit IS NOT NULL OR b.max_concurrency IS NOT NULL OR $7) AS limited"
+"         (b.rate_limit IS NOT NULL OR b.max_concurrency IS NOT NULL OR $7) AS limited,"
+"         b.delivery = 'http' AS http,"
+"         (b.delivery <> 'notify' OR b.paused OR b.rate_limit IS NOT NULL"
+"          OR b.max_concurrency IS NOT NULL OR $7) AS parks"
 "  FROM sched.biz b"
 "), taken AS ("
 "  UPDATE sched.%s t SET"
-"    state = CASE WHEN k.pull OR k.paused OR k.limited THEN 'r' ELSE 'd' END::\"char\","
-"    attempt = t.attempt + CASE WHEN k.pull OR k.paused OR k.limited THEN 0 ELSE 1 END,"
-"    delivered_at = CASE WHEN k.pull OR k.paused OR k.limited THEN t.delivered_at"
-"                        ELSE pg_catalog.clock_timestamp() END,"
-"    lease_until = CASE WHEN k.pull OR k.paused OR k.limited THEN NULL"
-"                       ELSE pg_catalog.clock_timestamp() + k.ack_timeout END"
+"    state = CASE WHEN k.parks THEN 'r' ELSE 'd' END::\"char\","
+"    attempt = t.attempt + CASE WHEN k.parks THEN 0 ELSE 1 END,"
+"    delivered_at = CASE WHEN k.parks THEN t.delivered_at ELSE pg_catalog.clock_timestamp() END,"
+"    lease_until = CASE WHEN k.parks THEN NULL ELSE pg_catalog.clock_timestamp() + k.ack_timeout END"
 "  FROM kinds k"
 "  WHERE t.id = ANY (ARRAY(SELECT picked.id FROM picked)) AND k.name = t.biz_type"
 "  RETURNING t.id, t.biz_type, t.run_at, t.payload, t.attempt, t.lease_until,"
-"            k.channel, k.pull, k.paused, k.limited"
+"            k.channel, k.pull, k.paused, k.limited, k.http"
 ") SELECT * FROM taken ORDER BY taken.run_at, taken.id";
 
 /* $1 door, $2 at or after run_at, $3 before run_at. */
@@ -302,6 +306,7 @@ deliver(int bucket, int range, TimestampTz after, int64 after_id, TimestampTz be
 		bool		pull = DatumGetBool(SPI_getbinval(tuple, desc, 8, &isnull));
 		bool		paused = DatumGetBool(SPI_getbinval(tuple, desc, 9, &isnull));
 		bool		limited = DatumGetBool(SPI_getbinval(tuple, desc, 10, &isnull));
+		bool		http = DatumGetBool(SPI_getbinval(tuple, desc, 11, &isnull));
 		char	   *biz_type;
 		char	   *channel;
 		char	   *message;
@@ -310,6 +315,12 @@ deliver(int bucket, int range, TimestampTz after, int64 after_id, TimestampTz be
 		result.last_id = id;
 		if (paused)
 			continue;			/* parked until sched.resume: nothing to send */
+		if (http)
+		{
+			/* Parked for the HTTP workers, which the commit will wake. */
+			delaysched_http_after_commit();
+			continue;
+		}
 
 		biz_type = TextDatumGetCString(SPI_getbinval(tuple, desc, 2, &isnull));
 		if (!pull && limited)

@@ -17,7 +17,8 @@
  * The drain (drain.c) is woken the same way, after a commit that parked
  * tasks (the parked types' hints are published first, see limiter.c),
  * changed a type's limits, or freed a slot of a type waiting at its
- * concurrency cap.
+ * concurrency cap.  And so are the HTTP workers (http_worker.c), after a
+ * commit that parked tasks of an http type or changed an http type.
  *
  *-------------------------------------------------------------------------
  */
@@ -33,12 +34,14 @@
 
 PG_FUNCTION_INFO_V1(delaysched_wake);
 PG_FUNCTION_INFO_V1(delaysched_wake_drain);
+PG_FUNCTION_INFO_V1(delaysched_wake_http);
 
 /* Earliest run_at this transaction scheduled per range, DT_NOEND if none. */
 static TimestampTz pending_wake_at[DELAYSCHED_MAX_RANGES];
 static TimestampTz pending_earliest = DT_NOEND;
 static bool pending_drain = false;	/* wake the drain at commit */
 static bool pending_hints = false;	/* publish parked types at commit */
+static bool pending_http = false;	/* wake the HTTP workers at commit */
 static bool callback_registered = false;
 
 static void forget_pending(void);
@@ -65,6 +68,7 @@ forget_pending(void)
 		delaysched_forget_parked();
 	pending_drain = false;
 	pending_hints = false;
+	pending_http = false;
 }
 
 /*
@@ -74,6 +78,8 @@ static void
 wake_xact_callback(XactEvent event, void *arg)
 {
 	Latch	   *latch = NULL;
+	Latch	   *http_latches[DELAYSCHED_MAX_HTTP_WORKERS];
+	int			n_http = 0;
 
 	switch (event)
 	{
@@ -88,14 +94,14 @@ wake_xact_callback(XactEvent event, void *arg)
 			 * A prepared transaction commits later, perhaps in another
 			 * session; the workers' next walk or sweep finds its tasks.
 			 */
-			if (pending_earliest != DT_NOEND || pending_drain || pending_hints)
+			if (pending_earliest != DT_NOEND || pending_drain || pending_hints || pending_http)
 				forget_pending();
 			return;
 		default:
 			return;
 	}
 
-	if (pending_earliest == DT_NOEND && !pending_drain && !pending_hints)
+	if (pending_earliest == DT_NOEND && !pending_drain && !pending_hints && !pending_http)
 		return;
 	if (delaysched_shared == NULL)
 	{
@@ -142,11 +148,23 @@ wake_xact_callback(XactEvent event, void *arg)
 			break;
 		}
 	}
+	if (pending_http)
+	{
+		for (int i = 0; i < DELAYSCHED_MAX_HTTP_WORKERS; i++)
+		{
+			HttpWorkerSlot *http = &delaysched_shared->http_workers[i];
+
+			if (http->pid != 0 && http->latch != NULL)
+				http_latches[n_http++] = http->latch;
+		}
+	}
 	SpinLockRelease(&delaysched_shared->mutex);
 	forget_pending();
 
 	if (latch != NULL)
 		SetLatch(latch);
+	for (int i = 0; i < n_http; i++)
+		SetLatch(http_latches[i]);
 }
 
 /*
@@ -216,5 +234,26 @@ delaysched_wake_drain(PG_FUNCTION_ARGS)
 
 	if (!for_slot || (delaysched_shared != NULL && delaysched_shared->drain_waits_for_slot))
 		delaysched_drain_after_commit();
+	PG_RETURN_VOID();
+}
+
+/* Wake the HTTP workers once the current transaction commits. */
+void
+delaysched_http_after_commit(void)
+{
+	register_callback();
+	pending_http = true;
+}
+
+/*
+ * sched._wake_http() RETURNS void
+ *
+ * Wake the HTTP workers after the calling transaction commits: it parked
+ * tasks of an http type, or changed one.
+ */
+Datum
+delaysched_wake_http(PG_FUNCTION_ARGS)
+{
+	delaysched_http_after_commit();
 	PG_RETURN_VOID();
 }

@@ -200,10 +200,10 @@ count_ranges(void)
 /*
  * Run "work" in a transaction of its own, with a snapshot, shown in
  * pg_stat_activity as "activity".  Returns false, having done nothing, if
- * the extension is not installed.
+ * the extension is not installed.  (The HTTP workers use it too.)
  */
-static bool
-run_in_transaction(const char *activity, void (*work) (void *), void *arg)
+bool
+delaysched_run_in_transaction(const char *activity, void (*work) (void *), void *arg)
 {
 	bool		extension_present;
 
@@ -237,13 +237,13 @@ tick_work(void *arg)
 	delaysched_tick(call->request, call->result);
 }
 
-/* Run one tick in its own transaction and fill *result (see run_in_transaction). */
+/* Run one tick in its own transaction and fill *result (see delaysched_run_in_transaction). */
 static bool
 run_tick(const TickRequest *request, TickResult *result)
 {
 	TickCall	call = {request, result};
 
-	return run_in_transaction("delaysched: delivering due tasks", tick_work, &call);
+	return delaysched_run_in_transaction("delaysched: delivering due tasks", tick_work, &call);
 }
 
 typedef struct DrainCall
@@ -260,13 +260,13 @@ drain_work(void *arg)
 	delaysched_drain(call->now, delaysched_batch_size, call->result);
 }
 
-/* Run the drain in its own transaction and fill *result (see run_in_transaction). */
+/* Run the drain in its own transaction and fill *result (see delaysched_run_in_transaction). */
 static bool
 run_drain(TimestampTz now, DrainResult *result)
 {
 	DrainCall	call = {now, result};
 
-	return run_in_transaction("delaysched: draining parked tasks", drain_work, &call);
+	return delaysched_run_in_transaction("delaysched: draining parked tasks", drain_work, &call);
 }
 
 /*
@@ -456,18 +456,12 @@ sleep_until(TimestampTz until)
 }
 
 /*
- * Entry point of a scanner worker; main_arg is its index.
+ * The settings every delaysched background worker runs with, whatever the
+ * server, database or role defaults say.
  */
 void
-delaysched_scanner_main(Datum main_arg)
+delaysched_setup_worker_session(void)
 {
-	pqsignal(SIGHUP, SignalHandlerForConfigReload);
-	pqsignal(SIGTERM, die);
-	BackgroundWorkerUnblockSignals();
-
-	worker_attach(DatumGetInt32(main_arg));
-	BackgroundWorkerInitializeConnection(delaysched_database, NULL, 0);
-	pgstat_report_appname("delaysched scanner");
 	/* The extension's internal functions assume only pg_catalog is searched. */
 	SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);
 
@@ -510,6 +504,22 @@ delaysched_scanner_main(Datum main_arg)
 	SetConfigOption("default_transaction_isolation", "read committed", PGC_SUSET, PGC_S_OVERRIDE);
 	SetConfigOption("default_transaction_read_only", "off", PGC_SUSET, PGC_S_OVERRIDE);
 	SetConfigOption("statement_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE);
+}
+
+/*
+ * Entry point of a scanner worker; main_arg is its index.
+ */
+void
+delaysched_scanner_main(Datum main_arg)
+{
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGTERM, die);
+	BackgroundWorkerUnblockSignals();
+
+	worker_attach(DatumGetInt32(main_arg));
+	BackgroundWorkerInitializeConnection(delaysched_database, NULL, 0);
+	pgstat_report_appname("delaysched scanner");
+	delaysched_setup_worker_session();
 
 	drained_last = false;
 	for (;;)

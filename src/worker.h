@@ -1,7 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * worker.h
- *		The scanner background workers (delaysched.workers of them).
+ *		The scanner background workers (delaysched.workers of them), and
+ *		what every delaysched worker shares.
  *
  *-------------------------------------------------------------------------
  */
@@ -12,5 +13,7 @@
 
 extern void delaysched_register_scanner(void);
 extern PGDLLEXPORT void delaysched_scanner_main(Datum main_arg);
+extern bool delaysched_run_in_transaction(const char *activity, void (*work) (void *), void *arg);
+extern void delaysched_setup_worker_session(void);
 
 #endif							/* DELAYSCHED_WORKER_H */

@@ -2,7 +2,8 @@
  *
  * worker_views.c
  *		sched._workers(): what the scanner workers are doing and which range
- *		each works on, read from shared memory, for the sched.workers view.
+ *		each works on, and what the HTTP workers have in flight, read from
+ *		shared memory, for the sched.workers view.
  *
  *-------------------------------------------------------------------------
  */
@@ -52,7 +53,10 @@ require_shared_memory(void)
  * sched._workers() RETURNS TABLE(worker int, pid int, role text, holds text,
  *		state text, last_tick timestamptz, delivered bigint, ticks bigint)
  *
- * One row per scanner worker (delaysched.workers of them).
+ * One row per scanner worker (delaysched.workers of them), then one per
+ * HTTP worker (delaysched.http_workers), numbered after the scanners.  For
+ * an HTTP worker, holds is "N in flight of M", last_tick the last claim,
+ * delivered the requests finished and ticks those that succeeded (2xx).
  */
 Datum
 delaysched_worker_status(PG_FUNCTION_ARGS)
@@ -88,6 +92,31 @@ delaysched_worker_status(PG_FUNCTION_ARGS)
 		nulls[5] = (slot.last_tick == 0);
 		values[6] = Int64GetDatum(slot.delivered);
 		values[7] = Int64GetDatum(slot.ticks);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+
+	for (int i = 0; i < delaysched_http_workers; i++)
+	{
+		Datum		values[WORKERS_COLUMNS];
+		bool		nulls[WORKERS_COLUMNS];
+		HttpWorkerSlot slot;
+
+		SpinLockAcquire(&delaysched_shared->mutex);
+		slot = delaysched_shared->http_workers[i];
+		SpinLockRelease(&delaysched_shared->mutex);
+
+		memset(nulls, 0, sizeof(nulls));
+		values[0] = Int32GetDatum(delaysched_workers + i);
+		values[1] = Int32GetDatum((int32) slot.pid);
+		nulls[1] = (slot.pid == 0);
+		values[2] = CStringGetTextDatum("http");
+		values[3] = CStringGetTextDatum(psprintf("%d in flight of %d", slot.in_flight, slot.max_in_flight));
+		nulls[3] = (slot.pid == 0);
+		values[4] = CStringGetTextDatum(slot.pid == 0 ? "stopped" : slot.in_flight > 0 ? "sending" : "idle");
+		values[5] = TimestampTzGetDatum(slot.last_claim);
+		nulls[5] = (slot.last_claim == 0);
+		values[6] = Int64GetDatum(slot.sent);
+		values[7] = Int64GetDatum(slot.succeeded);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;

@@ -1,0 +1,123 @@
+/*-------------------------------------------------------------------------
+ *
+ * http.h
+ *		The HTTP delivery path: what the HTTP workers know of an http
+ *		business type, a task being sent, and the result of one request.
+ *
+ *	 http_worker.c		the workers' loop: claim, send, record
+ *	 http_transfer.c	libcurl's multi interface behind an epoll set
+ *	 http_request.c		one request: body, headers, signature, outcome;
+ *						sched._check_url()
+ *	 http_store.c		the SQL the workers run (claim, record, release)
+ *	 perimeter.c		where requests may go
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef DELAYSCHED_HTTP_H
+#define DELAYSCHED_HTTP_H
+
+#include <curl/curl.h>
+
+#include "lib/ilist.h"
+#include "utils/jsonb.h"
+#include "utils/timestamp.h"
+
+/* The most redirects one request follows (with follow_redirects). */
+#define HTTP_MAX_REDIRECTS	5
+
+/* The size of the response text kept for an error message. */
+#define HTTP_SNIPPET_SIZE	200
+
+/*
+ * An http business type as one claim read it.  Requests under way keep the
+ * definition they started with (refcount); a new one replaces it for the
+ * requests that follow.  In TopMemoryContext.
+ */
+typedef struct HttpTypeDef
+{
+	int			refcount;		/* the type table's reference + requests */
+	char		name[NAMEDATALEN];
+	char	   *url;
+	struct curl_slist *headers; /* "Name: value" of the configured headers */
+	bool		has_content_type;	/* they set Content-Type themselves */
+	char	   *secret;			/* NULL: no signature */
+	long		timeout_ms;
+	int64		min_backoff_us;
+	int64		max_backoff_us;
+	bool		follow_redirects;
+	TimestampTz updated_at;		/* sched.biz.updated_at it was read at */
+} HttpTypeDef;
+
+/* How a request ended, as sched._http_record takes it. */
+typedef enum HttpOutcome
+{
+	HTTP_DONE,					/* 2xx */
+	HTTP_RETRY,					/* try again at retry_at */
+	HTTP_DEAD,					/* a failure no retry can mend */
+	HTTP_REQUEUED				/* a local failure: park again, not counted */
+} HttpOutcome;
+
+/* One finished request, waiting to be recorded. */
+typedef struct HttpResult
+{
+	int64		id;
+	int16		bucket;
+	int32		attempt;
+	char		biz_type[NAMEDATALEN];
+	HttpOutcome outcome;
+	TimestampTz retry_at;		/* HTTP_RETRY */
+	int			status;			/* HTTP status, 0 if none came */
+	char	   *error;			/* NULL on success; palloc'd */
+	TimestampTz started;
+	double		duration_ms;
+} HttpResult;
+
+/* One task leased to this worker, as the claim returned it. */
+typedef struct HttpTask
+{
+	int64		id;
+	int16		bucket;
+	char		biz_type[NAMEDATALEN];
+	TimestampTz run_at;
+	Jsonb	   *payload;
+	int32		attempt;
+} HttpTask;
+
+/*
+ * One request under way: a libcurl easy handle and everything it points
+ * to, which must live until the transfer ends.
+ */
+typedef struct HttpRequest
+{
+	dlist_node	node;			/* in the transfer driver's list */
+	CURL	   *easy;
+	HttpTypeDef *def;
+	int64		id;
+	int16		bucket;
+	int32		attempt;
+	TimestampTz started;
+	char	   *body;
+	size_t		body_len;
+	struct curl_slist *request_headers;
+	char	   *url;			/* where it goes now (changes on a redirect) */
+	int			redirects;
+	bool		allowed_by_name;	/* the host of url passes the allow list */
+
+	/* Filled by libcurl callbacks, which must not allocate or raise. */
+	char		refusal[160];	/* the perimeter refused a connection */
+	char		curl_error[CURL_ERROR_SIZE];
+	char		snippet[HTTP_SNIPPET_SIZE];
+	size_t		snippet_len;
+	double		retry_after_s;	/* from a Retry-After header; < 0 if none */
+} HttpRequest;
+
+/* http_request.c */
+extern HttpRequest *delaysched_http_request_new(const HttpTask *task, HttpTypeDef *def);
+extern bool delaysched_http_request_prepare(HttpRequest *request, char *error, size_t errlen);
+extern void delaysched_http_request_free(HttpRequest *request);
+extern bool delaysched_http_request_outcome(HttpRequest *request, CURLcode code, HttpResult *result);
+extern void delaysched_http_request_fail(HttpRequest *request, HttpOutcome outcome,
+										 const char *error, HttpResult *result);
+extern void delaysched_http_typedef_release(HttpTypeDef *def);
+
+#endif							/* DELAYSCHED_HTTP_H */

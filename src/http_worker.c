@@ -1,0 +1,428 @@
+/*-------------------------------------------------------------------------
+ *
+ * http_worker.c
+ *		The HTTP workers: delaysched.http_workers background workers that
+ *		POST the tasks of http business types to their webhooks.
+ *
+ * How a task gets here.  When an http type's task falls due, the scanner's
+ * walk parks it (state 'r', see tick.c) and wakes these workers when its
+ * transaction commits.  A worker then, in one short transaction:
+ *
+ *	 1. records the results of the requests that ended since the last one
+ *		(sched._http_record: done, retry later, dead, or parked again);
+ *	 2. leases as many parked tasks as it has free slots (sched._http_claim:
+ *		state 'd', attempt + 1, lease_owner = this worker), shared fairly
+ *		between the types that have some, within their rate limits and
+ *		concurrency caps;
+ *
+ * commits, and only then starts the requests.  No transaction is open
+ * while requests are in flight; a lease outlives its request by the type's
+ * timeout and a grace, and a worker that starts again parks at once the
+ * tasks its previous run had in flight (sched._http_release).
+ *
+ * The wait.  Every request runs in libcurl's multi interface
+ * (http_transfer.c), whose sockets sit behind one epoll descriptor; the
+ * worker's WaitEventSet holds that descriptor, its latch and postmaster
+ * death.  It wakes when a socket is ready, when libcurl's timer runs out,
+ * when a commit parks http tasks (the latch), every POLL_MS to look for
+ * work it was not told of, and RECORD_WAIT_MS after a result came in.
+ *
+ * Slots.  A worker has at most delaysched.http_max_in_flight requests in
+ * flight, and never more than its file descriptors allow: at start it
+ * raises its soft RLIMIT_NOFILE to the hard limit and keeps what
+ * PostgreSQL's own files may use (max_safe_fds) and a margin.  libcurl
+ * opens no more connections than that (CURLMOPT_MAX_TOTAL_CONNECTIONS); a
+ * request that still fails for want of a descriptor or memory is parked
+ * again with its attempt not counted, never lost.
+ *
+ * Shutdown.  SIGTERM ends the wait at once; the worker records the
+ * results it has, and exits.  Requests still in flight are sent again by
+ * the next run (a duplicate after a stop, which the at-least-once promise
+ * allows).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <sys/resource.h>
+
+#include "commands/extension.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "storage/fd.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/proc.h"
+#include "utils/guc.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+
+#include "compat.h"
+#include "guc.h"
+#include "http.h"
+#include "http_store.h"
+#include "http_transfer.h"
+#include "http_worker.h"
+#include "shmem.h"
+#include "worker.h"
+
+/* Look for parked tasks this often even if no commit said so. */
+#define POLL_MS				1000
+/* Record results at most this long after the first came in... */
+#define RECORD_WAIT_MS		5
+/* ...or as soon as this many are waiting. */
+#define RECORD_BATCH		1000
+/* After a local failure (no descriptor, no memory), claim again after this. */
+#define LOCAL_FAILURE_PAUSE_MS 200
+/* Descriptors kept free beyond PostgreSQL's own files. */
+#define SPARE_DESCRIPTORS	64
+
+static int	my_index = -1;
+static Oid	extension_oid = InvalidOid;
+
+/* Results not recorded yet. */
+static HttpResult *results = NULL;
+static int	n_results = 0;
+static int	results_size = 0;
+static TimestampTz first_result_at = 0;
+static bool local_failure = false;
+
+#define MY_SLOT (&delaysched_shared->http_workers[my_index])
+
+/*
+ * Register the HTTP workers with the postmaster; called from _PG_init.
+ */
+void
+delaysched_register_http_workers(void)
+{
+	for (int i = 0; i < delaysched_http_workers; i++)
+	{
+		BackgroundWorker worker;
+
+		memset(&worker, 0, sizeof(worker));
+		worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+		worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+		worker.bgw_restart_time = 1;
+		worker.bgw_main_arg = Int32GetDatum(i);
+		snprintf(worker.bgw_library_name, BGW_MAXLEN, "delaysched");
+		snprintf(worker.bgw_function_name, BGW_MAXLEN, "delaysched_http_main");
+		snprintf(worker.bgw_name, BGW_MAXLEN, "delaysched http %d", i);
+		snprintf(worker.bgw_type, BGW_MAXLEN, "delaysched http");
+		RegisterBackgroundWorker(&worker);
+	}
+}
+
+static void
+http_detach(int code, Datum arg)
+{
+	SpinLockAcquire(&delaysched_shared->mutex);
+	MY_SLOT->pid = 0;
+	MY_SLOT->latch = NULL;
+	MY_SLOT->in_flight = 0;
+	SpinLockRelease(&delaysched_shared->mutex);
+}
+
+static void
+http_attach(int index, int max_in_flight)
+{
+	my_index = index;
+	SpinLockAcquire(&delaysched_shared->mutex);
+	memset(MY_SLOT, 0, sizeof(HttpWorkerSlot));
+	MY_SLOT->pid = MyProcPid;
+	MY_SLOT->latch = MyLatch;
+	MY_SLOT->max_in_flight = max_in_flight;
+	SpinLockRelease(&delaysched_shared->mutex);
+	before_shmem_exit(http_detach, (Datum) 0);
+}
+
+/*
+ * How many requests this worker may have in flight: the parameter, within
+ * the file descriptors it can open (see the file header).
+ */
+static int
+in_flight_cap(void)
+{
+	struct rlimit limit;
+	int64		spare;
+
+	if (getrlimit(RLIMIT_NOFILE, &limit) != 0)
+		return delaysched_http_max_in_flight;
+	if (limit.rlim_cur != RLIM_INFINITY && limit.rlim_cur < limit.rlim_max)
+	{
+		struct rlimit raised = limit;
+
+		raised.rlim_cur = limit.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &raised) == 0)
+			limit = raised;
+	}
+	if (limit.rlim_cur == RLIM_INFINITY)
+		return delaysched_http_max_in_flight;
+	spare = (int64) limit.rlim_cur - max_safe_fds - SPARE_DESCRIPTORS;
+	if (spare < delaysched_http_max_in_flight)
+	{
+		ereport(LOG,
+				(errmsg("delaysched HTTP worker %d: at most " INT64_FORMAT " requests in flight, not %d, for want of file descriptors",
+						my_index, Max(spare, 1), delaysched_http_max_in_flight),
+				 errhint("Raise the open files limit (ulimit -n) of the server.")));
+		return (int) Max(spare, 1);
+	}
+	return delaysched_http_max_in_flight;
+}
+
+static void
+add_result(const HttpResult *result)
+{
+	if (n_results == results_size)
+	{
+		results_size = Max(64, results_size * 2);
+		results = results == NULL
+			? MemoryContextAlloc(TopMemoryContext, sizeof(HttpResult) * results_size)
+			: repalloc(results, sizeof(HttpResult) * results_size);
+	}
+	if (n_results == 0)
+		first_result_at = GetCurrentTimestamp();
+	if (result->outcome == HTTP_REQUEUED)
+		local_failure = true;
+	results[n_results++] = *result;
+}
+
+/* A request is over (or could not start): its result, and free it. */
+static void
+finish_request(HttpRequest *request, const HttpResult *result)
+{
+	add_result(result);
+	delaysched_http_count_in_flight(request->def->name, -1);
+	delaysched_http_request_free(request);
+	SpinLockAcquire(&delaysched_shared->mutex);
+	MY_SLOT->sent++;
+	if (result->outcome == HTTP_DONE)
+		MY_SLOT->succeeded++;
+	SpinLockRelease(&delaysched_shared->mutex);
+}
+
+/* The transfer driver's callback: a transfer ended. */
+static void
+on_done(HttpRequest *request, CURLcode code, void *arg)
+{
+	HttpResult	result;
+	char		error[256];
+
+	if (delaysched_http_request_outcome(request, code, &result))
+	{
+		finish_request(request, &result);
+		return;
+	}
+	/* A redirect to follow: the same request, to its new location. */
+	if (!delaysched_http_driver_add(request, error, sizeof(error)))
+	{
+		delaysched_http_request_fail(request, HTTP_REQUEUED, error, &result);
+		finish_request(request, &result);
+	}
+}
+
+/* What one transaction of the worker does and learns. */
+typedef struct StoreCall
+{
+	bool		release;		/* first of this run: release the last run's */
+	int			room;			/* claim up to this many; 0: do not claim */
+	int			max_in_flight;
+	HttpRequest **claimed;		/* out */
+	int			n_claimed;		/* out */
+} StoreCall;
+
+static void
+store_work(void *arg)
+{
+	StoreCall  *call = (StoreCall *) arg;
+	Oid			extension = get_extension_oid("delaysched", false);
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (call->release)
+	{
+		int			released = delaysched_http_release(extension, my_index);
+
+		if (released > 0)
+			ereport(LOG,
+					(errmsg("delaysched HTTP worker %d: sending again %d requests its previous run left unfinished",
+							my_index, released)));
+	}
+	if (n_results > 0)
+		delaysched_http_record(extension, my_index, results, n_results);
+	if (call->room > 0)
+		call->n_claimed = delaysched_http_claim(extension, my_index, call->room,
+												call->max_in_flight, &call->claimed);
+	SPI_finish();
+	extension_oid = extension;
+}
+
+/* The recorded results are gone: free their errors. */
+static void
+forget_results(void)
+{
+	for (int i = 0; i < n_results; i++)
+		if (results[i].error != NULL)
+			pfree(results[i].error);
+	n_results = 0;
+}
+
+/* Start the requests just claimed (their leases are committed). */
+static void
+start_requests(HttpRequest **claimed, int n)
+{
+	for (int i = 0; i < n; i++)
+	{
+		HttpRequest *request = claimed[i];
+		char		error[256];
+		HttpResult	result;
+
+		if (!delaysched_http_request_prepare(request, error, sizeof(error)) ||
+			!delaysched_http_driver_add(request, error, sizeof(error)))
+		{
+			delaysched_http_request_fail(request, HTTP_REQUEUED, error, &result);
+			finish_request(request, &result);
+		}
+	}
+}
+
+static long
+ms_until(TimestampTz when, TimestampTz now)
+{
+	if (when <= now)
+		return 0;
+	return (long) Min((when - now + 999) / 1000, (TimestampTz) INT_MAX);
+}
+
+/*
+ * Entry point of an HTTP worker; main_arg is its index.
+ */
+void
+delaysched_http_main(Datum main_arg)
+{
+	WaitEventSet *set;
+	WaitEvent	events[4];
+	int			cap;
+	bool		released = false;
+	bool		want_claim = true;
+	TimestampTz next_poll = 0;
+	TimestampTz claim_not_before = 0;
+
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
+	BackgroundWorkerUnblockSignals();
+
+	my_index = DatumGetInt32(main_arg);
+	cap = in_flight_cap();
+	http_attach(my_index, cap);
+	BackgroundWorkerInitializeConnection(delaysched_database, NULL, 0);
+	pgstat_report_appname("delaysched http");
+	delaysched_setup_worker_session();
+
+	set = CreateWaitEventSet(TopMemoryContext, 3);
+	AddWaitEventToSet(set, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
+	AddWaitEventToSet(set, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
+	AddWaitEventToSet(set, WL_SOCKET_READABLE, delaysched_http_driver_start(cap), NULL, NULL);
+
+	for (;;)
+	{
+		TimestampTz now;
+		TimestampTz wake;
+		int			in_flight = delaysched_http_driver_in_flight();
+		int			room;
+		bool		claim_due;
+		bool		record_due;
+		int			n;
+
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+			cap = in_flight_cap();
+			delaysched_http_driver_set_cap(cap);
+		}
+		if (ShutdownRequestPending)
+		{
+			if (n_results > 0)
+			{
+				StoreCall	call = {false, 0, cap, NULL, 0};
+
+				(void) delaysched_run_in_transaction("delaysched: recording HTTP results",
+													 store_work, &call);
+				forget_results();
+			}
+			proc_exit(0);
+		}
+		CHECK_FOR_INTERRUPTS();
+
+		now = GetCurrentTimestamp();
+		room = Min(cap - in_flight, delaysched_batch_size);
+		claim_due = room > 0 && (want_claim || now >= next_poll) && now >= claim_not_before;
+		record_due = n_results > 0 &&
+			(n_results >= RECORD_BATCH || claim_due ||
+			 now >= TimestampTzPlusMilliseconds(first_result_at, RECORD_WAIT_MS));
+
+		if (!released || claim_due || record_due)
+		{
+			StoreCall	call = {!released, claim_due ? room : 0, cap, NULL, 0};
+			bool		present;
+
+			local_failure = false;
+			present = delaysched_run_in_transaction("delaysched: claiming and recording HTTP requests",
+													store_work, &call);
+			forget_results();
+			if (!present)
+			{
+				/* No extension (yet): look again later. */
+				want_claim = false;
+				next_poll = TimestampTzPlusMilliseconds(now, 10 * POLL_MS);
+			}
+			else
+			{
+				released = true;
+				start_requests(call.claimed, call.n_claimed);
+				if (call.claimed != NULL)
+					pfree(call.claimed);
+				if (claim_due)
+				{
+					/* A full claim: more may be waiting. */
+					want_claim = (call.n_claimed >= room);
+					next_poll = TimestampTzPlusMilliseconds(now, POLL_MS);
+					SpinLockAcquire(&delaysched_shared->mutex);
+					MY_SLOT->last_claim = now;
+					SpinLockRelease(&delaysched_shared->mutex);
+				}
+				if (local_failure)
+					claim_not_before = TimestampTzPlusMilliseconds(now, LOCAL_FAILURE_PAUSE_MS);
+			}
+			/* Send what was claimed before waiting. */
+			delaysched_http_driver_run(on_done, NULL);
+		}
+
+		SpinLockAcquire(&delaysched_shared->mutex);
+		MY_SLOT->in_flight = delaysched_http_driver_in_flight();
+		MY_SLOT->max_in_flight = cap;
+		SpinLockRelease(&delaysched_shared->mutex);
+
+		/* Sleep until something needs doing. */
+		now = GetCurrentTimestamp();
+		wake = delaysched_http_driver_timer();
+		if (delaysched_http_driver_in_flight() < cap)
+			wake = Min(wake, Max(want_claim ? now : next_poll, claim_not_before));
+		if (n_results > 0)
+			wake = Min(wake, TimestampTzPlusMilliseconds(first_result_at, RECORD_WAIT_MS));
+		pgstat_report_activity(STATE_IDLE, NULL);
+		n = WaitEventSetWait(set, wake == DT_NOEND ? -1 : ms_until(wake, now),
+							 events, lengthof(events), PG_WAIT_EXTENSION);
+		for (int i = 0; i < n; i++)
+		{
+			if (events[i].events & WL_LATCH_SET)
+			{
+				ResetLatch(MyLatch);
+				want_claim = true;
+			}
+		}
+		delaysched_http_driver_run(on_done, NULL);
+	}
+}
