@@ -27,7 +27,7 @@ EXTENSION = delaysched
 DATA = delaysched--0.1.sql
 PGFILEDESC = "delaysched - delayed tasks delivered on time from inside PostgreSQL"
 
-REGRESS = setup api validation claim_ack privileges batch pause limits
+REGRESS = setup api validation claim_ack privileges batch pause limits http
 REGRESS_OPTS = --temp-instance=./tmp_check --temp-config=$(srcdir)/test/delaysched.conf \
 	--load-extension=delaysched
 ISOLATION = claim_race dedupe_race cancel_vs_claim drop_vs_add reschedule_vs_drop range_race tick_vs_claim reschedule_vs_claim pause_vs_tick

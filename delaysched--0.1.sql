@@ -126,7 +126,7 @@ CREATE TABLE sched.attempt (
 	duration	 interval NOT NULL,
 	http_status	 int,
 	error		 text,
-	outcome		 text NOT NULL CHECK (outcome IN ('done', 'retry', 'dead', 'requeued'))
+	outcome		 text NOT NULL CHECK (outcome IN ('done', 'retry', 'dead', 'requeued', 'stale'))
 );
 COMMENT ON TABLE sched.attempt IS 'every HTTP request delaysched made, with its status, error and duration; read sched.attempts instead';
 CREATE INDEX attempt_task_idx ON sched.attempt (task_id, attempt);
@@ -887,9 +887,9 @@ COMMENT ON FUNCTION sched._http_claim(smallint, int, int, text[], int[]) IS 'int
  *				 attempts are used up), 'dead' (a final failure), 'requeued' (a
  *				 local failure before or while sending: parked again, the
  *				 attempt not counted).
- * Every request goes to sched.attempt.  A result whose lease is gone (the
+ * Every request goes to sched.attempt.  A failure whose lease is gone (the
  * sweep took the task back, or an administrator finished it) changes
- * nothing but the history, except that a 2xx still finishes the task if
+ * nothing, and is kept there as 'stale'; a 2xx still finishes the task if
  * it awaits a result: it was delivered.  Returns the number recorded.
  */
 CREATE FUNCTION sched._http_record(p_worker smallint, p_ids bigint[], p_buckets smallint[],
@@ -904,6 +904,7 @@ DECLARE
 	g record;
 	v_outcomes text[] := p_outcomes;
 	v_errors text[] := p_errors;
+	v_applied boolean[] := pg_catalog.array_fill(false, ARRAY[pg_catalog.cardinality(p_ids)]);
 BEGIN
 	-- Successes, a bucket at a time: every one whose task awaits a result.
 	FOR g IN
@@ -931,6 +932,7 @@ BEGIN
 			v_outcomes[r.ord] := 'dead';
 			v_errors[r.ord] := pg_catalog.format('%s (attempt %s of %s)', v_errors[r.ord], r.attempt, r.max_attempts);
 		END IF;
+		v_applied[r.ord] := true;
 		IF v_outcomes[r.ord] = 'dead' THEN
 			PERFORM sched._finish(r.bucket, ARRAY[r.id], 'dead', v_errors[r.ord], 'd');
 		ELSIF r.outcome = 'retry' THEN
@@ -945,10 +947,11 @@ BEGIN
 
 	INSERT INTO sched.attempt (task_id, attempt, biz_type, started_at, duration, http_status, error, outcome)
 	SELECT u.id, u.attempt, u.biz_type, u.started, pg_catalog.make_interval(secs => u.duration_ms / 1000.0),
-		   u.status, u.error, u.outcome
+		   u.status, u.error,
+		   CASE WHEN u.outcome = 'done' OR u.applied THEN u.outcome ELSE 'stale' END
 	FROM unnest(p_ids, p_attempts, p_biz_types, p_started, p_duration_ms, p_status,
-						   v_errors, v_outcomes)
-			AS u(id, attempt, biz_type, started, duration_ms, status, error, outcome);
+				v_errors, v_outcomes, v_applied)
+			AS u(id, attempt, biz_type, started, duration_ms, status, error, outcome, applied);
 	RETURN pg_catalog.cardinality(p_ids);
 END
 $$;

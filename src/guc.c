@@ -5,8 +5,11 @@
  *
  * Every parameter is documented in doc/configuration.md; keep the two in
  * step.  Parameters the worker reads are PGC_SIGHUP so that a reload changes
- * them without a restart, except delaysched.database and delaysched.workers,
- * which decide what the postmaster starts and so need a restart.  The SQL
+ * them without a restart, except delaysched.database and the worker counts,
+ * which decide what the postmaster starts and so need a restart.  The HTTP
+ * perimeter's lists are PGC_SUSET: a superuser's session may try a list
+ * out (sched.define_biz checks literal addresses against it), and the HTTP
+ * workers take the server's at a reload.  The SQL
  * functions read delaysched.buckets, delaysched.ranges and
  * delaysched.max_payload_size with current_setting().
  *
@@ -169,7 +172,7 @@ delaysched_define_gucs(void)
 							   "Checked against the URL's host and, after DNS resolution, the address.",
 							   &delaysched_http_allowed_hosts,
 							   "*",
-							   PGC_SIGHUP,
+							   PGC_SUSET,
 							   0,
 							   delaysched_check_host_list, delaysched_assign_allowed_hosts, NULL);
 
@@ -178,9 +181,9 @@ delaysched_define_gucs(void)
 							   "Checked after DNS resolution, at every connection and redirect.",
 							   &delaysched_http_denied_hosts,
 							   DELAYSCHED_DEFAULT_DENIED_HOSTS,
-							   PGC_SIGHUP,
+							   PGC_SUSET,
 							   0,
-							   delaysched_check_host_list, delaysched_assign_denied_hosts, NULL);
+							   delaysched_check_denied_list, delaysched_assign_denied_hosts, NULL);
 
 	delaysched_reserve_guc_prefix("delaysched");
 }

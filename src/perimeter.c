@@ -193,6 +193,33 @@ delaysched_check_host_list(char **newval, void **extra, GucSource source)
 	return true;
 }
 
+/*
+ * Check hook of delaysched.http_denied_hosts: the allow list's syntax, but
+ * addresses and networks only (names are checked against URLs, and a
+ * denied name would be passed by an address).
+ */
+bool
+delaysched_check_denied_list(char **newval, void **extra, GucSource source)
+{
+	HostList   *list;
+
+	if (!delaysched_check_host_list(newval, extra, source))
+		return false;
+	list = (HostList *) *extra;
+	for (int i = 0; i < list->count; i++)
+	{
+		if (list->entries[i].kind != ENTRY_NETWORK)
+		{
+			GUC_check_errdetail("The deny list holds addresses and networks (address/bits), not \"%s\".",
+								list->entries[i].kind == ENTRY_ANY ? "*" : list->entries[i].name);
+			free(list);
+			*extra = NULL;
+			return false;
+		}
+	}
+	return true;
+}
+
 void
 delaysched_assign_allowed_hosts(const char *newval, void *extra)
 {

@@ -22,6 +22,7 @@ extern char *delaysched_http_denied_hosts;
 	"169.254.0.0/16, fe80::/10, fd00:ec2::254, 100.100.100.200, 192.0.0.192, 0.0.0.0/8, ::/128"
 
 extern bool delaysched_check_host_list(char **newval, void **extra, GucSource source);
+extern bool delaysched_check_denied_list(char **newval, void **extra, GucSource source);
 extern void delaysched_assign_allowed_hosts(const char *newval, void *extra);
 extern void delaysched_assign_denied_hosts(const char *newval, void *extra);
 
