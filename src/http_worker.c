@@ -36,7 +36,8 @@
  * again with its attempt not counted, never lost.
  *
  * Shutdown.  SIGTERM ends the wait at once; the worker records the
- * results it has, and exits.  Requests still in flight are sent again by
+ * results it has, and exits (to be started again a second later, unless
+ * the server is shutting down).  Requests still in flight are sent again by
  * the next run (a duplicate after a stop, which the at-least-once promise
  * allows).
  *
@@ -352,7 +353,12 @@ delaysched_http_main(Datum main_arg)
 													 store_work, &call);
 				forget_results();
 			}
-			proc_exit(0);
+			/*
+			 * Exit code 1, as the standard SIGTERM handler's FATAL would: the
+			 * postmaster starts the worker again after bgw_restart_time (at
+			 * a server shutdown it does not, whatever the code).
+			 */
+			proc_exit(1);
 		}
 		CHECK_FOR_INTERRUPTS();
 

@@ -7,6 +7,13 @@
 # A Listener runs test/dslisten (a libpq LISTEN client) in the background and
 # parses its lines: { recv_us, late_us, run_at_us, channel, message (decoded
 # JSON), id, attempt }.
+#
+#   my $r = DelayschedTest::Receiver->start($dir);   # test/http_receiver.py
+#   my @req = $r->wait_requests('/ok/x', 3, 30);     # 3 requests to /ok/x...
+#
+# A Receiver runs the scriptable webhook receiver on 127.0.0.1 and reads its
+# log: one { t (arrival, epoch seconds), path, headers, body, json (the body
+# decoded) } per request, in arrival order.
 package DelayschedTest;
 
 use strict;
@@ -183,6 +190,83 @@ sub stop
 	$self->{harness}->kill_kill if $self->{harness}->pumpable;
 	$self->{harness}->finish;
 	return $self->received;
+}
+
+package DelayschedTest::Receiver;
+
+use strict;
+use warnings;
+
+use FindBin;
+use JSON::PP;
+use Time::HiRes qw(usleep time);
+
+sub start
+{
+	my ($class, $dir) = @_;
+	my $self = bless { port_file => "$dir/receiver.port", log => "$dir/receiver.log" }, $class;
+	unlink $self->{port_file}, $self->{log};
+	my $script = "$FindBin::Bin/../http_receiver.py";
+	$self->{harness} = IPC::Run::start(
+		[ 'python3', $script, '--port-file', $self->{port_file}, '--log', $self->{log} ],
+		'<', \undef, '>', \$self->{out}, '2>', \$self->{err});
+	my $deadline = time + 30;
+	until (-s $self->{port_file})
+	{
+		die "http_receiver.py did not start: " . ($self->{err} // '')
+		  if time > $deadline || !$self->{harness}->pumpable;
+		$self->{harness}->pump_nb;
+		usleep(10_000);
+	}
+	open my $fh, '<', $self->{port_file} or die;
+	chomp($self->{port} = <$fh>);
+	close $fh;
+	return $self;
+}
+
+sub port { return $_[0]->{port} }
+
+# The base URL of the receiver.
+sub url { return "http://127.0.0.1:$_[0]->{port}" }
+
+# Every request logged so far whose path starts with $prefix.
+sub requests
+{
+	my ($self, $prefix) = @_;
+	$self->{harness}->pump_nb if $self->{harness}->pumpable;
+	open my $fh, '<', $self->{log} or return ();
+	my @all;
+	while (my $line = <$fh>)
+	{
+		next unless $line =~ /\n$/;
+		my $r = JSON::PP::decode_json($line);
+		next if defined $prefix && index($r->{path}, $prefix) != 0;
+		$r->{json} = eval { JSON::PP::decode_json($r->{body}) };
+		push @all, $r;
+	}
+	close $fh;
+	return @all;
+}
+
+# Wait until at least $count requests to $prefix arrived or $timeout passed.
+sub wait_requests
+{
+	my ($self, $prefix, $count, $timeout) = @_;
+	my $deadline = time + ($timeout // 30);
+	my @got = $self->requests($prefix);
+	while (@got < $count && time < $deadline)
+	{
+		usleep(20_000);
+		@got = $self->requests($prefix);
+	}
+	return @got;
+}
+
+sub stop
+{
+	my ($self) = @_;
+	$self->{harness}->kill_kill if $self->{harness}->pumpable;
+	$self->{harness}->finish;
 }
 
 1;
