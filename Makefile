@@ -6,6 +6,7 @@
 
 MODULE_big = delaysched
 OBJS = \
+	src/caller.o \
 	src/delaysched.o \
 	src/drain.o \
 	src/guc.o \
@@ -40,7 +41,7 @@ SHLIB_LINK = -lcurl
 # -Wextra's unused-parameter fires inside PostgreSQL's own headers (bufpage.h).
 PG_CFLAGS = -Wall -Wextra -Werror -Wno-unused-parameter
 
-EXTRA_CLEAN = test/dslisten test/bench/dsbench tmp_check tmp_check_iso
+EXTRA_CLEAN = test/dslisten test/bench/dsbench test/bench/hooksink tmp_check tmp_check_iso
 
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
@@ -52,17 +53,23 @@ $(OBJS): $(wildcard $(srcdir)/src/*.h)
 LIBPQ_CFLAGS = -I$(shell $(PG_CONFIG) --includedir)
 LIBPQ_LIBS = -L$(shell $(PG_CONFIG) --libdir) -lpq
 
-all: test/dslisten test/bench/dsbench
+all: test/dslisten test/bench/dsbench test/bench/hooksink
 
 # The LISTEN client and the benchmark driver (test/bench/dsbench).
 test/dslisten test/bench/dsbench: %: %.c test/dsclient.h
 	$(CC) -O2 -Wall -Wextra -Werror -I$(srcdir)/test $(LIBPQ_CFLAGS) -o $@ $< $(LIBPQ_LIBS)
 
+# The webhook receiver of the HTTP benchmark (libc only).
+test/bench/hooksink: test/bench/hooksink.c
+	$(CC) -O2 -Wall -Wextra -Werror -o $@ $<
+
 # Benchmarks (not tests): bench/run.sh; bench-smoke is the few-second run CI does.
-.PHONY: bench bench-compare bench-smoke
+.PHONY: bench bench-compare bench-smoke bench-http
 bench: all
 	bash bench/run.sh
 bench-compare: all
 	bash bench/run.sh --compare
 bench-smoke: all
 	bash bench/run.sh --smoke
+bench-http: all
+	bash bench/http.sh

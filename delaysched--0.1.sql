@@ -11,6 +11,7 @@
  *	 sched.dedupe			(biz_type, dedupe_key) of unfinished tasks
  *	 sched.pointer			the persisted time pointer of every range
  *	 sched.attempt			every HTTP attempt: status, error, duration
+ *	 sched.biz_grant		which role may schedule, consume or read which type
  *
  * States in sched.task.state ("char"):
  *	 'p'  pending, not yet due or not yet seen by the scanner
@@ -132,6 +133,17 @@ COMMENT ON TABLE sched.attempt IS 'every HTTP request delaysched made, with its 
 CREATE INDEX attempt_task_idx ON sched.attempt (task_id, attempt);
 -- Rows arrive in started_at order: a BRIN index finds the old ones to purge.
 CREATE INDEX attempt_started_at_idx ON sched.attempt USING brin (started_at);
+
+-- Per-type grants (sched.grant_biz): which role may schedule, consume or
+-- read the tasks of which type.
+CREATE TABLE sched.biz_grant (
+	biz_type	 text NOT NULL REFERENCES sched.biz (name) ON DELETE CASCADE,
+	grantee		 oid NOT NULL,
+	privilege	 text NOT NULL CHECK (privilege IN ('schedule', 'consume', 'read')),
+	granted_at	 timestamptz NOT NULL DEFAULT pg_catalog.now(),
+	PRIMARY KEY (biz_type, grantee, privilege)
+);
+COMMENT ON TABLE sched.biz_grant IS 'per-type grants of delaysched; change with sched.grant_biz and sched.revoke_biz';
 
 CREATE TABLE sched.dedupe (
 	biz_type	 text NOT NULL,
@@ -272,6 +284,11 @@ CREATE FUNCTION sched._forget_bucket(biz_type text, dropped boolean) RETURNS voi
 LANGUAGE c STRICT VOLATILE
 AS 'MODULE_PATHNAME', 'delaysched_forget_bucket_sql';
 COMMENT ON FUNCTION sched._forget_bucket(text, boolean) IS 'internal: free the token bucket of a type that lost its rate limit or was dropped';
+
+CREATE FUNCTION sched._caller() RETURNS oid
+LANGUAGE c STRICT STABLE
+AS 'MODULE_PATHNAME', 'delaysched_caller';
+COMMENT ON FUNCTION sched._caller() IS 'internal: the role that called the SECURITY DEFINER function running (current_user outside it)';
 
 CREATE FUNCTION sched._check_url(url text) RETURNS void
 LANGUAGE c STRICT STABLE
@@ -497,6 +514,54 @@ END
 $$;
 COMMENT ON FUNCTION sched._check_http(text, jsonb, interval, interval, interval, text, boolean) IS 'internal: refuse the arguments of an http type that could not work';
 
+/*
+ * Per-type grants.  The public functions run as the extension's owner
+ * (SECURITY DEFINER); sched._caller() is the role that called them, after
+ * SET ROLE.  Superusers and members of the extension's owner may do
+ * everything; any other role acts only on the types granted to it with
+ * sched.grant_biz: 'schedule' (add, cancel, reschedule, retry), 'consume'
+ * (claim, ack, nack) or 'read' (the views; every grant includes it).
+ */
+CREATE FUNCTION sched._is_admin() RETURNS boolean
+LANGUAGE sql STABLE
+AS $$
+	SELECT r.rolsuper OR pg_catalog.pg_has_role(r.oid, e.extowner, 'USAGE')
+	FROM pg_catalog.pg_roles r, pg_catalog.pg_extension e
+	WHERE r.oid = sched._caller() AND e.extname = 'delaysched'
+$$;
+COMMENT ON FUNCTION sched._is_admin() IS 'internal: is the caller a superuser or a member of the extension''s owner';
+
+/* The types the caller holds privilege on; NULL for every type (admins). */
+CREATE FUNCTION sched._granted_types(p_privilege text) RETURNS text[]
+LANGUAGE sql STABLE
+AS $$
+	SELECT CASE WHEN sched._is_admin() THEN NULL
+		   ELSE coalesce((SELECT pg_catalog.array_agg(DISTINCT g.biz_type) FROM sched.biz_grant g
+						  WHERE (g.privilege = p_privilege OR p_privilege = 'read')
+							AND g.grantee IN (SELECT r.oid FROM pg_catalog.pg_roles r)
+							AND pg_catalog.pg_has_role(sched._caller(), g.grantee, 'USAGE')), '{}')
+		   END
+$$;
+COMMENT ON FUNCTION sched._granted_types(text) IS 'internal: the business types the caller holds a privilege on (NULL: all)';
+
+CREATE FUNCTION sched._require_grant(p_biz text, p_privilege text) RETURNS void
+LANGUAGE plpgsql
+AS $$
+DECLARE
+	v_types text[] := sched._granted_types(p_privilege);
+BEGIN
+	IF v_types IS NOT NULL AND NOT p_biz = ANY (v_types) THEN
+		RAISE EXCEPTION 'permission denied for business type "%"', p_biz
+			USING ERRCODE = 'insufficient_privilege',
+				  DETAIL = pg_catalog.format('Role %s does not hold the ''%s'' privilege on it.',
+											 sched._caller()::regrole, p_privilege),
+				  HINT = pg_catalog.format('An administrator can grant it: SELECT sched.grant_biz(%L, %L, %L);',
+										   p_biz, sched._caller()::regrole::text, p_privilege);
+	END IF;
+END
+$$;
+COMMENT ON FUNCTION sched._require_grant(text, text) IS 'internal: refuse a caller without a privilege on a business type';
+
 -------------------------------------------------------------------------------
 -- Internal task operations
 -------------------------------------------------------------------------------
@@ -542,25 +607,29 @@ COMMENT ON FUNCTION sched._insert(text, timestamptz, jsonb, text) IS 'internal: 
  * bucket, or NULL.  Looks first in the bucket the id was created in, then
  * (for tasks that moved) in every bucket.
  */
-CREATE FUNCTION sched._lock(p_id bigint, p_states "char"[]) RETURNS smallint
+CREATE FUNCTION sched._lock(p_id bigint, p_states "char"[], p_privilege text DEFAULT NULL) RETURNS smallint
 LANGUAGE plpgsql
 AS $$
 DECLARE
 	v_bucket smallint;
+	-- A task of a type the caller may not act on is not there for it.
+	v_types text[] := CASE WHEN p_privilege IS NOT NULL THEN sched._granted_types(p_privilege) END;
 BEGIN
 	SELECT t.bucket INTO v_bucket FROM sched.task t
 		WHERE t.bucket = sched._id_bucket(p_id) AND t.id = p_id
 		  AND t.state OPERATOR(pg_catalog.=) ANY (p_states)
+		  AND (v_types IS NULL OR t.biz_type OPERATOR(pg_catalog.=) ANY (v_types))
 		FOR UPDATE;
 	IF NOT FOUND THEN
 		SELECT t.bucket INTO v_bucket FROM sched.task t
 			WHERE t.id = p_id AND t.state OPERATOR(pg_catalog.=) ANY (p_states)
+			  AND (v_types IS NULL OR t.biz_type OPERATOR(pg_catalog.=) ANY (v_types))
 			FOR UPDATE;
 	END IF;
 	RETURN v_bucket;
 END
 $$;
-COMMENT ON FUNCTION sched._lock(bigint, "char"[]) IS 'internal: find and lock an unfinished task by id';
+COMMENT ON FUNCTION sched._lock(bigint, "char"[], text) IS 'internal: find and lock an unfinished task by id';
 
 /*
  * Lock FOR KEY SHARE the business type of unfinished task p_id, as sched.add
@@ -594,10 +663,11 @@ COMMENT ON FUNCTION sched._lock_type_of(bigint) IS 'internal: lock the business 
  * Move tasks of one bucket out of the live table into sched.finished as
  * p_state, and return the ids moved.  With p_only_from, only tasks in that
  * state are moved (sched.ack_many: only deliveries awaiting acknowledgement);
- * without it, the caller has locked the tasks it names.
+ * without it, the caller has locked the tasks it names.  With p_types, only
+ * tasks of those types (the ones the caller of ack_many may consume).
  */
 CREATE FUNCTION sched._finish(p_bucket smallint, p_ids bigint[], p_state text, p_error text,
-							  p_only_from "char" DEFAULT NULL)
+							  p_only_from "char" DEFAULT NULL, p_types text[] DEFAULT NULL)
 RETURNS bigint[]
 LANGUAGE plpgsql
 AS $$
@@ -608,6 +678,7 @@ BEGIN
 		DELETE FROM sched.task t
 		WHERE t.bucket = p_bucket AND t.id = ANY (p_ids)
 		  AND (p_only_from IS NULL OR t.state = p_only_from)
+		  AND (p_types IS NULL OR t.biz_type = ANY (p_types))
 		RETURNING t.*
 	), released AS (
 		DELETE FROM sched.dedupe d USING gone
@@ -629,18 +700,18 @@ BEGIN
 	RETURN v_done;
 END
 $$;
-COMMENT ON FUNCTION sched._finish(smallint, bigint[], text, text, "char") IS 'internal: move tasks of one bucket to sched.finished';
+COMMENT ON FUNCTION sched._finish(smallint, bigint[], text, text, "char", text[]) IS 'internal: move tasks of one bucket to sched.finished';
 
 /*
  * Finish the unfinished task p_id as p_state if it is in one of p_states;
  * false if there is no such task.  The body of sched.ack and sched.cancel.
  */
-CREATE FUNCTION sched._finish_by_id(p_id bigint, p_states "char"[], p_state text)
+CREATE FUNCTION sched._finish_by_id(p_id bigint, p_states "char"[], p_state text, p_privilege text)
 RETURNS boolean
 LANGUAGE plpgsql
 AS $$
 DECLARE
-	v_bucket smallint := sched._lock(p_id, p_states);
+	v_bucket smallint := sched._lock(p_id, p_states, p_privilege);
 BEGIN
 	IF v_bucket IS NULL THEN
 		RETURN false;
@@ -649,7 +720,7 @@ BEGIN
 	RETURN true;
 END
 $$;
-COMMENT ON FUNCTION sched._finish_by_id(bigint, "char"[], text) IS 'internal: finish an unfinished task by id if it is in one of the given states';
+COMMENT ON FUNCTION sched._finish_by_id(bigint, "char"[], text, text) IS 'internal: finish an unfinished task by id if it is in one of the given states and the caller holds the privilege on its type';
 
 /*
  * Give a locked task a new run_at (and so maybe a new bucket), keeping its
@@ -798,7 +869,9 @@ COMMENT ON FUNCTION sched._purge(timestamptz, int, int, int) IS 'internal: remov
  * concurrency caps apply as in sched.claim.  The lease lasts the type's
  * timeout and a grace of 30 seconds: if the worker dies, the sweep parks
  * the task again when it runs out (and the worker, when it starts again,
- * releases its own at once; see sched._http_release).
+ * releases its own at once; see sched._http_release).  When a rate limit
+ * held a type back, a last row with a NULL id says in run_at when its next
+ * token comes: the worker claims again then.
  */
 CREATE FUNCTION sched._http_claim(p_worker smallint, p_room int, p_max_in_flight int,
 								  p_busy_types text[], p_busy_counts int[])
@@ -816,6 +889,7 @@ DECLARE
 	v_want int;
 	v_tokens int;
 	v_got int;
+	v_next timestamptz;
 	b sched.biz;
 BEGIN
 	SELECT pg_catalog.array_agg(x.name ORDER BY pg_catalog.random()) INTO v_types
@@ -853,6 +927,10 @@ BEGIN
 		v_tokens := 0;
 		IF b.rate_limit IS NOT NULL THEN
 			v_tokens := sched._take_tokens(b.name, b.rate_limit, b.burst, v_want);
+			IF v_tokens < v_want THEN
+				-- Out of tokens: look again when the next one comes.
+				v_next := LEAST(v_next, v_now + pg_catalog.make_interval(secs => GREATEST(0.01, 1.0 / b.rate_limit)));
+			END IF;
 			v_want := v_tokens;
 			CONTINUE WHEN v_want <= 0;
 		END IF;
@@ -877,6 +955,9 @@ BEGIN
 		END IF;
 		v_room := v_room - v_got;
 	END LOOP;
+	IF v_next IS NOT NULL THEN
+		RETURN QUERY SELECT NULL::bigint, NULL::smallint, NULL::text, v_next, NULL::jsonb, NULL::int;
+	END IF;
 END
 $$;
 COMMENT ON FUNCTION sched._http_claim(smallint, int, int, text[], int[]) IS 'internal: lease parked tasks of http types to an HTTP worker';
@@ -1236,6 +1317,57 @@ END
 $$;
 COMMENT ON FUNCTION sched.resume(text) IS 'deliver the tasks of a paused business type again, the parked ones first; false if it was not paused';
 
+/*
+ * Per-type grants (see sched._is_admin).  Granting what a role holds
+ * already, or revoking what it does not, changes nothing and says so.
+ */
+CREATE FUNCTION sched.grant_biz(biz_type text, role regrole, privilege text DEFAULT 'schedule')
+RETURNS boolean
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+BEGIN
+	PERFORM sched._require(biz_type, 'biz_type');
+	PERFORM sched._require(role, 'role');
+	PERFORM sched._require(privilege, 'privilege');
+	PERFORM sched._biz(biz_type);
+	IF privilege NOT IN ('schedule', 'consume', 'read') THEN
+		RAISE EXCEPTION 'invalid privilege "%"', privilege
+			USING ERRCODE = 'invalid_parameter_value',
+				  HINT = 'A privilege is ''schedule'' (add, cancel, reschedule, retry), ''consume'' (claim, ack, nack) or ''read'' (the views).';
+	END IF;
+	INSERT INTO sched.biz_grant (biz_type, grantee, privilege)
+		VALUES (biz_type, role::oid, privilege)
+		ON CONFLICT DO NOTHING;
+	RETURN FOUND;
+END
+$$;
+COMMENT ON FUNCTION sched.grant_biz(text, regrole, text) IS 'let a role schedule, consume or read the tasks of a business type; false if it could already';
+
+CREATE FUNCTION sched.revoke_biz(biz_type text, role regrole, privilege text DEFAULT NULL)
+RETURNS int
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+	n int;
+BEGIN
+	PERFORM sched._require(biz_type, 'biz_type');
+	PERFORM sched._require(role, 'role');
+	PERFORM sched._biz(biz_type);
+	DELETE FROM sched.biz_grant g
+		WHERE g.biz_type = revoke_biz.biz_type AND g.grantee = role::oid
+		  AND (privilege IS NULL OR g.privilege = privilege);
+	GET DIAGNOSTICS n = ROW_COUNT;
+	RETURN n;
+END
+$$;
+COMMENT ON FUNCTION sched.revoke_biz(text, regrole, text) IS 'take back a role''s privilege on a business type (every privilege when NULL); returns how many were held';
+
 -------------------------------------------------------------------------------
 -- Public functions: tasks
 -------------------------------------------------------------------------------
@@ -1249,6 +1381,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
 	PERFORM sched._biz(biz_type);
+	PERFORM sched._require_grant(biz_type, 'schedule');
 	PERFORM sched._check_task(run_at, payload, dedupe_key);
 	RETURN sched._insert(biz_type, run_at, payload, dedupe_key);
 END
@@ -1287,6 +1420,7 @@ DECLARE
 	v_min timestamptz;
 BEGIN
 	PERFORM sched._biz(biz_type);
+	PERFORM sched._require_grant(biz_type, 'schedule');
 	PERFORM sched._require(run_ats, 'run_ats');
 	PERFORM sched._check_array(run_ats, 'run_ats');
 	PERFORM sched._check_array(payloads, 'payloads');
@@ -1348,7 +1482,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
 	PERFORM sched._require(id, 'id');
-	RETURN sched._finish_by_id(id, '{p,r}', 'cancelled');
+	RETURN sched._finish_by_id(id, '{p,r}', 'cancelled', 'schedule');
 END
 $$;
 COMMENT ON FUNCTION sched.cancel(bigint) IS 'cancel a pending task; false if there was no pending task with this id';
@@ -1366,7 +1500,7 @@ BEGIN
 	IF NOT sched._lock_type_of(id) THEN
 		RETURN false;
 	END IF;
-	v_bucket := sched._lock(id, '{p,r}');
+	v_bucket := sched._lock(id, '{p,r}', 'schedule');
 	IF v_bucket IS NULL THEN
 		RETURN false;
 	END IF;
@@ -1383,7 +1517,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
 	PERFORM sched._require(id, 'id');
-	RETURN sched._finish_by_id(id, '{d}', 'done');
+	RETURN sched._finish_by_id(id, '{d}', 'done', 'consume');
 END
 $$;
 COMMENT ON FUNCTION sched.ack(bigint) IS 'acknowledge a delivered task: it is done; false if no delivery of this id awaits acknowledgement';
@@ -1398,6 +1532,7 @@ DECLARE
 	v_done bigint[];
 	v_left bigint;
 	n int := 0;
+	v_types text[] := sched._granted_types('consume');
 BEGIN
 	PERFORM sched._require(ids, 'ids');
 	-- One statement per bucket the ids were created in: an index probe per
@@ -1407,7 +1542,7 @@ BEGIN
 		FROM unnest(ids) AS x(id) WHERE x.id IS NOT NULL
 		GROUP BY 1
 	LOOP
-		v_done := sched._finish(g.bucket, g.bucket_ids, 'done', NULL, 'd');
+		v_done := sched._finish(g.bucket, g.bucket_ids, 'done', NULL, 'd', v_types);
 		n := n + cardinality(v_done);
 		-- Ids neither taken here, nor still here in another state, nor
 		-- finished: tasks that moved to another bucket (nack).  The
@@ -1418,7 +1553,7 @@ BEGIN
 			  AND NOT EXISTS (SELECT FROM sched.task t WHERE t.bucket = g.bucket AND t.id = x.id)
 			  AND NOT EXISTS (SELECT FROM sched.finished f WHERE f.id = x.id)
 		LOOP
-			IF sched._finish_by_id(v_left, '{d}', 'done') THEN
+			IF sched._finish_by_id(v_left, '{d}', 'done', 'consume') THEN
 				n := n + 1;
 			END IF;
 		END LOOP;
@@ -1446,7 +1581,7 @@ BEGIN
 	IF NOT sched._lock_type_of(id) THEN
 		RETURN false;
 	END IF;
-	v_bucket := sched._lock(id, '{d}');
+	v_bucket := sched._lock(id, '{d}', 'consume');
 	IF v_bucket IS NULL THEN
 		RETURN false;
 	END IF;
@@ -1491,6 +1626,7 @@ BEGIN
 		RAISE EXCEPTION 'max_tasks must be between 1 and 10000, not %', p_max
 			USING ERRCODE = 'invalid_parameter_value';
 	END IF;
+	PERFORM sched._require_grant(b.name, 'consume');
 	IF b.paused THEN
 		RETURN;
 	END IF;
@@ -1551,9 +1687,13 @@ DECLARE
 	f sched.finished;
 	v_now timestamptz := clock_timestamp();
 	v_bucket smallint := sched._bucket(v_now);
+	v_types text[];
 BEGIN
 	PERFORM sched._require(retry.id, 'id');
-	DELETE FROM sched.finished x WHERE x.id = retry.id AND x.state = 'dead' RETURNING * INTO f;
+	v_types := sched._granted_types('schedule');
+	DELETE FROM sched.finished x WHERE x.id = retry.id AND x.state = 'dead'
+		AND (v_types IS NULL OR x.biz_type = ANY (v_types))
+		RETURNING * INTO f;
 	IF NOT FOUND THEN
 		RETURN false;
 	END IF;
@@ -1581,17 +1721,38 @@ COMMENT ON FUNCTION sched.retry(bigint) IS 'revive a dead task: pending now, att
 -- Views
 -------------------------------------------------------------------------------
 
+/*
+ * What the querying role may see (current_user is that role in a view):
+ * superusers and members of the extension's owner see every type, also the
+ * finished tasks of dropped ones (_viewer); any other role the types it
+ * holds a grant on (_viewer_types; see sched.grant_biz).  The views below
+ * filter with both: the first is computed once, the second hashed.
+ */
+CREATE VIEW sched._viewer AS
+	SELECT EXISTS (SELECT FROM pg_catalog.pg_roles r, pg_catalog.pg_extension e
+				   WHERE r.rolname = current_user AND e.extname = 'delaysched'
+					 AND (r.rolsuper OR pg_catalog.pg_has_role(r.oid, e.extowner, 'USAGE'))) AS sees_all;
+COMMENT ON VIEW sched._viewer IS 'internal: does the querying role see every business type';
+
+CREATE VIEW sched._viewer_types AS
+	SELECT DISTINCT g.biz_type FROM sched.biz_grant g
+	WHERE g.grantee IN (SELECT r.oid FROM pg_catalog.pg_roles r)
+	  AND pg_catalog.pg_has_role(current_user, g.grantee, 'USAGE');
+COMMENT ON VIEW sched._viewer_types IS 'internal: the business types the querying role holds a grant on';
+
 CREATE VIEW sched.tasks AS
 	SELECT t.id, t.biz_type, t.run_at,
 		   CASE t.state WHEN 'd' THEN 'delivered' ELSE 'pending' END AS state,
 		   t.attempt, t.payload, t.dedupe_key, t.created_at, t.delivered_at, t.last_error,
 		   t.lease_until, NULL::timestamptz AS finished_at
 	FROM sched.task t
+	WHERE ((SELECT v.sees_all FROM sched._viewer v) OR t.biz_type IN (SELECT vt.biz_type FROM sched._viewer_types vt))
 	UNION ALL
 	SELECT f.id, f.biz_type, f.run_at, f.state, f.attempt, f.payload, f.dedupe_key,
 		   f.created_at, f.delivered_at, f.last_error, NULL::timestamptz, f.finished_at
-	FROM sched.finished f;
-COMMENT ON VIEW sched.tasks IS 'every delaysched task: unfinished ones, and finished ones within their retention';
+	FROM sched.finished f
+	WHERE ((SELECT v.sees_all FROM sched._viewer v) OR f.biz_type IN (SELECT vt.biz_type FROM sched._viewer_types vt));
+COMMENT ON VIEW sched.tasks IS 'every delaysched task the querying role may see: unfinished ones, and finished ones within their retention';
 
 CREATE VIEW sched.biz_stats AS
 	WITH live AS (
@@ -1638,14 +1799,22 @@ CREATE VIEW sched.biz_stats AS
 	FROM sched.biz b
 	LEFT JOIN live ON live.biz_type = b.name
 	LEFT JOIN fin ON fin.biz_type = b.name
-	LEFT JOIN rates ON rates.biz_type = b.name;
+	LEFT JOIN rates ON rates.biz_type = b.name
+	WHERE ((SELECT v.sees_all FROM sched._viewer v) OR b.name IN (SELECT vt.biz_type FROM sched._viewer_types vt));
 COMMENT ON VIEW sched.biz_stats IS 'per business type: task counts, delivery rate and lateness over the last minute, limits, tokens and throttled tasks';
 
 CREATE VIEW sched.attempts AS
 	SELECT a.task_id AS id, a.biz_type, a.attempt, a.started_at, a.duration, a.http_status,
 		   a.outcome, a.error
-	FROM sched.attempt a;
+	FROM sched.attempt a
+	WHERE ((SELECT v.sees_all FROM sched._viewer v) OR a.biz_type IN (SELECT vt.biz_type FROM sched._viewer_types vt));
 COMMENT ON VIEW sched.attempts IS 'every HTTP request delaysched made for a task: when, how long, the status, the outcome and the error';
+
+CREATE VIEW sched.biz_grants AS
+	SELECT g.biz_type, g.grantee::regrole AS role, g.privilege, g.granted_at
+	FROM sched.biz_grant g
+	WHERE g.grantee IN (SELECT r.oid FROM pg_catalog.pg_roles r);
+COMMENT ON VIEW sched.biz_grants IS 'who may schedule, consume or read the tasks of which business type (sched.grant_biz)';
 
 CREATE VIEW sched.workers AS
 	SELECT w.worker, w.pid, w.role, w.holds, w.state, w.last_tick, w.delivered, w.ticks

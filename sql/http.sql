@@ -157,6 +157,16 @@ SELECT sched.define_biz('hk_c', 'http', url => 'http://127.0.0.1:9/c', max_concu
 SELECT biz_type, count(*) FROM sched._http_claim(5::smallint, 100, 100, '{}', '{}') GROUP BY 1 ORDER BY 1;
 SELECT sched.drop_biz('hk_c', cancel_tasks => true) AS cancelled;
 
+-- a rate limit: the claim takes what the bucket holds, and a last row (no
+-- id) says when the next token comes
+SELECT sched.define_biz('hk_r', 'http', url => 'http://127.0.0.1:9/r', rate_limit => 2, burst => 1);
+SELECT count(*) FROM (SELECT sched.add('hk_r', clock_timestamp(), '{}') FROM generate_series(1, 3)) s;
+SELECT wait_until($$NOT EXISTS (SELECT FROM sched.task WHERE biz_type = 'hk_r' AND state = 'p')$$);
+SELECT id IS NULL AS next_token_row, count(*),
+       bool_and(run_at > now() AND run_at <= now() + interval '0.6 seconds') FILTER (WHERE id IS NULL) AS in_half_a_second
+FROM sched._http_claim(3::smallint, 10, 100, '{}', '{}') GROUP BY 1 ORDER BY 1;
+SELECT sched.drop_biz('hk_r', cancel_tasks => true) AS cancelled;
+
 -- switching an http type to notify delivers its parked tasks by NOTIFY
 SELECT count(*) FROM (SELECT sched.add('hk_a', clock_timestamp(), '{}') FROM generate_series(1, 3)) s;
 SELECT wait_until($$NOT EXISTS (SELECT FROM sched.task WHERE biz_type = 'hk_a' AND state = 'p')$$);

@@ -87,8 +87,27 @@ SELECT q, try(q) FROM (VALUES
 ) AS v(q);
 RESET ROLE;
 
--- EXECUTE on sched.add: the role can schedule tasks ...
+-- EXECUTE on sched.add is not enough: the type must be granted too
 GRANT EXECUTE ON FUNCTION sched.add(text, timestamptz, jsonb, text) TO regress_ds_app;
+SET ROLE regress_ds_app;
+SELECT try($$SELECT sched.add('priv_jobs', '2100-01-01')$$, true);
+RESET ROLE;
+-- only administrators grant types
+SELECT q, try(q) FROM (VALUES
+  ($$SELECT sched.grant_biz('priv_jobs', 'regress_ds_app', 'shedule')$$),
+  ($$SELECT sched.grant_biz('priv_nope', 'regress_ds_app')$$),
+  ($$SELECT sched.grant_biz('priv_jobs', 'regress_ds_none')$$),
+  ($$SELECT sched.grant_biz('priv_jobs', NULL)$$),
+  ($$SELECT sched.revoke_biz('priv_nope', 'regress_ds_app')$$)
+) AS v(q);
+SET ROLE regress_ds_app;
+SELECT try($$SELECT sched.grant_biz('priv_jobs', 'regress_ds_app')$$);
+RESET ROLE;
+SELECT sched.grant_biz('priv_jobs', 'regress_ds_app') AS granted,
+       sched.grant_biz('priv_jobs', 'regress_ds_app', 'schedule') AS again;
+SELECT biz_type, role, privilege FROM sched.biz_grants ORDER BY 1, 2, 3;
+
+-- with EXECUTE and the grant: the role can schedule tasks of that type ...
 SET ROLE regress_ds_app;
 SELECT sched.add('priv_jobs', '2100-01-01', '{"by": "app"}') IS NOT NULL AS added;
 SELECT sched.add('priv_jobs', '2100-01-01', '{"by": "app"}', 'app-key') =
@@ -123,7 +142,7 @@ SELECT try($$SELECT sched.add('priv_jobs', '2100-01-01')$$) AS add_revoked;
 RESET ROLE;
 
 -- SELECT on the views lets a role read through them, never the tables
-GRANT SELECT ON sched.tasks, sched.biz_stats, sched.time_pointer, sched.workers TO regress_ds_app;
+GRANT SELECT ON sched.tasks, sched.biz_stats, sched.time_pointer, sched.workers, sched.attempts TO regress_ds_app;
 SET ROLE regress_ds_app;
 SELECT count(*) AS app_tasks FROM sched.tasks WHERE payload->>'by' LIKE 'app%';
 SELECT count(*) AS pointers FROM sched.time_pointer;
@@ -142,6 +161,72 @@ SELECT role, count(*) AS workers FROM sched.workers GROUP BY role;
 SELECT biz_type, pending FROM sched.biz_stats WHERE biz_type = 'priv_jobs';
 RESET ROLE;
 
+-- Per-type grants: another type, not granted, is out of the role's sight
+-- and reach, whatever functions it may execute.
+SELECT sched.define_biz('priv_other', 'pull', ack_timeout => '1 hour');
+SELECT sched.add('priv_other', '2000-01-01', '{"secret": "other"}') AS other_id \gset
+SELECT wait_announced('priv_other');
+GRANT EXECUTE ON FUNCTION sched.add(text, timestamptz, jsonb, text), sched.add_many(text, timestamptz[], jsonb[], text[]),
+	sched.cancel(bigint), sched.reschedule(bigint, timestamptz), sched.claim(text, int), sched.ack(bigint),
+	sched.ack_many(bigint[]), sched.nack(bigint, interval, text), sched.retry(bigint) TO regress_ds_app;
+SET ROLE regress_ds_app;
+SELECT count(*) AS other_tasks_seen FROM sched.tasks WHERE biz_type = 'priv_other';
+SELECT count(*) AS other_stats_seen FROM sched.biz_stats WHERE biz_type = 'priv_other';
+SELECT q, try(q, true) FROM (VALUES
+  ($$SELECT sched.add('priv_other', '2100-01-01')$$),
+  ($$SELECT sched.add_many('priv_other', ARRAY['2100-01-01']::timestamptz[])$$),
+  ($$SELECT sched.claim('priv_other')$$),
+  ($$SELECT sched.claim('priv_jobs')$$)
+) AS v(q);
+-- by id: a task of a type not granted is not there for the role
+SELECT sched.cancel(:other_id) AS cancel, sched.reschedule(:other_id, '2100-01-01') AS reschedule,
+       sched.ack(:other_id) AS ack, sched.ack_many(ARRAY[:other_id]::bigint[]) AS ack_many,
+       sched.nack(:other_id) AS nack, sched.retry(:other_id) AS retry;
+RESET ROLE;
+SELECT state, attempt, run_at FROM sched.tasks WHERE id = :other_id;
+-- 'consume' lets it claim and acknowledge; 'read' alone only lets it see
+SELECT sched.grant_biz('priv_other', 'regress_ds_app', 'consume');
+SET ROLE regress_ds_app;
+SELECT id = :other_id AS claimed, payload FROM sched.claim('priv_other');
+SELECT sched.ack(:other_id) AS acked;
+SELECT try($$SELECT sched.add('priv_other', '2100-01-01')$$) AS still_no_schedule;
+RESET ROLE;
+SELECT sched.revoke_biz('priv_other', 'regress_ds_app') AS revoked,
+       sched.grant_biz('priv_other', 'regress_ds_app', 'read') AS read_granted;
+SET ROLE regress_ds_app;
+SELECT state FROM sched.tasks WHERE id = :other_id;
+SELECT try($$SELECT sched.claim('priv_other')$$) AS read_cannot_claim;
+RESET ROLE;
+-- a grant through role membership counts; so does a revoked one not
+CREATE ROLE regress_ds_team NOLOGIN;
+GRANT regress_ds_team TO regress_ds_nobody;
+GRANT USAGE ON SCHEMA sched TO regress_ds_nobody;
+GRANT EXECUTE ON FUNCTION sched.add(text, timestamptz, jsonb, text) TO regress_ds_nobody;
+SELECT sched.grant_biz('priv_other', 'regress_ds_team');
+SET ROLE regress_ds_nobody;
+SELECT sched.add('priv_other', '2100-01-01') IS NOT NULL AS added_as_member;
+RESET ROLE;
+SELECT sched.revoke_biz('priv_other', 'regress_ds_team', 'schedule');
+SET ROLE regress_ds_nobody;
+SELECT try($$SELECT sched.add('priv_other', '2100-01-01')$$) AS after_revoke;
+RESET ROLE;
+-- dropping a type drops its grants
+SELECT sched.drop_biz('priv_other', cancel_tasks => true) > 0 AS dropped;
+SELECT count(*) AS grants_left FROM sched.biz_grants WHERE biz_type = 'priv_other';
+
+-- no role but the owner may put a trigger on the internal tables
+SET ROLE regress_ds_app;
+CREATE FUNCTION pg_temp.priv_trigger() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$;
+SELECT q, try(q) FROM (VALUES
+  ($$CREATE TRIGGER t BEFORE INSERT ON sched.task FOR EACH ROW EXECUTE FUNCTION pg_temp.priv_trigger()$$),
+  ($$CREATE TRIGGER t BEFORE INSERT ON sched.task_0000 FOR EACH ROW EXECUTE FUNCTION pg_temp.priv_trigger()$$),
+  ($$CREATE TRIGGER t BEFORE INSERT ON sched.finished FOR EACH ROW EXECUTE FUNCTION pg_temp.priv_trigger()$$),
+  ($$CREATE TRIGGER t BEFORE INSERT ON sched.biz_grant FOR EACH ROW EXECUTE FUNCTION pg_temp.priv_trigger()$$),
+  ($$INSERT INTO sched.biz_grant VALUES ('priv_jobs', 1, 'schedule')$$),
+  ($$SELECT * FROM sched.biz_grants$$)
+) AS v(q);
+RESET ROLE;
+
 -- the unknown-type error reaches the role with its hint
 SET ROLE regress_ds_app;
 SELECT try($$SELECT sched.add_after('priv_nope', '1 day')$$);
@@ -152,7 +237,9 @@ SELECT sched.drop_biz('priv_jobs', cancel_tasks => true);
 DROP TABLE priv_task;
 DROP OWNED BY regress_ds_app;
 DROP OWNED BY regress_ds_nobody;
+DROP OWNED BY regress_ds_team;
 DROP ROLE regress_ds_app;
 DROP ROLE regress_ds_nobody;
+DROP ROLE regress_ds_team;
 SELECT count(*) AS roles_left FROM pg_roles WHERE rolname LIKE 'regress\_ds\_%';
 SELECT has_function_privilege('public', 'sched.add(text, timestamptz, jsonb, text)', 'EXECUTE') AS public_add;

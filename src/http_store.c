@@ -271,11 +271,12 @@ busy_arrays(Datum *names, Datum *counts)
 /*
  * Lease up to room tasks and make a request of each (not started: the
  * caller starts them after the commit).  Returns how many; *requests gets
- * an array of them in TopMemoryContext.
+ * an array of them in TopMemoryContext, *next_claim when a rate-limited
+ * type has its next token (DT_NOEND if none waits for one).
  */
 int
 delaysched_http_claim(Oid extension, int worker, int room, int max_in_flight,
-					  HttpRequest ***requests)
+					  HttpRequest ***requests, TimestampTz *next_claim)
 {
 	Datum		values[5];
 	TupleDesc	desc;
@@ -292,10 +293,11 @@ delaysched_http_claim(Oid extension, int worker, int room, int max_in_flight,
 		elog(ERROR, "sched._http_claim failed");
 
 	desc = SPI_tuptable->tupdesc;
-	n = (int) SPI_processed;
 	/* Past SPI_finish (SPI calls leave SPI's own context current). */
-	*requests = MemoryContextAlloc(TopMemoryContext, sizeof(HttpRequest *) * Max(n, 1));
-	for (int i = 0; i < n; i++)
+	*requests = MemoryContextAlloc(TopMemoryContext, sizeof(HttpRequest *) * Max(SPI_processed, 1));
+	*next_claim = DT_NOEND;
+	n = 0;
+	for (uint64 i = 0; i < SPI_processed; i++)
 	{
 		HeapTuple	tuple = SPI_tuptable->vals[i];
 		bool		isnull;
@@ -303,6 +305,12 @@ delaysched_http_claim(Oid extension, int worker, int room, int max_in_flight,
 		HttpTypeEntry *entry;
 
 		task.id = DatumGetInt64(SPI_getbinval(tuple, desc, 1, &isnull));
+		if (isnull)
+		{
+			/* A rate limit's next token. */
+			*next_claim = DatumGetTimestampTz(SPI_getbinval(tuple, desc, 4, &isnull));
+			continue;
+		}
 		task.bucket = DatumGetInt16(SPI_getbinval(tuple, desc, 2, &isnull));
 		text_to_cstring_buffer(DatumGetTextPP(SPI_getbinval(tuple, desc, 3, &isnull)),
 							   task.biz_type, sizeof(task.biz_type));
@@ -313,7 +321,7 @@ delaysched_http_claim(Oid extension, int worker, int room, int max_in_flight,
 		entry = type_entry(task.biz_type, false);
 		if (entry == NULL || entry->def == NULL)
 			elog(ERROR, "claimed a task of \"%s\", which is not an http type", task.biz_type);
-		(*requests)[i] = delaysched_http_request_new(&task, entry->def);
+		(*requests)[n++] = delaysched_http_request_new(&task, entry->def);
 		delaysched_http_count_in_flight(task.biz_type, 1);
 	}
 	SPI_freetuptable(SPI_tuptable);

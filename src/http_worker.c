@@ -25,7 +25,9 @@
  * worker's WaitEventSet holds that descriptor, its latch and postmaster
  * death.  It wakes when a socket is ready, when libcurl's timer runs out,
  * when a commit parks http tasks (the latch), every POLL_MS to look for
- * work it was not told of, and RECORD_WAIT_MS after a result came in.
+ * work it was not told of, when a rate-limited type's next token comes,
+ * and RECORD_WAIT_MS after a result came in (recording, it claims again:
+ * the requests that ended freed their slots).
  *
  * Slots.  A worker has at most delaysched.http_max_in_flight requests in
  * flight, and never more than its file descriptors allow: at start it
@@ -231,6 +233,7 @@ typedef struct StoreCall
 	int			max_in_flight;
 	HttpRequest **claimed;		/* out */
 	int			n_claimed;		/* out */
+	TimestampTz next_token;		/* out: a rate-limited type's next token */
 } StoreCall;
 
 static void
@@ -254,7 +257,8 @@ store_work(void *arg)
 		delaysched_http_record(extension, my_index, results, n_results);
 	if (call->room > 0)
 		call->n_claimed = delaysched_http_claim(extension, my_index, call->room,
-												call->max_in_flight, &call->claimed);
+												call->max_in_flight, &call->claimed,
+												&call->next_token);
 	SPI_finish();
 	extension_oid = extension;
 }
@@ -347,7 +351,7 @@ delaysched_http_main(Datum main_arg)
 		{
 			if (n_results > 0)
 			{
-				StoreCall	call = {false, 0, cap, NULL, 0};
+				StoreCall	call = {false, 0, cap, NULL, 0, DT_NOEND};
 
 				(void) delaysched_run_in_transaction("delaysched: recording HTTP results",
 													 store_work, &call);
@@ -371,7 +375,12 @@ delaysched_http_main(Datum main_arg)
 
 		if (!released || claim_due || record_due)
 		{
-			StoreCall	call = {!released, claim_due ? room : 0, cap, NULL, 0};
+			/*
+			 * Requests that ended freed slots: claim with the record, in the
+			 * same transaction.
+			 */
+			bool		claiming = room > 0 && now >= claim_not_before && (claim_due || record_due);
+			StoreCall	call = {!released, claiming ? room : 0, cap, NULL, 0, DT_NOEND};
 			bool		present;
 
 			local_failure = false;
@@ -390,11 +399,11 @@ delaysched_http_main(Datum main_arg)
 				start_requests(call.claimed, call.n_claimed);
 				if (call.claimed != NULL)
 					pfree(call.claimed);
-				if (claim_due)
+				if (claiming)
 				{
 					/* A full claim: more may be waiting. */
 					want_claim = (call.n_claimed >= room);
-					next_poll = TimestampTzPlusMilliseconds(now, POLL_MS);
+					next_poll = Min(TimestampTzPlusMilliseconds(now, POLL_MS), call.next_token);
 					SpinLockAcquire(&delaysched_shared->mutex);
 					MY_SLOT->last_claim = now;
 					SpinLockRelease(&delaysched_shared->mutex);

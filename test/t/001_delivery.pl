@@ -20,7 +20,7 @@ my $listener = DelayschedTest::Listener->start($node, 'postgres', ['--ack'], 'or
 # The scanner sleeps: nothing is due for an hour.
 $node->safe_psql('postgres', "SELECT sched.add('orders', now() + interval '1 hour', '{\"far\": true}')");
 ok(DelayschedTest::poll_until($node,
-	"SELECT string_agg(DISTINCT state, ',') FROM sched.workers", 'sleeping', 10),
+	"SELECT string_agg(DISTINCT state, ',') FROM sched.workers WHERE role = 'scanner'", 'sleeping', 10),
 	'every scanner worker is sleeping');
 
 # 40 tasks scattered over the next 4 seconds, each added in its own

@@ -32,7 +32,7 @@ like($err, qr/delaysched does not deliver tasks of database "other"/, 'the error
 
 # The scanner runs in the served database and says so.
 ok(DelayschedTest::poll_until($node,
-	"SELECT string_agg(DISTINCT role || ' ' || state, ',') FROM sched.workers", 'scanner sleeping', 10),
+	"SELECT string_agg(DISTINCT role || ' ' || state, ',') FROM sched.workers WHERE role = 'scanner'", 'scanner sleeping', 10),
 	'the scanner workers are running and idle');
 is($node->safe_psql('postgres',
 	"SELECT string_agg(datname, ',') FROM pg_stat_activity WHERE backend_type = 'delaysched scanner'"),
@@ -45,9 +45,9 @@ $node->safe_psql('postgres',
 	"ALTER DATABASE postgres SET default_transaction_isolation = 'repeatable read'");
 $node->restart;
 $node->safe_psql('postgres', "SELECT sched.define_biz('racy', delivery => 'pull')");
-ok(DelayschedTest::poll_until($node, "SELECT string_agg(DISTINCT state, ',') FROM sched.workers", 'sleeping', 10),
+ok(DelayschedTest::poll_until($node, "SELECT string_agg(DISTINCT state, ',') FROM sched.workers WHERE role = 'scanner'", 'sleeping', 10),
 	'scanner workers up after the restart');
-my $pids = "SELECT string_agg(pid::text, ',' ORDER BY worker) FROM sched.workers";
+my $pids = "SELECT string_agg(pid::text, ',' ORDER BY worker) FROM sched.workers WHERE role = 'scanner'";
 my $scanner_pid = $node->safe_psql('postgres', $pids);
 my $script = $node->basedir . '/racy.sql';
 open my $fh, '>', $script or die $!;

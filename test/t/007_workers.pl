@@ -57,10 +57,10 @@ restart_after_crash = on
 EOC
 $node->safe_psql('postgres', "SELECT sched.define_biz('burst', ack_timeout => '1 hour')");
 ok(DelayschedTest::poll_until($node,
-	"SELECT count(*) FROM sched.workers WHERE state = 'sleeping'", '2', 10),
+	"SELECT count(*) FROM sched.workers WHERE role = 'scanner' AND state = 'sleeping'", '2', 10),
 	'two workers are up');
 
-my $delivered = '(SELECT sum(delivered) FROM sched.workers)';
+my $delivered = "(SELECT sum(delivered) FROM sched.workers WHERE role = 'scanner')";
 my $listener = DelayschedTest::Listener->start($node, 'postgres', ['--ack'], 'burst');
 add_burst($node, 'burst', 20000, 1);
 ok(DelayschedTest::poll_until($node, "SELECT $delivered >= 2000", 't', 30), 'the burst is being delivered');
@@ -115,7 +115,7 @@ sub interrupted_burst
 	my @before = $listener->stop;
 	# (poll_query_until retries while the server refuses connections.)
 	ok($node->poll_query_until('postgres',
-		"SELECT count(*) FROM sched.workers WHERE pid IS NOT NULL", '2'),
+		"SELECT count(*) FROM sched.workers WHERE role = 'scanner' AND pid IS NOT NULL", '2'),
 		"$what: both workers are back");
 	# Acknowledgements commit synchronously: what is done now was done
 	# before the interruption, and must never be delivered again.
@@ -188,13 +188,13 @@ my $few = DelayschedTest::new_node('few_ranges',
 is($few->safe_psql('postgres', 'SELECT count(*) FROM sched.time_pointer'), '2', 'two ranges');
 $few->safe_psql('postgres', "SELECT sched.define_biz('burst', ack_timeout => '1 hour')");
 ok(DelayschedTest::poll_until($few,
-	"SELECT count(*) FROM sched.workers WHERE pid IS NOT NULL", '4', 10), 'four workers are up');
+	"SELECT count(*) FROM sched.workers WHERE role = 'scanner' AND pid IS NOT NULL", '4', 10), 'four workers are up');
 $listener = DelayschedTest::Listener->start($few, 'postgres', ['--ack'], 'burst');
 add_burst($few, 'burst', 10000, 1);
 my $most_held = 0;
 for (1 .. 200)
 {
-	my $held = $few->safe_psql('postgres', 'SELECT count(*) FROM sched.workers WHERE holds IS NOT NULL');
+	my $held = $few->safe_psql('postgres', "SELECT count(*) FROM sched.workers WHERE role = 'scanner' AND holds IS NOT NULL");
 	$most_held = $held if $held > $most_held;
 	last if scalar($listener->received) >= 10000;
 }
@@ -217,7 +217,7 @@ is(scalar keys %$count, 10000, 'one worker delivers every range');
 is(scalar(grep { $count->{$_} > 1 } keys %$count), 0, 'none twice');
 ($ranges, $disorder) = DelayschedTest::out_of_order_within_ranges($one, @got);
 is($ranges, 8, 'from all eight ranges');
-is($one->safe_psql('postgres', 'SELECT count(*) FROM sched.workers'), '1', 'one worker row');
+is($one->safe_psql('postgres', "SELECT count(*) FROM sched.workers WHERE role = 'scanner'"), '1', 'one worker row');
 $listener->stop;
 $one->stop;
 

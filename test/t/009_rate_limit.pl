@@ -158,7 +158,7 @@ sub trickle_lateness
 		'the noisy type has thousands of tasks throttled');
 	# No busy loop: while only the throttled type has work, the workers run
 	# about one drain per token (10 ms apart at 100/s), not thousands.
-	my $ticks = "SELECT sum(ticks) FROM sched.workers";
+	my $ticks = "SELECT sum(ticks) FROM sched.workers WHERE role = 'scanner'";
 	my $ticks_before = $node->safe_psql('postgres', $ticks);
 	listen_for($listener, 2.0);
 	my $per_second = ($node->safe_psql('postgres', $ticks) - $ticks_before) / 2.0;

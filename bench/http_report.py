@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""The analysis of bench/http.sh: one workload's figures, as table rows.
+
+    http_report.py throughput SINK TASKS
+    http_report.py latency    SINK TASKS RATE
+    http_report.py hung       SINK TASKS NORMAL_TYPE HUNG_IN_FLIGHT
+    http_report.py memory     SAMPLES RSS_BEFORE_KB IN_FLIGHT
+    http_report.py fdcap      SAMPLES SINK TASKS CAP REQUEUED DONE_FIRST_TIME
+
+SINK is test/bench/hooksink's log ("arrival_us task_id attempt" per
+request); TASKS has "id biz_type run_at_us" per task; SAMPLES has
+"in_flight rss_kb open_fds" per sample of the HTTP worker.
+"""
+import sys
+
+
+def rows(path):
+    with open(path) as f:
+        return [line.split() for line in f if line.strip()]
+
+
+def pct(values, p):
+    """Nearest-rank percentile."""
+    if not values:
+        return float("nan")
+    s = sorted(values)
+    k = max(0, min(len(s) - 1, int(p * len(s) + 0.999999) - 1))
+    return s[k]
+
+
+def show(workload, measure, value):
+    print("%-11s %-52s %s" % (workload, measure, value))
+
+
+def first_arrivals(sink):
+    """Arrival (µs) of each task's first request, and the number of requests."""
+    first = {}
+    n = 0
+    for arrival, task, _attempt in rows(sink):
+        n += 1
+        first.setdefault(task, int(arrival))
+    return first, n
+
+
+def lateness_ms(sink, tasks, biz_type=None):
+    first, _ = first_arrivals(sink)
+    late = []
+    missing = 0
+    for task, biz, run_at in rows(tasks):
+        if biz_type and biz != biz_type:
+            continue
+        if task not in first:
+            missing += 1
+            continue
+        late.append((first[task] - int(run_at)) / 1000.0)
+    return late, missing
+
+
+def throughput(sink, tasks):
+    first, requests = first_arrivals(sink)
+    due = min(int(r[2]) for r in rows(tasks))
+    n = len(rows(tasks))
+    t0, t1 = min(first.values()), max(first.values())
+    show("throughput", "tasks due at once", n)
+    show("throughput", "arrived (distinct tasks / requests)", "%d / %d" % (len(first), requests))
+    show("throughput", "webhooks/s, first to last arrival", "%.0f" % (len(first) / max(1e-6, (t1 - t0) / 1e6)))
+    show("throughput", "webhooks/s, due time to last arrival", "%.0f" % (len(first) / max(1e-6, (t1 - due) / 1e6)))
+    show("throughput", "first arrival after the due time, ms", "%.1f" % ((t0 - due) / 1000.0))
+
+
+def latency(sink, tasks, rate):
+    late, missing = lateness_ms(sink, tasks)
+    show("latency", "tasks added at %s/s, one transaction each" % rate, len(late) + missing)
+    show("latency", "commit-to-arrival p50 / p99 / max, ms",
+         "%.2f / %.2f / %.2f" % (pct(late, 0.5), pct(late, 0.99), max(late)))
+    show("latency", "arrived before run_at / never", "%d / %d" % (sum(1 for x in late if x < 0), missing))
+
+
+def hung(sink, tasks, normal, in_flight):
+    late, missing = lateness_ms(sink, tasks, normal)
+    label = "beside a hung endpoint" if "beside" in normal else "alone"
+    show("hung", "normal requests %s: count, hung in flight" % label, "%d, %s" % (len(late) + missing, in_flight))
+    show("hung", "  lateness p50 / p99 / max, ms",
+         "%.1f / %.1f / %.1f" % (pct(late, 0.5), pct(late, 0.99), max(late)))
+
+
+def memory(samples, before, in_flight):
+    s = rows(samples)
+    peak_in_flight = max(int(r[0]) for r in s)
+    peak_rss = max(int(r[1]) for r in s)
+    show("memory", "HTTP worker RSS idle, kB", before)
+    show("memory", "peak requests in flight (asked %s)" % in_flight, peak_in_flight)
+    show("memory", "peak RSS, kB (per request in flight)",
+         "%d (%.1f)" % (peak_rss, (peak_rss - int(before)) / max(1, peak_in_flight)))
+
+
+def fdcap(samples, sink, tasks, cap, requeued, done_first):
+    s = rows(samples)
+    first, requests = first_arrivals(sink)
+    n = len(rows(tasks))
+    show("fdcap", "ulimit -n 512: the worker's cap", cap)
+    show("fdcap", "peak requests in flight / open descriptors",
+         "%d / %d" % (max(int(r[0]) for r in s), max(int(r[2]) for r in s)))
+    show("fdcap", "tasks / arrived / done on attempt 1", "%d / %d / %s" % (n, len(first), done_first))
+    show("fdcap", "requeued for a local failure", requeued)
+
+
+def main():
+    workload, args = sys.argv[1], sys.argv[2:]
+    {"throughput": throughput, "latency": latency, "hung": hung,
+     "memory": memory, "fdcap": fdcap}[workload](*args)
+
+
+if __name__ == "__main__":
+    main()
