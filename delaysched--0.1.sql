@@ -869,9 +869,11 @@ COMMENT ON FUNCTION sched._purge(timestamptz, int, int, int) IS 'internal: remov
  * concurrency caps apply as in sched.claim.  The lease lasts the type's
  * timeout and a grace of 30 seconds: if the worker dies, the sweep parks
  * the task again when it runs out (and the worker, when it starts again,
- * releases its own at once; see sched._http_release).  When a rate limit
- * held a type back, a last row with a NULL id says in run_at when its next
- * token comes: the worker claims again then.
+ * releases its own at once; see sched._http_release).  When a limit held
+ * a type back, a last row with a NULL id says so: run_at is when the next
+ * token of a rate-limited type comes (the worker claims again then), and
+ * attempt is 1 if a type is at its fair share or concurrency cap (the
+ * worker claims again once its requests that end are recorded).
  */
 CREATE FUNCTION sched._http_claim(p_worker smallint, p_room int, p_max_in_flight int,
 								  p_busy_types text[], p_busy_counts int[])
@@ -890,6 +892,7 @@ DECLARE
 	v_tokens int;
 	v_got int;
 	v_next timestamptz;
+	v_held boolean := false;
 	b sched.biz;
 BEGIN
 	SELECT pg_catalog.array_agg(x.name ORDER BY pg_catalog.random()) INTO v_types
@@ -913,7 +916,10 @@ BEGIN
 	FOREACH v_name IN ARRAY v_types LOOP
 		EXIT WHEN v_room <= 0;
 		v_want := LEAST(v_room, v_share - coalesce(p_busy_counts[pg_catalog.array_position(p_busy_types, v_name)], 0));
-		CONTINUE WHEN v_want <= 0;
+		IF v_want <= 0 THEN
+			v_held := true;		-- at its fair share of the slots
+			CONTINUE;
+		END IF;
 		SELECT * INTO b FROM sched.biz x WHERE x.name = v_name;
 		IF b.max_concurrency IS NOT NULL THEN
 			-- As sched.claim: one claim at a time counts the type's leases.
@@ -922,7 +928,10 @@ BEGIN
 				SELECT count(*) FROM (SELECT FROM sched.task t
 									  WHERE t.biz_type = b.name AND t.state = 'd'
 									  LIMIT b.max_concurrency) s)::int);
-			CONTINUE WHEN v_want <= 0;
+			IF v_want <= 0 THEN
+				v_held := true;		-- at its concurrency cap
+				CONTINUE;
+			END IF;
 		END IF;
 		v_tokens := 0;
 		IF b.rate_limit IS NOT NULL THEN
@@ -955,8 +964,9 @@ BEGIN
 		END IF;
 		v_room := v_room - v_got;
 	END LOOP;
-	IF v_next IS NOT NULL THEN
-		RETURN QUERY SELECT NULL::bigint, NULL::smallint, NULL::text, v_next, NULL::jsonb, NULL::int;
+	IF v_next IS NOT NULL OR v_held THEN
+		RETURN QUERY SELECT NULL::bigint, NULL::smallint, NULL::text, v_next, NULL::jsonb,
+							CASE WHEN v_held THEN 1 ELSE 0 END;
 	END IF;
 END
 $$;
@@ -997,7 +1007,11 @@ BEGIN
 		PERFORM sched._finish(g.bucket, g.ids, 'done', NULL, 'd');
 	END LOOP;
 
-	-- Failures, one by one, if the lease is still this request's.
+	-- Failures, one by one, if the lease is still this request's.  (Most
+	-- batches have none: do not even plan the search.)
+	IF 'done' = ALL (p_outcomes) THEN
+		NULL;
+	ELSE
 	FOR r IN
 		SELECT u.ord, u.id, u.bucket, u.attempt, u.outcome, u.retry_at, b.max_attempts
 		FROM unnest(p_ids, p_buckets, p_attempts, p_outcomes, p_retry_at)
@@ -1025,6 +1039,7 @@ BEGIN
 				WHERE t.bucket = r.bucket AND t.id = r.id;
 		END IF;
 	END LOOP;
+	END IF;
 
 	INSERT INTO sched.attempt (task_id, attempt, biz_type, started_at, duration, http_status, error, outcome)
 	SELECT u.id, u.attempt, u.biz_type, u.started, pg_catalog.make_interval(secs => u.duration_ms / 1000.0),

@@ -10,16 +10,16 @@
 #   throughput   N tasks due at once (50,000): webhooks/s, first to last
 #                arrival, and due time to last arrival
 #   latency      500 tasks/s for 30 s, each added by its own transaction
-#                (pgbench -R 500) with run_at = clock_timestamp(): commit-to-
-#                arrival p50, p99, max
+#                (pgbench -R 500, one client) with run_at = clock_timestamp():
+#                commit-to-arrival p50, p99, max
 #   hung         1,000 tasks to an endpoint that never answers (timeout
-#                10 s) and 1,000 normal tasks due at the same moment: the
-#                normal ones' lateness, beside the same 1,000 alone
+#                10 s), hanging when 1,000 normal tasks fall due a second
+#                later: the normal ones' lateness, beside the same 1,000 alone
 #   fdcap        the HTTP worker under a 512-descriptor limit, 2,000 tasks to
 #                an endpoint that answers after 1 s: its cap, the most
 #                requests it had in flight, and that every task arrived
 #   memory       1,000 requests in flight (the endpoint answers after 5 s):
-#                the HTTP worker's resident memory before and during
+#                the HTTP worker's private resident memory before and during
 #
 # Results: bench/results/http-<time>/ (or $BENCH_OUT): http.txt (the table),
 # the receiver logs and the task times.  pg_net is not packaged for Debian;
@@ -62,8 +62,9 @@ start_sink() {
 	local name=$1
 	shift
 	rm -f "$out/sink.port"
-	as_pg_user "$root/test/bench/hooksink" --port-file "$out/sink.port" --out "$out/$name.sink" \
-		--hang-path /hang "$@" 2>>"$out/sink.log" &
+	# Not as the postgres user: runuser would not pass SIGTERM on to it.
+	"$root/test/bench/hooksink" --port-file "$out/sink.port" --out "$out/$name.sink" \
+		--hang-path /hang "$@" </dev/null >/dev/null 2>>"$out/sink.log" &
 	sink_pid=$!
 	for _ in $(seq 1 100); do [ -s "$out/sink.port" ] && break; sleep 0.05; done
 	sink_port=$(cat "$out/sink.port")
@@ -94,22 +95,25 @@ analyse() {	# analyse WORKLOAD ARGS...
 	python3 "$root/bench/http_report.py" "$@" | tee -a "$out/http.txt"
 }
 
-# Sample the HTTP worker (sched.workers' in-flight count and, with a pid,
-# its resident memory) every 50 ms while $1 is true; the most of each to $2.
+# Sample the HTTP worker every 50 ms while $1 is true, into $2: its requests
+# in flight (sched.workers), its private resident memory (RssAnon: what it
+# allocated itself, not the shared buffers it touched) and its open files.
 sample_worker() {
 	local query=$1 file=$2 pid
 	pid=$(cluster_sql -Atc "SELECT pid FROM sched.workers WHERE role = 'http'")
 	: >"$file"
 	while [ "$(cluster_sql -Atc "$query")" = t ]; do
 		echo "$(cluster_sql -Atc "SELECT split_part(holds, ' ', 1) FROM sched.workers WHERE role = 'http'") \
-$(awk '/^VmRSS/ {print $2}' "/proc/$pid/status") $(ls "/proc/$pid/fd" | wc -l)" >>"$file"
+$(awk '/^RssAnon/ {print $2}' "/proc/$pid/status") $(ls "/proc/$pid/fd" | wc -l)" >>"$file"
 		sleep 0.05
 	done
 }
 
 : >"$out/http.txt"
 log "webhook benchmarks; results in $out"
-start_throwaway_cluster 54333 "delaysched.http_workers = 1"
+# 2,000 slots: a type alone may have 1,500 requests in flight.
+start_throwaway_cluster 54333 "delaysched.http_workers = 1
+delaysched.http_max_in_flight = 2000"
 
 # --- throughput ---
 start_sink throughput
@@ -125,7 +129,7 @@ analyse throughput "$out/throughput.sink" "$out/throughput.tasks"
 start_sink latency
 cluster_sql -c "SELECT sched.define_biz('steady', 'http', url => 'http://127.0.0.1:$sink_port/ok')" >/dev/null
 echo "SELECT sched.add('steady', clock_timestamp(), '{\"n\": 1}');" >"$out/steady.sql"
-as_pg_user "$PG_BINDIR/pgbench" -n -h "$CLUSTER_DIR" -p "$CLUSTER_PORT" -U postgres -c 4 -j 2 \
+as_pg_user "$PG_BINDIR/pgbench" -n -h "$CLUSTER_DIR" -p "$CLUSTER_PORT" -U postgres -c 1 -j 1 \
 	-R "$rate" -T "$seconds" -f "$out/steady.sql" postgres >"$out/pgbench.txt" 2>&1
 n=$(cluster_sql -Atc "SELECT count(*) FROM sched.tasks WHERE biz_type = 'steady'")
 wait_for "SELECT count(*) = $n FROM sched.tasks WHERE biz_type = 'steady' AND state = 'done'" 60
@@ -141,13 +145,14 @@ for variant in alone beside; do
 		timeout => '10 seconds', max_attempts => 1)" >/dev/null
 	types="'normal_$variant'"
 	if [ $variant = beside ]; then
-		# The hung type's tasks fall due first, in the same second.
+		# The hung type's requests are in flight, hanging, when the normal
+		# ones fall due a second later.
 		cluster_sql -c "SELECT count(*) FROM sched.add_many('hung_beside',
-			array_fill(date_trunc('second', clock_timestamp()) + interval '3 seconds', ARRAY[$hung]))" >/dev/null
+			array_fill(date_trunc('second', clock_timestamp()) + interval '2 seconds', ARRAY[$hung]))" >/dev/null
 		types="$types, 'hung_beside'"
 	fi
 	cluster_sql -c "SELECT count(*) FROM sched.add_many('normal_$variant',
-		array_fill(date_trunc('second', clock_timestamp()) + interval '3 seconds' + interval '1 ms', ARRAY[$hung]))" >/dev/null
+		array_fill(date_trunc('second', clock_timestamp()) + interval '3 seconds', ARRAY[$hung]))" >/dev/null
 	wait_for "SELECT count(*) = $hung FROM sched.tasks WHERE biz_type = 'normal_$variant' AND state = 'done'" 120
 	in_flight=$(cluster_sql -Atc "SELECT count(*) FROM sched.task WHERE biz_type = 'hung_$variant' AND state = 'd'")
 	stop_sink
@@ -160,7 +165,7 @@ done
 start_sink memory --delay-ms 5000
 cluster_sql -c "SELECT sched.define_biz('slow', 'http', url => 'http://127.0.0.1:$sink_port/ok', timeout => '30 seconds')" >/dev/null
 pid=$(cluster_sql -Atc "SELECT pid FROM sched.workers WHERE role = 'http'")
-before=$(awk '/^VmRSS/ {print $2}' "/proc/$pid/status")
+before=$(awk '/^RssAnon/ {print $2}' "/proc/$pid/status")
 cluster_sql -c "SELECT count(*) FROM sched.add_many('slow', array_fill(clock_timestamp(), ARRAY[$inflight]))" >/dev/null
 sample_worker "SELECT count(*) < $inflight FROM sched.tasks WHERE biz_type = 'slow' AND state = 'done'" "$out/memory.samples"
 stop_sink
@@ -186,7 +191,7 @@ cluster_sql -c "CREATE EXTENSION delaysched" >/dev/null
 wait_for "SELECT pid IS NOT NULL FROM sched.workers WHERE role = 'http'" 30
 start_sink fdcap --delay-ms 1000
 cluster_sql -c "SELECT sched.define_biz('fd', 'http', url => 'http://127.0.0.1:$sink_port/ok', timeout => '30 seconds')" >/dev/null
-cap=$(cluster_sql -Atc "SELECT split_part(holds, ' ', 4) FROM sched.workers WHERE role = 'http'")
+cap=$(cluster_sql -Atc "SELECT split_part(holds, ' ', 5) FROM sched.workers WHERE role = 'http'")
 cluster_sql -c "SELECT count(*) FROM sched.add_many('fd', array_fill(clock_timestamp(), ARRAY[$fdtasks]))" >/dev/null
 sample_worker "SELECT count(*) < $fdtasks FROM sched.tasks WHERE biz_type = 'fd' AND state = 'done'" "$out/fdcap.samples"
 stop_sink

@@ -9,7 +9,7 @@
 
 SINK is test/bench/hooksink's log ("arrival_us task_id attempt" per
 request); TASKS has "id biz_type run_at_us" per task; SAMPLES has
-"in_flight rss_kb open_fds" per sample of the HTTP worker.
+"in_flight rss_anon_kb open_fds" per sample of the HTTP worker.
 """
 import sys
 
@@ -88,9 +88,9 @@ def memory(samples, before, in_flight):
     s = rows(samples)
     peak_in_flight = max(int(r[0]) for r in s)
     peak_rss = max(int(r[1]) for r in s)
-    show("memory", "HTTP worker RSS idle, kB", before)
+    show("memory", "HTTP worker private RSS idle, kB", before)
     show("memory", "peak requests in flight (asked %s)" % in_flight, peak_in_flight)
-    show("memory", "peak RSS, kB (per request in flight)",
+    show("memory", "peak private RSS, kB (per request in flight)",
          "%d (%.1f)" % (peak_rss, (peak_rss - int(before)) / max(1, peak_in_flight)))
 
 

@@ -272,11 +272,12 @@ busy_arrays(Datum *names, Datum *counts)
  * Lease up to room tasks and make a request of each (not started: the
  * caller starts them after the commit).  Returns how many; *requests gets
  * an array of them in TopMemoryContext, *next_claim when a rate-limited
- * type has its next token (DT_NOEND if none waits for one).
+ * type has its next token (DT_NOEND if none waits for one), and
+ * *held_back whether a type waits at its fair share or concurrency cap.
  */
 int
 delaysched_http_claim(Oid extension, int worker, int room, int max_in_flight,
-					  HttpRequest ***requests, TimestampTz *next_claim)
+					  HttpRequest ***requests, TimestampTz *next_claim, bool *held_back)
 {
 	Datum		values[5];
 	TupleDesc	desc;
@@ -296,6 +297,7 @@ delaysched_http_claim(Oid extension, int worker, int room, int max_in_flight,
 	/* Past SPI_finish (SPI calls leave SPI's own context current). */
 	*requests = MemoryContextAlloc(TopMemoryContext, sizeof(HttpRequest *) * Max(SPI_processed, 1));
 	*next_claim = DT_NOEND;
+	*held_back = false;
 	n = 0;
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
@@ -307,8 +309,12 @@ delaysched_http_claim(Oid extension, int worker, int room, int max_in_flight,
 		task.id = DatumGetInt64(SPI_getbinval(tuple, desc, 1, &isnull));
 		if (isnull)
 		{
-			/* A rate limit's next token. */
-			*next_claim = DatumGetTimestampTz(SPI_getbinval(tuple, desc, 4, &isnull));
+			Datum		next_token = SPI_getbinval(tuple, desc, 4, &isnull);
+
+			/* A limit held a type back (see sched._http_claim). */
+			if (!isnull)
+				*next_claim = DatumGetTimestampTz(next_token);
+			*held_back = DatumGetInt32(SPI_getbinval(tuple, desc, 6, &isnull)) == 1;
 			continue;
 		}
 		task.bucket = DatumGetInt16(SPI_getbinval(tuple, desc, 2, &isnull));

@@ -11,7 +11,7 @@
 #include "http.h"
 
 extern int	delaysched_http_claim(Oid extension, int worker, int room, int max_in_flight,
-								  HttpRequest ***requests, TimestampTz *next_claim);
+								  HttpRequest ***requests, TimestampTz *next_claim, bool *held_back);
 extern void delaysched_http_record(Oid extension, int worker, const HttpResult *results, int n);
 extern int	delaysched_http_release(Oid extension, int worker);
 extern void delaysched_http_count_in_flight(const char *biz_type, int delta);

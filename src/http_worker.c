@@ -6,16 +6,14 @@
  *
  * How a task gets here.  When an http type's task falls due, the scanner's
  * walk parks it (state 'r', see tick.c) and wakes these workers when its
- * transaction commits.  A worker then, in one short transaction:
- *
- *	 1. records the results of the requests that ended since the last one
- *		(sched._http_record: done, retry later, dead, or parked again);
- *	 2. leases as many parked tasks as it has free slots (sched._http_claim:
- *		state 'd', attempt + 1, lease_owner = this worker), shared fairly
- *		between the types that have some, within their rate limits and
- *		concurrency caps;
- *
- * commits, and only then starts the requests.  No transaction is open
+ * transaction commits.  A worker then, in one short transaction, leases as
+ * many parked tasks as it has free slots (sched._http_claim: state 'd',
+ * attempt + 1, lease_owner = this worker), shared fairly between the types
+ * that have some, within their rate limits and concurrency caps; commits;
+ * and only then starts the requests.  The results of the requests that
+ * ended are recorded a batch at a time (sched._http_record: done, retry
+ * later, dead, or parked again): in a transaction of their own, never
+ * ahead of a claim, or during a burst at the start of a claim's.  No transaction is open
  * while requests are in flight; a lease outlives its request by the type's
  * timeout and a grace, and a worker that starts again parks at once the
  * tasks its previous run had in flight (sched._http_release).
@@ -26,8 +24,9 @@
  * death.  It wakes when a socket is ready, when libcurl's timer runs out,
  * when a commit parks http tasks (the latch), every POLL_MS to look for
  * work it was not told of, when a rate-limited type's next token comes,
- * and RECORD_WAIT_MS after a result came in (recording, it claims again:
- * the requests that ended freed their slots).
+ * and RECORD_WAIT_MS after a result came in (and, when the last claim
+ * found work, it claims again after recording: the requests that ended
+ * freed their slots, and their types' concurrency caps).
  *
  * Slots.  A worker has at most delaysched.http_max_in_flight requests in
  * flight, and never more than its file descriptors allow: at start it
@@ -77,6 +76,8 @@
 #define RECORD_WAIT_MS		5
 /* ...or as soon as this many are waiting. */
 #define RECORD_BATCH		1000
+/* A claim records the results first when this many wait (a burst). */
+#define RECORD_ALONG		100
 /* After a local failure (no descriptor, no memory), claim again after this. */
 #define LOCAL_FAILURE_PAUSE_MS 200
 /* Descriptors kept free beyond PostgreSQL's own files. */
@@ -229,11 +230,13 @@ on_done(HttpRequest *request, CURLcode code, void *arg)
 typedef struct StoreCall
 {
 	bool		release;		/* first of this run: release the last run's */
+	bool		record;			/* record the results waiting */
 	int			room;			/* claim up to this many; 0: do not claim */
 	int			max_in_flight;
 	HttpRequest **claimed;		/* out */
 	int			n_claimed;		/* out */
 	TimestampTz next_token;		/* out: a rate-limited type's next token */
+	bool		held_back;		/* out: a type waits at its share or cap */
 } StoreCall;
 
 static void
@@ -253,12 +256,12 @@ store_work(void *arg)
 					(errmsg("delaysched HTTP worker %d: sending again %d requests its previous run left unfinished",
 							my_index, released)));
 	}
-	if (n_results > 0)
+	if (call->record && n_results > 0)
 		delaysched_http_record(extension, my_index, results, n_results);
 	if (call->room > 0)
 		call->n_claimed = delaysched_http_claim(extension, my_index, call->room,
 												call->max_in_flight, &call->claimed,
-												&call->next_token);
+												&call->next_token, &call->held_back);
 	SPI_finish();
 	extension_oid = extension;
 }
@@ -311,6 +314,7 @@ delaysched_http_main(Datum main_arg)
 	int			cap;
 	bool		released = false;
 	bool		want_claim = true;
+	bool		maybe_more = false;
 	TimestampTz next_poll = 0;
 	TimestampTz claim_not_before = 0;
 
@@ -351,7 +355,7 @@ delaysched_http_main(Datum main_arg)
 		{
 			if (n_results > 0)
 			{
-				StoreCall	call = {false, 0, cap, NULL, 0, DT_NOEND};
+				StoreCall	call = {false, true, 0, cap, NULL, 0, DT_NOEND, false};
 
 				(void) delaysched_run_in_transaction("delaysched: recording HTTP results",
 													 store_work, &call);
@@ -367,27 +371,29 @@ delaysched_http_main(Datum main_arg)
 		CHECK_FOR_INTERRUPTS();
 
 		now = GetCurrentTimestamp();
+		if (local_failure)
+		{
+			/* No descriptor or no memory: give the system a moment. */
+			claim_not_before = TimestampTzPlusMilliseconds(now, LOCAL_FAILURE_PAUSE_MS);
+			local_failure = false;
+		}
 		room = Min(cap - in_flight, delaysched_batch_size);
 		claim_due = room > 0 && (want_claim || now >= next_poll) && now >= claim_not_before;
 		record_due = n_results > 0 &&
-			(n_results >= RECORD_BATCH || claim_due ||
+			(n_results >= RECORD_BATCH ||
 			 now >= TimestampTzPlusMilliseconds(first_result_at, RECORD_WAIT_MS));
 
-		if (!released || claim_due || record_due)
+		if (!released || claim_due)
 		{
 			/*
-			 * Requests that ended freed slots: claim with the record, in the
-			 * same transaction.
+			 * A claim: the tasks it leases are due now.  It goes alone,
+			 * unless many results wait (a burst), which it records first in
+			 * the same transaction.
 			 */
-			bool		claiming = room > 0 && now >= claim_not_before && (claim_due || record_due);
-			StoreCall	call = {!released, claiming ? room : 0, cap, NULL, 0, DT_NOEND};
-			bool		present;
+			StoreCall	call = {!released, n_results >= RECORD_ALONG, claim_due ? room : 0, cap,
+			NULL, 0, DT_NOEND, false};
 
-			local_failure = false;
-			present = delaysched_run_in_transaction("delaysched: claiming and recording HTTP requests",
-													store_work, &call);
-			forget_results();
-			if (!present)
+			if (!delaysched_run_in_transaction("delaysched: claiming HTTP requests", store_work, &call))
 			{
 				/* No extension (yet): look again later. */
 				want_claim = false;
@@ -396,23 +402,32 @@ delaysched_http_main(Datum main_arg)
 			else
 			{
 				released = true;
+				if (call.record)
+					forget_results();
 				start_requests(call.claimed, call.n_claimed);
 				if (call.claimed != NULL)
 					pfree(call.claimed);
-				if (claiming)
-				{
-					/* A full claim: more may be waiting. */
-					want_claim = (call.n_claimed >= room);
-					next_poll = Min(TimestampTzPlusMilliseconds(now, POLL_MS), call.next_token);
-					SpinLockAcquire(&delaysched_shared->mutex);
-					MY_SLOT->last_claim = now;
-					SpinLockRelease(&delaysched_shared->mutex);
-				}
-				if (local_failure)
-					claim_not_before = TimestampTzPlusMilliseconds(now, LOCAL_FAILURE_PAUSE_MS);
+				/* A full claim: more may be waiting. */
+				want_claim = claim_due && call.n_claimed >= room;
+				/* Held back by a limit, or took some: claim again when slots free. */
+				maybe_more = call.n_claimed > 0 || call.held_back;
+				next_poll = Min(TimestampTzPlusMilliseconds(now, POLL_MS), call.next_token);
+				SpinLockAcquire(&delaysched_shared->mutex);
+				MY_SLOT->last_claim = now;
+				SpinLockRelease(&delaysched_shared->mutex);
 			}
-			/* Send what was claimed before waiting. */
+			/* Send what was claimed before anything else. */
 			delaysched_http_driver_run(on_done, NULL);
+		}
+		else if (record_due)
+		{
+			StoreCall	call = {false, true, 0, cap, NULL, 0, DT_NOEND, false};
+
+			(void) delaysched_run_in_transaction("delaysched: recording HTTP results", store_work, &call);
+			forget_results();
+			/* The requests that ended freed slots (and concurrency caps). */
+			if (maybe_more)
+				want_claim = true;
 		}
 
 		SpinLockAcquire(&delaysched_shared->mutex);
