@@ -12,6 +12,8 @@
 #   latency      500 tasks/s for 30 s, each added by its own transaction
 #                (pgbench -R 500, one client) with run_at = clock_timestamp():
 #                commit-to-arrival p50, p99, max
+#   scheduled    30 s of tasks scheduled ahead, falling due at 500/s: due-
+#                to-arrival p50, p99, max
 #   hung         1,000 tasks to an endpoint that never answers (timeout
 #                10 s), hanging when 1,000 normal tasks fall due a second
 #                later: the normal ones' lateness, beside the same 1,000 alone
@@ -137,6 +139,17 @@ stop_sink
 task_times "'steady'" latency
 analyse latency "$out/latency.sink" "$out/latency.tasks" "$rate"
 
+# --- lateness of tasks scheduled ahead, falling due at a steady rate ---
+start_sink scheduled
+cluster_sql -c "SELECT sched.define_biz('ahead', 'http', url => 'http://127.0.0.1:$sink_port/ok')" >/dev/null
+cluster_sql -c "SELECT count(*) FROM sched.add_many('ahead', ARRAY(
+	SELECT clock_timestamp() + interval '1 second' + i * interval '1 second' / $rate
+	FROM generate_series(1, $rate * $seconds) i))" >/dev/null
+wait_for "SELECT count(*) = $rate * $seconds FROM sched.tasks WHERE biz_type = 'ahead' AND state = 'done'" $(( seconds + 60 ))
+stop_sink
+task_times "'ahead'" scheduled
+analyse scheduled "$out/scheduled.sink" "$out/scheduled.tasks" "$rate"
+
 # --- one hung endpoint beside normal requests ---
 for variant in alone beside; do
 	start_sink "hung-$variant"
@@ -164,7 +177,12 @@ done
 # --- memory with many requests in flight ---
 start_sink memory --delay-ms 5000
 cluster_sql -c "SELECT sched.define_biz('slow', 'http', url => 'http://127.0.0.1:$sink_port/ok', timeout => '30 seconds')" >/dev/null
+# A fresh HTTP worker, without the connections the runs above left open.
 pid=$(cluster_sql -Atc "SELECT pid FROM sched.workers WHERE role = 'http'")
+cluster_sql -Atc "SELECT pg_terminate_backend($pid)" >/dev/null
+wait_for "SELECT pid IS NOT NULL AND pid <> $pid FROM sched.workers WHERE role = 'http'" 30
+pid=$(cluster_sql -Atc "SELECT pid FROM sched.workers WHERE role = 'http'")
+wait_for "SELECT last_tick IS NOT NULL FROM sched.workers WHERE role = 'http'" 30
 before=$(awk '/^RssAnon/ {print $2}' "/proc/$pid/status")
 cluster_sql -c "SELECT count(*) FROM sched.add_many('slow', array_fill(clock_timestamp(), ARRAY[$inflight]))" >/dev/null
 sample_worker "SELECT count(*) < $inflight FROM sched.tasks WHERE biz_type = 'slow' AND state = 'done'" "$out/memory.samples"

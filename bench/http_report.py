@@ -3,6 +3,7 @@
 
     http_report.py throughput SINK TASKS
     http_report.py latency    SINK TASKS RATE
+    http_report.py scheduled  SINK TASKS RATE
     http_report.py hung       SINK TASKS NORMAL_TYPE HUNG_IN_FLIGHT
     http_report.py memory     SAMPLES RSS_BEFORE_KB IN_FLIGHT
     http_report.py fdcap      SAMPLES SINK TASKS CAP REQUEUED DONE_FIRST_TIME
@@ -76,6 +77,14 @@ def latency(sink, tasks, rate):
     show("latency", "arrived before run_at / never", "%d / %d" % (sum(1 for x in late if x < 0), missing))
 
 
+def scheduled(sink, tasks, rate):
+    late, missing = lateness_ms(sink, tasks)
+    show("scheduled", "tasks scheduled ahead, due at %s/s" % rate, len(late) + missing)
+    show("scheduled", "due-to-arrival p50 / p99 / max, ms",
+         "%.2f / %.2f / %.2f" % (pct(late, 0.5), pct(late, 0.99), max(late)))
+    show("scheduled", "arrived before run_at / never", "%d / %d" % (sum(1 for x in late if x < 0), missing))
+
+
 def hung(sink, tasks, normal, in_flight):
     late, missing = lateness_ms(sink, tasks, normal)
     label = "beside a hung endpoint" if "beside" in normal else "alone"
@@ -107,7 +116,7 @@ def fdcap(samples, sink, tasks, cap, requeued, done_first):
 
 def main():
     workload, args = sys.argv[1], sys.argv[2:]
-    {"throughput": throughput, "latency": latency, "hung": hung,
+    {"throughput": throughput, "latency": latency, "scheduled": scheduled, "hung": hung,
      "memory": memory, "fdcap": fdcap}[workload](*args)
 
 

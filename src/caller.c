@@ -10,14 +10,22 @@
  * checked against it.  Outside a SECURITY DEFINER function it is simply
  * current_user.
  *
+ * sched._caller_is_admin() answers the question every public function asks
+ * first, on the fast path of sched.add: may the caller do everything?  Yes
+ * for superusers and for members of the extension's owner -- who, inside
+ * the SECURITY DEFINER functions that call it, is the current user.  Both
+ * checks use PostgreSQL's caches, so the answer costs no query.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
 #include "fmgr.h"
 #include "miscadmin.h"
+#include "utils/acl.h"
 
 PG_FUNCTION_INFO_V1(delaysched_caller);
+PG_FUNCTION_INFO_V1(delaysched_caller_is_admin);
 
 /*
  * sched._caller() RETURNS oid
@@ -26,4 +34,17 @@ Datum
 delaysched_caller(PG_FUNCTION_ARGS)
 {
 	PG_RETURN_OID(GetOuterUserId());
+}
+
+/*
+ * sched._caller_is_admin() RETURNS boolean
+ *
+ * Only meaningful inside the extension's SECURITY DEFINER functions.
+ */
+Datum
+delaysched_caller_is_admin(PG_FUNCTION_ARGS)
+{
+	Oid			caller = GetOuterUserId();
+
+	PG_RETURN_BOOL(superuser_arg(caller) || has_privs_of_role(caller, GetUserId()));
 }
