@@ -101,21 +101,7 @@ static bool local_failure = false;
 void
 delaysched_register_http_workers(void)
 {
-	for (int i = 0; i < delaysched_http_workers; i++)
-	{
-		BackgroundWorker worker;
-
-		memset(&worker, 0, sizeof(worker));
-		worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-		worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-		worker.bgw_restart_time = 1;
-		worker.bgw_main_arg = Int32GetDatum(i);
-		snprintf(worker.bgw_library_name, BGW_MAXLEN, "delaysched");
-		snprintf(worker.bgw_function_name, BGW_MAXLEN, "delaysched_http_main");
-		snprintf(worker.bgw_name, BGW_MAXLEN, "delaysched http %d", i);
-		snprintf(worker.bgw_type, BGW_MAXLEN, "delaysched http");
-		RegisterBackgroundWorker(&worker);
-	}
+	delaysched_register_workers(delaysched_http_workers, "delaysched_http_main", "http");
 }
 
 static void

@@ -77,12 +77,14 @@ static int	my_index = -1;
 static bool drained_last = false;
 
 /*
- * Register the scanner workers with the postmaster; called from _PG_init.
+ * Register "count" background workers of one kind ("scanner", "http") whose
+ * entry point is the library's function "function"; each gets its index as
+ * main_arg.  Called from _PG_init.
  */
 void
-delaysched_register_scanner(void)
+delaysched_register_workers(int count, const char *function, const char *kind)
 {
-	for (int i = 0; i < delaysched_workers; i++)
+	for (int i = 0; i < count; i++)
 	{
 		BackgroundWorker worker;
 
@@ -94,11 +96,20 @@ delaysched_register_scanner(void)
 		worker.bgw_restart_time = 1;
 		worker.bgw_main_arg = Int32GetDatum(i);
 		snprintf(worker.bgw_library_name, BGW_MAXLEN, "delaysched");
-		snprintf(worker.bgw_function_name, BGW_MAXLEN, "delaysched_scanner_main");
-		snprintf(worker.bgw_name, BGW_MAXLEN, "delaysched scanner %d", i);
-		snprintf(worker.bgw_type, BGW_MAXLEN, "delaysched scanner");
+		snprintf(worker.bgw_function_name, BGW_MAXLEN, "%s", function);
+		snprintf(worker.bgw_name, BGW_MAXLEN, "delaysched %s %d", kind, i);
+		snprintf(worker.bgw_type, BGW_MAXLEN, "delaysched %s", kind);
 		RegisterBackgroundWorker(&worker);
 	}
+}
+
+/*
+ * Register the scanner workers with the postmaster; called from _PG_init.
+ */
+void
+delaysched_register_scanner(void)
+{
+	delaysched_register_workers(delaysched_workers, "delaysched_scanner_main", "scanner");
 }
 
 /* Shorthand: this worker's slot.  Touch it only with the mutex held. */

@@ -11,6 +11,7 @@
 
 #include "postgres.h"
 
+extern void delaysched_register_workers(int count, const char *function, const char *kind);
 extern void delaysched_register_scanner(void);
 extern PGDLLEXPORT void delaysched_scanner_main(Datum main_arg);
 extern bool delaysched_run_in_transaction(const char *activity, void (*work) (void *), void *arg);
