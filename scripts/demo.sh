@@ -4,7 +4,9 @@
 # Installs what is missing (as root), builds and installs the extension,
 # starts a throwaway PostgreSQL cluster in /tmp (unix socket only), schedules
 # a handful of tasks over the next few seconds and shows each one arriving at
-# a LISTEN client with its lateness.  Removes the cluster when done.
+# a LISTEN client with its lateness, and a few webhooks arriving at a local
+# receiver (test/http_receiver.py), one of them retried.  Removes the
+# cluster when done.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -15,9 +17,11 @@ ensure_packages
 build_and_install "$root"
 
 listener_pid=""
+receiver_pid=""
 
 cleanup() {
 	[ -n "$listener_pid" ] && pkill -P "$listener_pid" 2>/dev/null || true
+	[ -n "$receiver_pid" ] && kill "$receiver_pid" 2>/dev/null || true
 	stop_throwaway_cluster
 }
 trap cleanup EXIT
@@ -29,6 +33,17 @@ sql() { cluster_sql "$@"; }
 sql -c "SELECT sched.define_biz('order_timeout')" \
 	-c "SELECT sched.define_biz('coupon_reminder', ack_timeout => '10 seconds')" >/dev/null
 
+log "a webhook receiver (test/http_receiver.py) listens on 127.0.0.1"
+python3 "$root/test/http_receiver.py" --port-file "$CLUSTER_DIR/receiver.port" \
+	--log "$CLUSTER_DIR/receiver.log" >/dev/null 2>&1 &
+receiver_pid=$!
+until [ -s "$CLUSTER_DIR/receiver.port" ]; do sleep 0.05; done
+port=$(cat "$CLUSTER_DIR/receiver.port")
+sql -c "SELECT sched.define_biz('order_paid_hook', 'http', url => 'http://127.0.0.1:$port/ok/paid',
+	        secret => 'demo-secret-0123456789')" \
+	-c "SELECT sched.define_biz('flaky_hook', 'http', url => 'http://127.0.0.1:$port/status/503,200/flaky',
+	        min_backoff => '300 ms')" >/dev/null
+
 log "a LISTEN client (test/dslisten) waits on channels order_timeout and coupon_reminder"
 # It exits by itself after the 11 deliveries it expects (or after 30 s).
 as_pg_user "$root/test/dslisten" --pretty --ack --count 11 --timeout 30 \
@@ -38,7 +53,7 @@ until [ "$(sql -At -c "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'L
 	sleep 0.05
 done
 
-log "scheduling 12 tasks due over the next 8 seconds, one overdue, one cancelled, one rescheduled"
+log "scheduling 12 tasks due over the next 8 seconds, one overdue, one cancelled, one rescheduled; 4 webhooks"
 sql <<'SQL'
 \pset footer off
 SELECT sched.add(biz, due, payload) AS id, biz AS biz_type,
@@ -51,6 +66,11 @@ FROM (
 	SELECT 'coupon_reminder', clock_timestamp() + interval '2.5 seconds', '{"user": 7, "coupon": "XMAS"}'
 	UNION ALL
 	SELECT 'order_timeout', now() - interval '1 minute', '{"order": 999, "note": "overdue"}'
+	UNION ALL
+	SELECT 'order_paid_hook', clock_timestamp() + i * interval '1 second', jsonb_build_object('paid', 2000 + i)
+	FROM generate_series(1, 3) AS i
+	UNION ALL
+	SELECT 'flaky_hook', clock_timestamp() + interval '1.5 seconds', '{"note": "answers 503 once"}'
 ) AS wanted
 ORDER BY wanted.due;
 
@@ -67,6 +87,21 @@ if ! wait "$listener_pid"; then
 fi
 listener_pid=""
 
+until [ "$(sql -At -c "SELECT count(*) FROM sched.tasks WHERE biz_type LIKE '%_hook' AND state = 'done'")" -ge 4 ]; do
+	sleep 0.1
+done
+log "webhooks as the receiver got them (the flaky one twice: 503, then 200)"
+python3 - "$CLUSTER_DIR/receiver.log" <<'PY'
+import json, sys, time
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    h = r["headers"]
+    print("%s.%03d  POST %-24s Idempotency-Key %-6s attempt %s  %s" % (
+        time.strftime("%H:%M:%S", time.localtime(r["t"])), int(r["t"] * 1000) % 1000, r["path"],
+        h.get("idempotency-key"), h.get("x-delaysched-attempt"),
+        "signed " + h["x-delaysched-signature"][:15] + "..." if "x-delaysched-signature" in h else ""))
+PY
+
 log "what the database says now"
 sql <<'SQL'
 \pset footer off
@@ -77,6 +112,8 @@ SELECT biz_type, pending, awaiting_ack, done, dead, delivered_per_sec,
 	   round(extract(epoch FROM lateness_p50) * 1000, 1) AS p50_ms,
 	   round(extract(epoch FROM lateness_p99) * 1000, 1) AS p99_ms
 FROM sched.biz_stats;
+SELECT id, attempt, http_status, outcome, round(extract(epoch FROM duration) * 1000, 1) AS ms, error
+FROM sched.attempts ORDER BY started_at;
 SELECT worker, role, state, delivered, ticks FROM sched.workers ORDER BY worker;
 SELECT count(*) AS ranges, min(pointer) AS oldest_pointer, max(lag) AS max_lag FROM sched.time_pointer;
 SQL
