@@ -31,7 +31,7 @@ PGFILEDESC = "delaysched - delayed tasks delivered on time from inside PostgreSQ
 REGRESS = setup api validation claim_ack privileges batch pause limits http
 REGRESS_OPTS = --temp-instance=./tmp_check --temp-config=$(srcdir)/test/delaysched.conf \
 	--load-extension=delaysched
-ISOLATION = claim_race dedupe_race cancel_vs_claim drop_vs_add reschedule_vs_drop range_race tick_vs_claim reschedule_vs_claim pause_vs_tick
+ISOLATION = claim_race dedupe_race cancel_vs_claim drop_vs_add reschedule_vs_drop range_race tick_vs_claim reschedule_vs_claim pause_vs_tick http_claim_race
 ISOLATION_OPTS = --temp-instance=./tmp_check_iso --temp-config=$(srcdir)/test/isolation.conf \
 	--load-extension=delaysched
 
