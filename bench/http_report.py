@@ -69,20 +69,23 @@ def throughput(sink, tasks):
     show("throughput", "first arrival after the due time, ms", "%.1f" % ((t0 - due) / 1000.0))
 
 
-def latency(sink, tasks, rate):
+def steady_lateness(workload, what, measure, sink, tasks):
+    """Rows for tasks falling due at a steady rate: count, percentiles, none early or lost."""
     late, missing = lateness_ms(sink, tasks)
-    show("latency", "tasks added at %s/s, one transaction each" % rate, len(late) + missing)
-    show("latency", "commit-to-arrival p50 / p99 / max, ms",
+    show(workload, what, len(late) + missing)
+    show(workload, measure + " p50 / p99 / max, ms",
          "%.2f / %.2f / %.2f" % (pct(late, 0.5), pct(late, 0.99), max(late)))
-    show("latency", "arrived before run_at / never", "%d / %d" % (sum(1 for x in late if x < 0), missing))
+    show(workload, "arrived before run_at / never", "%d / %d" % (sum(1 for x in late if x < 0), missing))
+
+
+def latency(sink, tasks, rate):
+    steady_lateness("latency", "tasks added at %s/s, one transaction each" % rate,
+                    "commit-to-arrival", sink, tasks)
 
 
 def scheduled(sink, tasks, rate):
-    late, missing = lateness_ms(sink, tasks)
-    show("scheduled", "tasks scheduled ahead, due at %s/s" % rate, len(late) + missing)
-    show("scheduled", "due-to-arrival p50 / p99 / max, ms",
-         "%.2f / %.2f / %.2f" % (pct(late, 0.5), pct(late, 0.99), max(late)))
-    show("scheduled", "arrived before run_at / never", "%d / %d" % (sum(1 for x in late if x < 0), missing))
+    steady_lateness("scheduled", "tasks scheduled ahead, due at %s/s" % rate,
+                    "due-to-arrival", sink, tasks)
 
 
 def hung(sink, tasks, normal, in_flight):
