@@ -61,7 +61,6 @@ typedef struct HttpWorkerSlot
 {
 	pid_t		pid;			/* 0 while the worker does not run */
 	Latch	   *latch;
-	bool		sleeping;		/* waiting, with nothing to claim */
 	int			in_flight;		/* requests under way */
 	int			max_in_flight;	/* its cap, after the file descriptor limit */
 	TimestampTz last_claim;
