@@ -10,6 +10,7 @@ OBJS = \
 	src/delaysched.o \
 	src/drain.o \
 	src/guc.o \
+	src/handoff.o \
 	src/http_request.o \
 	src/http_store.o \
 	src/http_transfer.o \

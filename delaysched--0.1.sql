@@ -250,10 +250,11 @@ SELECT pg_catalog.pg_extension_config_dump('sched.task_seq', '');
 -- C functions
 -------------------------------------------------------------------------------
 
-CREATE FUNCTION sched._wake(run_at timestamptz, door smallint DEFAULT NULL) RETURNS void
+CREATE FUNCTION sched._wake(run_at timestamptz, door smallint DEFAULT NULL, far boolean DEFAULT NULL)
+RETURNS void
 LANGUAGE c VOLATILE
 AS 'MODULE_PATHNAME', 'delaysched_wake';
-COMMENT ON FUNCTION sched._wake(timestamptz, smallint) IS 'internal: after commit, wake a scanner worker for the range of door (every range if NULL) if run_at is sooner than planned';
+COMMENT ON FUNCTION sched._wake(timestamptz, smallint, boolean) IS 'internal: after commit, wake a scanner worker for the range of door (every range if NULL) if run_at is sooner than planned; far (NULL: judged by the clock) reports it to the far search';
 
 CREATE FUNCTION sched._wake_drain(for_slot boolean DEFAULT false) RETURNS void
 LANGUAGE c VOLATILE
@@ -859,15 +860,26 @@ COMMENT ON FUNCTION sched._purge(timestamptz, int, int, int) IS 'internal: remov
 -------------------------------------------------------------------------------
 
 /*
+ * How long an HTTP worker's lease on a task lasts: the type's timeout and a
+ * grace of 30 seconds.  If the worker dies, the sweep parks the task again
+ * when it runs out (and the worker, when it starts again, releases its own
+ * at once; see sched._http_release).  Inlined where it is used: by
+ * sched._http_claim, and by the scanner's walk, which leases a due task to
+ * a worker that has room (src/handoff.c).
+ */
+CREATE FUNCTION sched._http_lease(p_timeout interval) RETURNS interval
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT p_timeout + interval '30 seconds' $$;
+COMMENT ON FUNCTION sched._http_lease(interval) IS 'internal: the length of an HTTP worker''s lease on a task';
+
+/*
  * Lease up to p_room parked tasks of http types to HTTP worker p_worker,
  * shared between the types that have some: each type gets at most its fair
  * part of the worker's p_max_in_flight requests (p_busy_types and
  * p_busy_counts say how many each type has in flight already), so that a
  * type whose endpoint hangs cannot take every slot.  Rate limits and
- * concurrency caps apply as in sched.claim.  The lease lasts the type's
- * timeout and a grace of 30 seconds: if the worker dies, the sweep parks
- * the task again when it runs out (and the worker, when it starts again,
- * releases its own at once; see sched._http_release).  When a limit held
+ * concurrency caps apply as in sched.claim.  The lease lasts
+ * sched._http_lease(timeout).  When a limit held
  * a type back, a last row with a NULL id says so: run_at is when the next
  * token of a rate-limited type comes (the worker claims again then), and
  * attempt is 1 if a type is at its fair share or concurrency cap (the
@@ -950,7 +962,7 @@ BEGIN
 			FOR UPDATE SKIP LOCKED
 		), leased AS (
 			UPDATE sched.task t SET state = 'd', attempt = t.attempt + 1, delivered_at = v_now,
-					lease_until = v_now + b.timeout + interval '30 seconds', lease_owner = p_worker
+					lease_until = v_now + sched._http_lease(b.timeout), lease_owner = p_worker
 			FROM chosen
 			WHERE t.bucket = chosen.bucket AND t.id = chosen.id
 			RETURNING t.id, t.bucket, t.biz_type, t.run_at, t.payload, t.attempt
@@ -1433,6 +1445,7 @@ DECLARE
 	n int;
 	i int;
 	v_min timestamptz;
+	v_far timestamptz;
 BEGIN
 	PERFORM sched._biz(biz_type);
 	IF NOT sched._caller_is_admin() THEN
@@ -1485,9 +1498,14 @@ BEGIN
 	)
 	SELECT numbered.id FROM numbered ORDER BY numbered.ord;
 
-	-- Consecutive ids go through every door: wake every range.
-	SELECT min(r) INTO v_min FROM unnest(run_ats) AS r;
+	-- Consecutive ids go through every door: wake every range, and tell the
+	-- scanners' far search the earliest task more than a second ahead.
+	SELECT min(r), min(r) FILTER (WHERE r > clock_timestamp() + interval '1 second')
+	INTO v_min, v_far FROM unnest(run_ats) AS r;
 	PERFORM sched._wake(v_min);
+	IF v_far IS NOT NULL THEN
+		PERFORM sched._wake(v_far, NULL, true);
+	END IF;
 END
 $$;
 COMMENT ON FUNCTION sched.add_many(text, timestamptz[], jsonb[], text[]) IS 'schedule many tasks of one type in one statement; returns their ids in input order';

@@ -209,7 +209,7 @@ cluster_sql -c "CREATE EXTENSION delaysched" >/dev/null
 wait_for "SELECT pid IS NOT NULL FROM sched.workers WHERE role = 'http'" 30
 start_sink fdcap --delay-ms 1000
 cluster_sql -c "SELECT sched.define_biz('fd', 'http', url => 'http://127.0.0.1:$sink_port/ok', timeout => '30 seconds')" >/dev/null
-cap=$(cluster_sql -Atc "SELECT split_part(holds, ' ', 5) FROM sched.workers WHERE role = 'http'")
+cap=$(cluster_sql -Atc "SELECT split_part(split_part(holds, ';', 1), ' ', 5) FROM sched.workers WHERE role = 'http'")
 cluster_sql -c "SELECT count(*) FROM sched.add_many('fd', array_fill(clock_timestamp(), ARRAY[$fdtasks]))" >/dev/null
 sample_worker "SELECT count(*) < $fdtasks FROM sched.tasks WHERE biz_type = 'fd' AND state = 'done'" "$out/fdcap.samples"
 stop_sink

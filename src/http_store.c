@@ -2,9 +2,10 @@
  *
  * http_store.c
  *		What an HTTP worker reads and writes in the database: the http
- *		business types, the tasks it leases (sched._http_claim), the results
- *		it records (sched._http_record) and, when it starts, the requests a
- *		previous run of it left unfinished (sched._http_release).
+ *		business types, the tasks it leases (sched._http_claim) or was
+ *		handed over (handoff.c), the results it records (sched._http_record)
+ *		and, when it starts, the requests a previous run of it left
+ *		unfinished (sched._http_release).
  *
  * Every function here runs in the worker's transaction (SPI connected by
  * the caller's caller; see http_worker.c), never across network I/O.
@@ -12,8 +13,9 @@
  * The type table.  The worker keeps every http type's definition as it
  * last read it, and how many requests of the type it has in flight (the
  * claim shares the worker's slots out by them).  The definitions are read
- * again at every claim, and a type whose sched.biz.updated_at moved gets a
- * new one; requests under way keep the one they started with.
+ * again at every claim, and when a handed-over task's type is unknown or
+ * its sched.biz.updated_at moved; a type whose updated_at moved gets a new
+ * definition, and requests under way keep the one they started with.
  *
  *-------------------------------------------------------------------------
  */
@@ -49,8 +51,19 @@ static struct
 	SPIPlanPtr	claim;
 	SPIPlanPtr	record;
 	SPIPlanPtr	release;
+	int			nbuckets;
+	SPIPlanPtr *fetch;			/* per bucket, made at first use */
 	Oid			extension;
 } plans;
+
+/*
+ * Statement text of a task partition (%s): the tasks among ids $1 still
+ * leased to worker $2, with their type's updated_at.
+ */
+static const char fetch_sql[] =
+"SELECT t.id, t.biz_type, t.run_at, t.payload, t.attempt, b.updated_at"
+" FROM sched.%s t JOIN sched.biz b ON b.name = t.biz_type"
+" WHERE t.id = ANY ($1) AND t.state = 'd' AND t.lease_owner = $2";
 
 static void
 prepare_plans(Oid extension)
@@ -61,6 +74,26 @@ prepare_plans(Oid extension)
 	delaysched_free_plan(&plans.claim);
 	delaysched_free_plan(&plans.record);
 	delaysched_free_plan(&plans.release);
+	if (plans.fetch != NULL)
+	{
+		for (int b = 0; b < plans.nbuckets; b++)
+			delaysched_free_plan(&plans.fetch[b]);
+		pfree(plans.fetch);
+		plans.fetch = NULL;
+	}
+	plans.extension = InvalidOid;
+
+	{
+		bool		isnull;
+
+		if (SPI_execute("SELECT sched._bucket_count()", true, 1) != SPI_OK_SELECT ||
+			SPI_processed != 1)
+			elog(ERROR, "could not read the bucket count of delaysched");
+		plans.nbuckets = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0],
+													 SPI_tuptable->tupdesc, 1, &isnull));
+		SPI_freetuptable(SPI_tuptable);
+	}
+	plans.fetch = MemoryContextAllocZero(TopMemoryContext, sizeof(SPIPlanPtr) * plans.nbuckets);
 
 	plans.read_types = delaysched_prepare_kept(
 		"SELECT b.name, b.url, b.headers, b.secret,"
@@ -332,6 +365,133 @@ delaysched_http_claim(Oid extension, int worker, int room, int max_in_flight,
 	}
 	SPI_freetuptable(SPI_tuptable);
 	return n;
+}
+
+static int
+compare_handoffs(const void *a, const void *b)
+{
+	const HttpHandoff *x = (const HttpHandoff *) a;
+	const HttpHandoff *y = (const HttpHandoff *) b;
+
+	if (x->bucket != y->bucket)
+		return x->bucket < y->bucket ? -1 : 1;
+	if (x->id != y->id)
+		return x->id < y->id ? -1 : 1;
+	return 0;
+}
+
+/* The plan reading the leased tasks of one bucket. */
+static SPIPlanPtr
+fetch_plan(int bucket)
+{
+	if (bucket < 0 || bucket >= plans.nbuckets)
+		elog(ERROR, "a task was handed over in bucket %d, out of range", bucket);
+	if (plans.fetch[bucket] == NULL)
+	{
+		Oid			argtypes[] = {INT8ARRAYOID, INT2OID};
+		char		partition[NAMEDATALEN];
+
+		/* The partitions' names, as the install script makes them. */
+		snprintf(partition, sizeof(partition), "task_%04d", bucket);
+		plans.fetch[bucket] = delaysched_prepare_kept(psprintf(fetch_sql, partition), 2, argtypes);
+	}
+	return plans.fetch[bucket];
+}
+
+/*
+ * The rows of one bucket's handed-over tasks (group[0..n), sorted by id)
+ * that are still leased to this worker for the attempt they were handed
+ * over for: a request for each, appended to requests.  Returns how many.
+ */
+static int
+fetch_bucket(int worker, const HttpHandoff *group, int n, HttpRequest **requests)
+{
+	Datum	   *ids = palloc(sizeof(Datum) * n);
+	Datum		values[2];
+	SPITupleTable *rows;
+	uint64		nrows;
+	bool		refreshed = false;
+	int			made = 0;
+
+	for (int i = 0; i < n; i++)
+		ids[i] = Int64GetDatum(group[i].id);
+	values[0] = PointerGetDatum(construct_array(ids, n, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+	values[1] = Int16GetDatum((int16) worker);
+	if (SPI_execute_plan(fetch_plan(group[0].bucket), values, NULL, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read the tasks handed over to an HTTP worker");
+	/* refresh_types below runs statements of its own. */
+	rows = SPI_tuptable;
+	nrows = SPI_processed;
+
+	for (uint64 i = 0; i < nrows; i++)
+	{
+		HeapTuple	tuple = rows->vals[i];
+		TupleDesc	desc = rows->tupdesc;
+		bool		isnull;
+		HttpTask	task;
+		HttpHandoff key;
+		const HttpHandoff *handed;
+		HttpTypeEntry *entry;
+		TimestampTz updated_at;
+
+		key.id = task.id = DatumGetInt64(SPI_getbinval(tuple, desc, 1, &isnull));
+		key.bucket = group[0].bucket;
+		task.attempt = DatumGetInt32(SPI_getbinval(tuple, desc, 5, &isnull));
+		handed = bsearch(&key, group, n, sizeof(HttpHandoff), compare_handoffs);
+		if (handed == NULL || handed->attempt != task.attempt)
+			continue;			/* parked and leased again since */
+		task.bucket = key.bucket;
+		text_to_cstring_buffer(DatumGetTextPP(SPI_getbinval(tuple, desc, 2, &isnull)),
+							   task.biz_type, sizeof(task.biz_type));
+		task.run_at = DatumGetTimestampTz(SPI_getbinval(tuple, desc, 3, &isnull));
+		task.payload = DatumGetJsonbP(SPI_getbinval(tuple, desc, 4, &isnull));
+		updated_at = DatumGetTimestampTz(SPI_getbinval(tuple, desc, 6, &isnull));
+
+		entry = type_entry(task.biz_type, false);
+		if ((entry == NULL || entry->def == NULL || entry->def->updated_at != updated_at) && !refreshed)
+		{
+			/* A type this worker has not read yet, or one that changed. */
+			refresh_types();
+			refreshed = true;
+			entry = type_entry(task.biz_type, false);
+		}
+		if (entry == NULL || entry->def == NULL)
+			continue;			/* no longer http: its lease runs out */
+		requests[made++] = delaysched_http_request_new(&task, entry->def);
+		delaysched_http_count_in_flight(task.biz_type, 1);
+	}
+	SPI_freetuptable(rows);
+	pfree(DatumGetPointer(values[0]));
+	pfree(ids);
+	return made;
+}
+
+/*
+ * Make a request of each of the n tasks handed over to this worker (see
+ * handoff.c) that is still leased to it for the same attempt; the others
+ * are skipped.  Returns how many; *requests gets an array of them in
+ * TopMemoryContext (not started: the caller starts them after the
+ * transaction, which writes nothing).
+ */
+int
+delaysched_http_fetch(Oid extension, int worker, HttpHandoff *handed, int n,
+					  HttpRequest ***requests)
+{
+	int			made = 0;
+
+	prepare_plans(extension);
+	*requests = MemoryContextAlloc(TopMemoryContext, sizeof(HttpRequest *) * Max(n, 1));
+	qsort(handed, n, sizeof(HttpHandoff), compare_handoffs);
+	for (int start = 0; start < n;)
+	{
+		int			end = start + 1;
+
+		while (end < n && handed[end].bucket == handed[start].bucket)
+			end++;
+		made += fetch_bucket(worker, &handed[start], end - start, *requests + made);
+		start = end;
+	}
+	return made;
 }
 
 static const char *

@@ -1,7 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * http_store.h
- *		The statements of the HTTP workers: claim, record, release.
+ *		The statements of the HTTP workers: claim, fetch what was handed
+ *		over, record, release.
  *
  *-------------------------------------------------------------------------
  */
@@ -9,9 +10,12 @@
 #define DELAYSCHED_HTTP_STORE_H
 
 #include "http.h"
+#include "shmem.h"
 
 extern int	delaysched_http_claim(Oid extension, int worker, int room, int max_in_flight,
 								  HttpRequest ***requests, TimestampTz *next_claim, bool *held_back);
+extern int	delaysched_http_fetch(Oid extension, int worker, HttpHandoff *handed, int n,
+								  HttpRequest ***requests);
 extern void delaysched_http_record(Oid extension, int worker, const HttpResult *results, int n);
 extern int	delaysched_http_release(Oid extension, int worker);
 extern void delaysched_http_count_in_flight(const char *biz_type, int delta);

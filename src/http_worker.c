@@ -4,25 +4,32 @@
  *		The HTTP workers: delaysched.http_workers background workers that
  *		POST the tasks of http business types to their webhooks.
  *
- * How a task gets here.  When an http type's task falls due, the scanner's
- * walk parks it (state 'r', see tick.c) and wakes these workers when its
- * transaction commits.  A worker then, in one short transaction, leases as
- * many parked tasks as it has free slots (sched._http_claim: state 'd',
- * attempt + 1, lease_owner = this worker), shared fairly between the types
- * that have some, within their rate limits and concurrency caps; commits;
- * and only then starts the requests.  The results of the requests that
- * ended are recorded a batch at a time (sched._http_record: done, retry
- * later, dead, or parked again): in a transaction of their own, never
- * ahead of a claim, or during a burst at the start of a claim's.  No transaction is open
- * while requests are in flight; a lease outlives its request by the type's
- * timeout and a grace, and a worker that starts again parks at once the
- * tasks its previous run had in flight (sched._http_release).
+ * How a task gets here.  Usually it is handed over: when an http type's
+ * task falls due, the scanner's walk leases it to a worker with free slots
+ * (state 'd', attempt + 1, lease_owner) and, when its transaction commits,
+ * puts it in that worker's ring in shared memory (handoff.c); the worker
+ * reads the tasks it takes from there in a short read-only transaction and
+ * starts their requests.  Otherwise (a limited type, full slots, a local
+ * failure, a release) the task is parked (state 'r', see tick.c) and the
+ * commit wakes these workers; a worker then, in one short transaction,
+ * leases as many parked tasks as it has free slots (sched._http_claim),
+ * shared fairly between the types that have some, within their rate limits
+ * and concurrency caps; commits; and only then starts the requests.  The
+ * results of the requests that ended are recorded a batch at a time
+ * (sched._http_record: done, retry later, dead, or parked again): in a
+ * transaction of their own, never ahead of a claim or a hand-off, or during
+ * a burst at the start of a claim's.  No transaction is open while
+ * requests are in flight; a lease outlives its request by the type's
+ * timeout and a grace, and a worker that starts again empties its ring and
+ * parks at once the tasks its previous run had leased
+ * (sched._http_release).
  *
  * The wait.  Every request runs in libcurl's multi interface
  * (http_transfer.c), whose sockets sit behind one epoll descriptor; the
  * worker's WaitEventSet holds that descriptor, its latch and postmaster
  * death.  It wakes when a socket is ready, when libcurl's timer runs out,
- * when a commit parks http tasks (the latch), every POLL_MS to look for
+ * when a hand-off comes or a commit parks http tasks (the latch: a park
+ * also sets claim_wanted), every POLL_MS to look for
  * work it was not told of, when a rate-limited type's next token comes,
  * and RECORD_WAIT_MS after a result came in (and, when the last claim
  * found work, it claims again after recording: the requests that ended
@@ -63,6 +70,7 @@
 
 #include "compat.h"
 #include "guc.h"
+#include "handoff.h"
 #include "http.h"
 #include "http_store.h"
 #include "http_transfer.h"
@@ -73,7 +81,7 @@
 /* Look for parked tasks this often even if no commit said so. */
 #define POLL_MS				1000
 /* Record results at most this long after the first came in... */
-#define RECORD_WAIT_MS		5
+#define RECORD_WAIT_MS		20
 /* ...or as soon as this many are waiting. */
 #define RECORD_BATCH		1000
 /* A claim records the results first when this many wait (a burst). */
@@ -118,8 +126,11 @@ static void
 http_attach(int index, int max_in_flight)
 {
 	my_index = index;
+	/* What the previous run was handed is for sched._http_release. */
+	delaysched_handoff_clear(my_index);
 	SpinLockAcquire(&delaysched_shared->mutex);
-	memset(MY_SLOT, 0, sizeof(HttpWorkerSlot));
+	/* Not the ring: scanners' open transactions hold places in it. */
+	memset(MY_SLOT, 0, offsetof(HttpWorkerSlot, handoff_head));
 	MY_SLOT->pid = MyProcPid;
 	MY_SLOT->latch = MyLatch;
 	MY_SLOT->max_in_flight = max_in_flight;
@@ -252,6 +263,27 @@ store_work(void *arg)
 	extension_oid = extension;
 }
 
+/* The tasks a scanner handed over, read in a transaction of their own. */
+typedef struct FetchCall
+{
+	HttpHandoff *handed;
+	int			n;
+	HttpRequest **requests;		/* out */
+	int			n_requests;		/* out */
+} FetchCall;
+
+static void
+fetch_work(void *arg)
+{
+	FetchCall  *call = (FetchCall *) arg;
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	call->n_requests = delaysched_http_fetch(get_extension_oid("delaysched", false), my_index,
+											 call->handed, call->n, &call->requests);
+	SPI_finish();
+}
+
 /* The recorded results are gone: free their errors. */
 static void
 forget_results(void)
@@ -262,13 +294,22 @@ forget_results(void)
 	n_results = 0;
 }
 
-/* Start the requests just claimed (their leases are committed). */
+/*
+ * Start the requests just claimed or handed over (their leases are
+ * committed), and free the array.
+ */
 static void
-start_requests(HttpRequest **claimed, int n)
+start_requests(HttpRequest **requests, int n, bool handed)
 {
+	SpinLockAcquire(&delaysched_shared->mutex);
+	if (handed)
+		MY_SLOT->handed += n;
+	else
+		MY_SLOT->claimed += n;
+	SpinLockRelease(&delaysched_shared->mutex);
 	for (int i = 0; i < n; i++)
 	{
-		HttpRequest *request = claimed[i];
+		HttpRequest *request = requests[i];
 		char		error[256];
 		HttpResult	result;
 
@@ -279,6 +320,31 @@ start_requests(HttpRequest **claimed, int n)
 			finish_request(request, &result);
 		}
 	}
+	if (requests != NULL)
+		pfree(requests);
+}
+
+/*
+ * Start the requests of the tasks scanners handed over (see handoff.c), up
+ * to room of them.  Returns false if there were none.
+ */
+static bool
+start_handed(int room)
+{
+	static HttpHandoff handed[HTTP_HANDOFF_RING];
+	FetchCall	call = {handed, 0, NULL, 0};
+
+	call.n = delaysched_handoff_take(my_index, handed, Min(room, HTTP_HANDOFF_RING));
+	if (call.n == 0)
+		return false;
+	if (delaysched_run_in_transaction("delaysched: reading handed-over HTTP requests",
+									  fetch_work, &call))
+		start_requests(call.requests, call.n_requests, true);
+	SpinLockAcquire(&delaysched_shared->mutex);
+	MY_SLOT->last_claim = GetCurrentTimestamp();
+	SpinLockRelease(&delaysched_shared->mutex);
+	delaysched_http_driver_run(on_done, NULL);
+	return true;
 }
 
 static long
@@ -359,11 +425,21 @@ delaysched_http_main(Datum main_arg)
 		now = GetCurrentTimestamp();
 		if (local_failure)
 		{
-			/* No descriptor or no memory: give the system a moment. */
+			/*
+			 * No descriptor or no memory: give the system a moment, then
+			 * claim what was parked again.
+			 */
 			claim_not_before = TimestampTzPlusMilliseconds(now, LOCAL_FAILURE_PAUSE_MS);
+			want_claim = true;
 			local_failure = false;
 		}
 		room = Min(cap - in_flight, delaysched_batch_size);
+		/* Handed over first: they are leased already, and due. */
+		if (released && room > 0 && start_handed(room))
+		{
+			in_flight = delaysched_http_driver_in_flight();
+			room = Min(cap - in_flight, delaysched_batch_size);
+		}
 		claim_due = room > 0 && (want_claim || now >= next_poll) && now >= claim_not_before;
 		record_due = n_results > 0 &&
 			(n_results >= RECORD_BATCH ||
@@ -390,9 +466,7 @@ delaysched_http_main(Datum main_arg)
 				released = true;
 				if (call.record)
 					forget_results();
-				start_requests(call.claimed, call.n_claimed);
-				if (call.claimed != NULL)
-					pfree(call.claimed);
+				start_requests(call.claimed, call.n_claimed, false);
 				/* A full claim: more may be waiting. */
 				want_claim = claim_due && call.n_claimed >= room;
 				/* Held back by a limit, or took some: claim again when slots free. */
@@ -435,8 +509,15 @@ delaysched_http_main(Datum main_arg)
 		{
 			if (events[i].events & WL_LATCH_SET)
 			{
+				/* A hand-off is taken at the top of the loop; a park wants a claim. */
 				ResetLatch(MyLatch);
-				want_claim = true;
+				SpinLockAcquire(&delaysched_shared->mutex);
+				if (MY_SLOT->claim_wanted)
+				{
+					want_claim = true;
+					MY_SLOT->claim_wanted = false;
+				}
+				SpinLockRelease(&delaysched_shared->mutex);
 			}
 		}
 		delaysched_http_driver_run(on_done, NULL);

@@ -56,6 +56,18 @@ typedef struct WorkerSlot
 	int64		ticks;
 } WorkerSlot;
 
+/* The most tasks a scanner's commit may have handed to an HTTP worker
+ * that the worker has not taken yet (see handoff.c). */
+#define HTTP_HANDOFF_RING	1024
+
+/* A task a scanner leased to an HTTP worker (see handoff.c). */
+typedef struct HttpHandoff
+{
+	int64		id;
+	int32		attempt;		/* the attempt the lease is for */
+	int16		bucket;
+} HttpHandoff;
+
 /* One HTTP worker (http_worker.c). */
 typedef struct HttpWorkerSlot
 {
@@ -66,7 +78,29 @@ typedef struct HttpWorkerSlot
 	TimestampTz last_claim;
 	int64		sent;			/* requests finished, whatever the outcome */
 	int64		succeeded;		/* of which 2xx */
+	int64		handed;			/* requests started from a hand-off */
+	int64		claimed;		/* requests started from a claim */
+	bool		claim_wanted;	/* a commit parked http tasks: claim them */
+
+	/*
+	 * Tasks handed over by scanners' commits: written at handoff_head,
+	 * taken at handoff_tail (both counting up, modulo the ring), with
+	 * handoff_reserved places kept for scanners' open transactions.  The
+	 * worker's attach empties the ring but never touches the reservations.
+	 * These fields come last: the attach clears the ones above.
+	 */
+	uint64		handoff_head;
+	uint64		handoff_tail;
+	int			handoff_reserved;
+	HttpHandoff handoff[HTTP_HANDOFF_RING];
 } HttpWorkerSlot;
+
+/*
+ * A run_at further ahead of the clock than this when it is scheduled is
+ * reported to the scanner's far search (RangeState.far_added); the scanner
+ * looks at least this far ahead directly (see next_due_after in tick.c).
+ */
+#define DELAYSCHED_FAR_AHEAD	USECS_PER_SEC
 
 /* One range, as the workers know it between ticks. */
 typedef struct RangeState
@@ -92,6 +126,16 @@ typedef struct RangeState
 	bool		cursor_valid;
 	TimestampTz cursor_run_at;
 	int64		cursor_id;
+
+	/*
+	 * The far search (tick.c): the earliest pending task more than a
+	 * second or two ahead, as a search of the whole table found it at
+	 * far_checked_at (0: never; DT_NOEND: none), and the earliest run_at of
+	 * such tasks committed since (DT_NOEND when none; see wake.c).
+	 */
+	TimestampTz far_due;
+	TimestampTz far_checked_at;
+	TimestampTz far_added;
 } RangeState;
 
 /*

@@ -46,9 +46,16 @@
  * concurrency cap (or of any notify type while the global cap is set), for
  * the drain (drain.c) to deliver as tokens and slots allow: the walk never
  * waits for a token, and a throttled backlog leaves the index it walks.
- * An http type's task is parked too, for the HTTP workers (http_worker.c),
- * which the commit wakes.  The NOTIFYs go out when the transaction
- * commits, with the state changes.
+ * An http type's task is leased to an HTTP worker with free slots, which
+ * the commit hands it to (handoff.c), unless its type is limited or the
+ * workers' slots are full: then it is parked, for the HTTP workers'
+ * claims (http_worker.c), which the commit wakes.  The NOTIFYs go out
+ * when the transaction commits, with the state changes.
+ *
+ * The next due time.  After the walk, the tick probes the rest of the
+ * current second and the next second, one partition each; beyond them,
+ * the far search looks at the whole table, and its answer is kept a while
+ * (far_due).
  *
  *-------------------------------------------------------------------------
  */
@@ -65,14 +72,19 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
+#include "handoff.h"
 #include "limiter.h"
 #include "message.h"
+#include "shmem.h"
 #include "spi_plans.h"
 #include "tick.h"
 #include "wake.h"
 
 /* The most seconds one tick walks before it lets the worker look around. */
 #define WALK_MAX_SECONDS	64
+
+/* The far search's answer is used again for at most this long (µs). */
+#define FAR_RECHECK			USECS_PER_SEC
 
 /* The statements of one task partition (bucket). */
 typedef struct BucketPlans
@@ -114,25 +126,44 @@ PG_FUNCTION_INFO_V1(delaysched_tick_sql);
 /*
  * Statement text of a task partition; %s is its name.  Parameters:
  * $1 door, $2/$3 deliver after (run_at, id), $4 before run_at, $5 now,
- * $6 at most this many.
+ * $6 at most this many, $7 park every notify type's tasks, $8 the HTTP
+ * worker to lease http tasks to, $9 at most this many of them (0: park
+ * them all; see handoff.c).
  *
- * The ids are chosen first and the update goes by primary key: joining the
+ * The ids are chosen first and the updates go by primary key: joining an
  * update to the chosen rows could plan a hash join over the partition.
+ * The tasks leased to an HTTP worker ("handed") and the rest ("taken") are
+ * two updates of disjoint rows; the second steps over the first's through
+ * a hashed subplan.
  */
 static const char deliver_sql[] =
 "WITH picked AS ("
-"  SELECT t.id FROM sched.%s t"
+"  SELECT t.id, t.biz_type, t.run_at FROM sched.%s t"
 "  WHERE t.door = $1 AND t.state = 'p' AND (t.run_at, t.id) > ($2, $3)"
 "    AND t.run_at < $4 AND t.run_at <= $5"
 "  ORDER BY t.run_at, t.id LIMIT $6"
 "  FOR UPDATE SKIP LOCKED"
 "), kinds AS ("
-"  SELECT b.name, b.channel, b.ack_timeout, b.delivery = 'pull' AS pull, b.paused,"
+"  SELECT b.name, b.channel, b.ack_timeout, b.timeout, b.delivery = 'pull' AS pull, b.paused,"
 "         (b.rate_limit IS NOT NULL OR b.max_concurrency IS NOT NULL OR $7) AS limited,"
 "         b.delivery = 'http' AS http,"
 "         (b.delivery <> 'notify' OR b.paused OR b.rate_limit IS NOT NULL"
-"          OR b.max_concurrency IS NOT NULL OR $7) AS parks"
+"          OR b.max_concurrency IS NOT NULL OR $7) AS parks,"
+"         (b.delivery = 'http' AND NOT b.paused AND b.rate_limit IS NULL"
+"          AND b.max_concurrency IS NULL) AS handable"
 "  FROM sched.biz b"
+"), handed_ids AS ("
+"  SELECT p.id FROM picked p JOIN kinds k ON k.name = p.biz_type"
+"  WHERE k.handable ORDER BY p.run_at, p.id LIMIT $9"
+"), handed AS ("
+"  UPDATE sched.%s t SET state = 'd', attempt = t.attempt + 1,"
+"    delivered_at = pg_catalog.clock_timestamp(),"
+"    lease_until = pg_catalog.clock_timestamp() + sched._http_lease(k.timeout),"
+"    lease_owner = $8"
+"  FROM kinds k"
+"  WHERE t.id = ANY (ARRAY(SELECT handed_ids.id FROM handed_ids)) AND k.name = t.biz_type"
+"  RETURNING t.id, t.biz_type, t.run_at, t.payload, t.attempt, t.lease_until,"
+"            k.channel, k.pull, k.paused, k.limited, k.http, true AS handed"
 "), taken AS ("
 "  UPDATE sched.%s t SET"
 "    state = CASE WHEN k.parks THEN 'r' ELSE 'd' END::\"char\","
@@ -141,9 +172,11 @@ static const char deliver_sql[] =
 "    lease_until = CASE WHEN k.parks THEN NULL ELSE pg_catalog.clock_timestamp() + k.ack_timeout END"
 "  FROM kinds k"
 "  WHERE t.id = ANY (ARRAY(SELECT picked.id FROM picked)) AND k.name = t.biz_type"
+"    AND t.id NOT IN (SELECT handed_ids.id FROM handed_ids)"
 "  RETURNING t.id, t.biz_type, t.run_at, t.payload, t.attempt, t.lease_until,"
-"            k.channel, k.pull, k.paused, k.limited, k.http"
-") SELECT * FROM taken ORDER BY taken.run_at, taken.id";
+"            k.channel, k.pull, k.paused, k.limited, k.http, false AS handed"
+") SELECT * FROM (SELECT * FROM handed UNION ALL SELECT * FROM taken) d"
+"  ORDER BY d.run_at, d.id";
 
 /* $1 door, $2 at or after run_at, $3 before run_at. */
 static const char first_due_sql[] =
@@ -242,13 +275,14 @@ bucket_plans(int bucket)
 	{
 		char		partition[NAMEDATALEN];
 		Oid			deliver_types[] = {INT2OID, TIMESTAMPTZOID, INT8OID, TIMESTAMPTZOID,
-		TIMESTAMPTZOID, INT4OID, BOOLOID};
+		TIMESTAMPTZOID, INT4OID, BOOLOID, INT2OID, INT4OID};
 		Oid			first_due_types[] = {INT2OID, TIMESTAMPTZOID, TIMESTAMPTZOID};
 
 		/* The partitions' names, as the install script makes them. */
 		snprintf(partition, sizeof(partition), "task_%04d", bucket);
 		bp->first_due = delaysched_prepare_kept(psprintf(first_due_sql, partition), 3, first_due_types);
-		bp->deliver = delaysched_prepare_kept(psprintf(deliver_sql, partition, partition), 7, deliver_types);
+		bp->deliver = delaysched_prepare_kept(psprintf(deliver_sql, partition, partition, partition),
+											  9, deliver_types);
 	}
 	return bp;
 }
@@ -282,9 +316,12 @@ static Delivered
 deliver(int bucket, int range, TimestampTz after, int64 after_id, TimestampTz before,
 		TimestampTz now, int limit, bool park_all)
 {
-	Datum		values[7];
+	Datum		values[9];
+	char		nulls[9] = "         ";
 	Delivered	result = {0, 0, 0, 0, DT_NOEND};
 	TupleDesc	desc;
+	int			handoff_places;
+	int			handoff_worker = delaysched_handoff_reserve(limit, &handoff_places);
 
 	values[0] = Int16GetDatum((int16) range);
 	values[1] = TimestampTzGetDatum(after);
@@ -293,7 +330,10 @@ deliver(int bucket, int range, TimestampTz after, int64 after_id, TimestampTz be
 	values[4] = TimestampTzGetDatum(now);
 	values[5] = Int32GetDatum(limit);
 	values[6] = BoolGetDatum(park_all);
-	if (SPI_execute_plan(bucket_plans(bucket)->deliver, values, NULL, false, 0) != SPI_OK_SELECT)
+	values[7] = Int16GetDatum((int16) handoff_worker);
+	nulls[7] = handoff_worker < 0 ? 'n' : ' ';
+	values[8] = Int32GetDatum(handoff_places);
+	if (SPI_execute_plan(bucket_plans(bucket)->deliver, values, nulls, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "the delivery statement of bucket %d failed", bucket);
 
 	desc = SPI_tuptable->tupdesc;
@@ -307,6 +347,7 @@ deliver(int bucket, int range, TimestampTz after, int64 after_id, TimestampTz be
 		bool		paused = DatumGetBool(SPI_getbinval(tuple, desc, 9, &isnull));
 		bool		limited = DatumGetBool(SPI_getbinval(tuple, desc, 10, &isnull));
 		bool		http = DatumGetBool(SPI_getbinval(tuple, desc, 11, &isnull));
+		bool		handed = DatumGetBool(SPI_getbinval(tuple, desc, 12, &isnull));
 		char	   *biz_type;
 		char	   *channel;
 		char	   *message;
@@ -315,6 +356,15 @@ deliver(int bucket, int range, TimestampTz after, int64 after_id, TimestampTz be
 		result.last_id = id;
 		if (paused)
 			continue;			/* parked until sched.resume: nothing to send */
+		if (handed)
+		{
+			/* Leased to an HTTP worker, which the commit will hand it to. */
+			delaysched_handoff_add(id, (int16) bucket,
+								   DatumGetInt32(SPI_getbinval(tuple, desc, 5, &isnull)));
+			result.first_lease = Min(result.first_lease,
+									 DatumGetTimestampTz(SPI_getbinval(tuple, desc, 6, &isnull)));
+			continue;
+		}
 		if (http)
 		{
 			/* Parked for the HTTP workers, which the commit will wake. */
@@ -352,6 +402,7 @@ deliver(int bucket, int range, TimestampTz after, int64 after_id, TimestampTz be
 	}
 	result.count = (int) SPI_processed;
 	SPI_freetuptable(SPI_tuptable);
+	delaysched_handoff_settle();
 	return result;
 }
 
@@ -380,9 +431,62 @@ first_due_in_second(int range, TimestampTz from, TimestampTz before, TimestampTz
 }
 
 /*
+ * The earliest pending task of a range at or after horizon (at least
+ * DELAYSCHED_FAR_AHEAD after now), DT_NOEND if none: the far search.  A
+ * search of the whole table merges an index scan of every partition, which
+ * would cost more than the rest of the tick, so its answer is kept in the
+ * range's shared state and used again while it is younger than
+ * FAR_RECHECK, still at or after the horizon, and no commit has reported
+ * an earlier task that far ahead (far_added, see wake.c).  A task
+ * scheduled nearer than DELAYSCHED_FAR_AHEAD before the tick started is
+ * before the horizon, where the caller looks itself, and one committed
+ * after the tick started wakes the range again anyway.
+ */
+static TimestampTz
+far_due(int range, TimestampTz horizon, TimestampTz now)
+{
+	RangeState *state = NULL;
+	TimestampTz found = DT_NOEND;
+	bool		known = false;
+
+	Assert(horizon >= now + DELAYSCHED_FAR_AHEAD);
+	if (delaysched_shared != NULL && range < DELAYSCHED_MAX_RANGES)
+	{
+		state = &delaysched_shared->ranges[range];
+		SpinLockAcquire(&delaysched_shared->mutex);
+		if (state->far_checked_at != 0 && now >= state->far_checked_at &&
+			now < state->far_checked_at + FAR_RECHECK &&
+			state->far_due >= horizon && state->far_added >= horizon)
+		{
+			found = Min(state->far_due, state->far_added);
+			known = true;
+		}
+		else
+		{
+			/* The search below sees every commit reported so far. */
+			state->far_added = DT_NOEND;
+		}
+		SpinLockRelease(&delaysched_shared->mutex);
+	}
+	if (known)
+		return found;
+
+	if (!first_pending(range, horizon, -1, &found))
+		found = DT_NOEND;
+	if (state != NULL)
+	{
+		SpinLockAcquire(&delaysched_shared->mutex);
+		state->far_due = found;
+		state->far_checked_at = now;
+		SpinLockRelease(&delaysched_shared->mutex);
+	}
+	return found;
+}
+
+/*
  * When the range's next pending task is due, after now: looked for in the
  * rest of the current second and in the next one, one partition each, and
- * only if both are empty in the whole table.  DT_NOEND if none.
+ * only if both are empty by the far search.  DT_NOEND if none.
  */
 static TimestampTz
 next_due_after(int range, TimestampTz now)
@@ -391,10 +495,9 @@ next_due_after(int range, TimestampTz now)
 	TimestampTz found;
 
 	if (first_due_in_second(range, now + 1, second + USECS_PER_SEC, &found) ||
-		first_due_in_second(range, second + USECS_PER_SEC, second + 2 * USECS_PER_SEC, &found) ||
-		first_pending(range, second + 2 * USECS_PER_SEC, -1, &found))
+		first_due_in_second(range, second + USECS_PER_SEC, second + 2 * USECS_PER_SEC, &found))
 		return found;
-	return DT_NOEND;
+	return far_due(range, second + 2 * USECS_PER_SEC, now);
 }
 
 /*

@@ -14,6 +14,12 @@
  * are busy look at the published times before they sleep.  An abort forgets
  * it all.  A NULL door stands for every range.
  *
+ * The earliest run_at more than DELAYSCHED_FAR_AHEAD ahead of the clock is published
+ * apart (RangeState.far_added): the scanner's search for the next task
+ * beyond the coming seconds (tick.c) keeps its last answer until a commit
+ * reports an earlier one.  A task scheduled nearer than that falls in the
+ * seconds the scanner looks at directly.
+ *
  * The drain (drain.c) is woken the same way, after a commit that parked
  * tasks (the parked types' hints are published first, see limiter.c),
  * changed a type's limits, or freed a slot of a type waiting at its
@@ -38,6 +44,8 @@ PG_FUNCTION_INFO_V1(delaysched_wake_http);
 
 /* Earliest run_at this transaction scheduled per range, DT_NOEND if none. */
 static TimestampTz pending_wake_at[DELAYSCHED_MAX_RANGES];
+/* The same, of the run_ats more than DELAYSCHED_FAR_AHEAD ahead when scheduled. */
+static TimestampTz pending_far_at[DELAYSCHED_MAX_RANGES];
 static TimestampTz pending_earliest = DT_NOEND;
 static bool pending_drain = false;	/* wake the drain at commit */
 static bool pending_hints = false;	/* publish parked types at commit */
@@ -62,7 +70,7 @@ static void
 forget_pending(void)
 {
 	for (int i = 0; i < DELAYSCHED_MAX_RANGES; i++)
-		pending_wake_at[i] = DT_NOEND;
+		pending_wake_at[i] = pending_far_at[i] = DT_NOEND;
 	pending_earliest = DT_NOEND;
 	if (pending_hints)
 		delaysched_forget_parked();
@@ -133,6 +141,8 @@ wake_xact_callback(XactEvent event, void *arg)
 
 		if (pending_wake_at[i] < range->wake_at)
 			range->wake_at = pending_wake_at[i];
+		if (pending_far_at[i] < range->far_added)
+			range->far_added = pending_far_at[i];
 	}
 	/* One sleeping worker that would sleep past the earliest time will do. */
 	for (int i = 0; i < DELAYSCHED_MAX_WORKERS; i++)
@@ -155,7 +165,10 @@ wake_xact_callback(XactEvent event, void *arg)
 			HttpWorkerSlot *http = &delaysched_shared->http_workers[i];
 
 			if (http->pid != 0 && http->latch != NULL)
+			{
+				http->claim_wanted = true;
 				http_latches[n_http++] = http->latch;
+			}
 		}
 	}
 	SpinLockRelease(&delaysched_shared->mutex);
@@ -168,35 +181,43 @@ wake_xact_callback(XactEvent event, void *arg)
 }
 
 /*
- * sched._wake(run_at timestamptz, door smallint DEFAULT NULL) RETURNS void
+ * sched._wake(run_at timestamptz, door smallint DEFAULT NULL,
+ *			   far boolean DEFAULT NULL) RETURNS void
  *
  * Note that the calling transaction schedules a task due at run_at in the
- * range of door (every range when door is NULL).
+ * range of door (every range when door is NULL).  far says whether it is
+ * the earliest of its tasks more than DELAYSCHED_FAR_AHEAD ahead (NULL:
+ * judge it by the clock now).
  */
 Datum
 delaysched_wake(PG_FUNCTION_ARGS)
 {
 	TimestampTz run_at;
+	bool		far;
+	int			first = 0;
+	int			last = DELAYSCHED_MAX_RANGES - 1;
 
 	if (PG_ARGISNULL(0))
 		PG_RETURN_VOID();
 	run_at = PG_GETARG_TIMESTAMPTZ(0);
+	far = PG_ARGISNULL(2) ? run_at > GetCurrentTimestamp() + DELAYSCHED_FAR_AHEAD
+		: PG_GETARG_BOOL(2);
 
 	register_callback();
-	if (PG_ARGISNULL(1))
-	{
-		for (int i = 0; i < DELAYSCHED_MAX_RANGES; i++)
-			if (run_at < pending_wake_at[i])
-				pending_wake_at[i] = run_at;
-	}
-	else
+	if (!PG_ARGISNULL(1))
 	{
 		int			door = PG_GETARG_INT16(1);
 
 		if (door < 0 || door >= DELAYSCHED_MAX_RANGES)
 			elog(ERROR, "door number %d out of range", door);
-		if (run_at < pending_wake_at[door])
-			pending_wake_at[door] = run_at;
+		first = last = door;
+	}
+	for (int i = first; i <= last; i++)
+	{
+		if (run_at < pending_wake_at[i])
+			pending_wake_at[i] = run_at;
+		if (far && run_at < pending_far_at[i])
+			pending_far_at[i] = run_at;
 	}
 	if (run_at < pending_earliest)
 		pending_earliest = run_at;

@@ -55,8 +55,10 @@ require_shared_memory(void)
  *
  * One row per scanner worker (delaysched.workers of them), then one per
  * HTTP worker (delaysched.http_workers), numbered after the scanners.  For
- * an HTTP worker, holds is "N in flight of M", last_tick the last claim,
- * delivered the requests finished and ticks those that succeeded (2xx).
+ * an HTTP worker, holds is "N in flight of M; H handed over, C claimed"
+ * (requests started from scanners' hand-offs and from its own claims),
+ * last_tick its last claim or hand-off, delivered the requests finished
+ * and ticks those that succeeded (2xx).
  */
 Datum
 delaysched_worker_status(PG_FUNCTION_ARGS)
@@ -99,10 +101,12 @@ delaysched_worker_status(PG_FUNCTION_ARGS)
 	{
 		Datum		values[WORKERS_COLUMNS];
 		bool		nulls[WORKERS_COLUMNS];
+		HttpWorkerSlot *shared = &delaysched_shared->http_workers[i];
 		HttpWorkerSlot slot;
 
+		/* The counters only: not the ring. */
 		SpinLockAcquire(&delaysched_shared->mutex);
-		slot = delaysched_shared->http_workers[i];
+		memcpy(&slot, shared, offsetof(HttpWorkerSlot, handoff_head));
 		SpinLockRelease(&delaysched_shared->mutex);
 
 		memset(nulls, 0, sizeof(nulls));
@@ -110,7 +114,9 @@ delaysched_worker_status(PG_FUNCTION_ARGS)
 		values[1] = Int32GetDatum((int32) slot.pid);
 		nulls[1] = (slot.pid == 0);
 		values[2] = CStringGetTextDatum("http");
-		values[3] = CStringGetTextDatum(psprintf("%d in flight of %d", slot.in_flight, slot.max_in_flight));
+		values[3] = CStringGetTextDatum(psprintf("%d in flight of %d; " INT64_FORMAT " handed over, " INT64_FORMAT " claimed",
+												 slot.in_flight, slot.max_in_flight,
+												 slot.handed, slot.claimed));
 		nulls[3] = (slot.pid == 0);
 		values[4] = CStringGetTextDatum(slot.pid == 0 ? "stopped" : slot.in_flight > 0 ? "sending" : "idle");
 		values[5] = TimestampTzGetDatum(slot.last_claim);

@@ -1,0 +1,251 @@
+/*-------------------------------------------------------------------------
+ *
+ * handoff.c
+ *		The hand-off: a scanner's walk leases an http type's due task to an
+ *		HTTP worker itself, and tells that worker through shared memory when
+ *		its transaction commits, so that the request leaves without waiting
+ *		for a claim transaction of the worker's own (sched._http_claim).
+ *
+ * The scanner's side.  Before a delivery statement, the tick reserves
+ * places in one HTTP worker's ring (delaysched_handoff_reserve): half of
+ * what is free at most, in the ring and in the worker's slots up to three
+ * quarters of its cap (the last quarter stays for claims, so that the fair
+ * shares of sched._http_claim still mean something when slots are
+ * scarce).  The statement leases at most that many tasks to the worker
+ * (state 'd', lease_owner), and the tick notes each (delaysched_handoff_add)
+ * and gives the places it did not use back (delaysched_handoff_settle).
+ * The rest of the http tasks are parked for the claims.  At
+ * XACT_EVENT_COMMIT, which PostgreSQL fires once the commit is visible,
+ * the noted tasks go into the ring and the worker's latch is set; an abort
+ * gives the reservation back and forgets them.
+ *
+ * The worker's side.  The worker takes what the ring holds
+ * (delaysched_handoff_take) as its slots allow, reads the tasks in a short
+ * read-only transaction, and sends those still leased to it for the same
+ * attempt: a task that was cancelled, finished, or parked again in the
+ * meantime is not sent.  A worker starting empties its ring
+ * (delaysched_handoff_clear) before it parks what its previous run leased
+ * (sched._http_release): a task whose lease committed before the release is
+ * parked by it and skipped from the ring; one that committed after is
+ * still leased to the worker, and sent.  A scanner that dies between its
+ * commit and the ring leaves a lease that runs out (timeout + 30 s) and is
+ * parked by the sweep: late, never lost.
+ *
+ * Every field of the ring is under delaysched_shared->mutex; a commit
+ * copies at most one tick's batch into it.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "utils/memutils.h"
+
+#include "handoff.h"
+#include "shmem.h"
+
+/* This backend's open transaction: the worker it hands to, -1 if none. */
+static int	xact_worker = -1;
+/* Places reserved in that worker's ring and not given back. */
+static int	xact_reserved = 0;
+/* The tasks leased to it, to put in the ring at commit. */
+static HttpHandoff *xact_tasks = NULL;
+static int	xact_ntasks = 0;
+static int	xact_tasks_size = 0;
+static bool callback_registered = false;
+
+static void handoff_xact_callback(XactEvent event, void *arg);
+
+/* The places a worker's ring could give one more task now; mutex held. */
+static int
+free_places(const HttpWorkerSlot *slot)
+{
+	int			queued = (int) (slot->handoff_head - slot->handoff_tail);
+	int			in_ring = HTTP_HANDOFF_RING - queued - slot->handoff_reserved;
+	int			in_slots = slot->max_in_flight - slot->max_in_flight / 4 -
+		slot->in_flight - queued - slot->handoff_reserved;
+
+	if (slot->pid == 0 || slot->latch == NULL)
+		return 0;
+	return Max(0, Min(in_ring, in_slots));
+}
+
+/* Give back the reservation of this transaction's tasks; mutex held. */
+static void
+unreserve(HttpWorkerSlot *slot)
+{
+	slot->handoff_reserved = Max(0, slot->handoff_reserved - xact_reserved);
+	xact_reserved = 0;
+}
+
+/*
+ * Reserve up to "want" places for the tasks a delivery statement is about
+ * to lease.  Returns the HTTP worker they are for, with *granted places
+ * (at least 1), or -1 when no worker has room (the tasks are parked).  The
+ * tasks of one transaction all go to one worker.
+ */
+int
+delaysched_handoff_reserve(int want, int *granted)
+{
+	int			worker = -1;
+
+	*granted = 0;
+	if (delaysched_shared == NULL || want <= 0)
+		return -1;
+	if (!callback_registered)
+	{
+		RegisterXactCallback(handoff_xact_callback, NULL);
+		callback_registered = true;
+	}
+
+	SpinLockAcquire(&delaysched_shared->mutex);
+	if (xact_worker >= 0)
+		worker = xact_worker;
+	else
+	{
+		int			best = 0;
+
+		for (int i = 0; i < DELAYSCHED_MAX_HTTP_WORKERS; i++)
+		{
+			int			places = free_places(&delaysched_shared->http_workers[i]);
+
+			if (places > best)
+			{
+				best = places;
+				worker = i;
+			}
+		}
+	}
+	if (worker >= 0)
+	{
+		HttpWorkerSlot *slot = &delaysched_shared->http_workers[worker];
+
+		/*
+		 * Half of what is free at most: another scanner's statement may be
+		 * running too, and most of a reservation is given back at once.
+		 */
+		*granted = Min(want, (free_places(slot) + 1) / 2);
+		slot->handoff_reserved += *granted;
+		xact_reserved += *granted;
+		xact_worker = worker;
+	}
+	SpinLockRelease(&delaysched_shared->mutex);
+	return *granted > 0 ? worker : -1;
+}
+
+/* Note a task the statement leased to this transaction's worker. */
+void
+delaysched_handoff_add(int64 id, int16 bucket, int32 attempt)
+{
+	if (xact_ntasks >= xact_reserved)
+		elog(ERROR, "delaysched leased more tasks to an HTTP worker than it reserved places for");
+	if (xact_ntasks == xact_tasks_size)
+	{
+		xact_tasks_size = Max(64, xact_tasks_size * 2);
+		xact_tasks = xact_tasks == NULL
+			? MemoryContextAlloc(TopMemoryContext, sizeof(HttpHandoff) * xact_tasks_size)
+			: repalloc(xact_tasks, sizeof(HttpHandoff) * xact_tasks_size);
+	}
+	xact_tasks[xact_ntasks].id = id;
+	xact_tasks[xact_ntasks].bucket = bucket;
+	xact_tasks[xact_ntasks].attempt = attempt;
+	xact_ntasks++;
+}
+
+/* After a statement: give back the places no task was leased for. */
+void
+delaysched_handoff_settle(void)
+{
+	if (xact_worker < 0 || xact_reserved == xact_ntasks)
+		return;
+	SpinLockAcquire(&delaysched_shared->mutex);
+	delaysched_shared->http_workers[xact_worker].handoff_reserved -= xact_reserved - xact_ntasks;
+	xact_reserved = xact_ntasks;
+	SpinLockRelease(&delaysched_shared->mutex);
+}
+
+static void
+forget(void)
+{
+	xact_worker = -1;
+	xact_reserved = 0;
+	xact_ntasks = 0;
+	if (xact_tasks_size > 1024)
+	{
+		pfree(xact_tasks);
+		xact_tasks = NULL;
+		xact_tasks_size = 0;
+	}
+}
+
+/*
+ * At commit, the tasks go into the ring and the worker is woken; at an
+ * abort (or a PREPARE: the leases commit later, elsewhere, and run out
+ * unless that commit comes first) only the reservation is given back.
+ */
+static void
+handoff_xact_callback(XactEvent event, void *arg)
+{
+	Latch	   *latch = NULL;
+	HttpWorkerSlot *slot;
+
+	if (xact_worker < 0)
+		return;
+	slot = &delaysched_shared->http_workers[xact_worker];
+	switch (event)
+	{
+		case XACT_EVENT_COMMIT:
+		case XACT_EVENT_PARALLEL_COMMIT:
+			SpinLockAcquire(&delaysched_shared->mutex);
+			for (int i = 0; i < xact_ntasks; i++)
+				slot->handoff[(slot->handoff_head + i) % HTTP_HANDOFF_RING] = xact_tasks[i];
+			slot->handoff_head += xact_ntasks;
+			unreserve(slot);
+			if (xact_ntasks > 0)
+				latch = slot->latch;
+			SpinLockRelease(&delaysched_shared->mutex);
+			break;
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PARALLEL_ABORT:
+		case XACT_EVENT_PREPARE:
+			SpinLockAcquire(&delaysched_shared->mutex);
+			unreserve(slot);
+			SpinLockRelease(&delaysched_shared->mutex);
+			break;
+		default:
+			return;
+	}
+	forget();
+	if (latch != NULL)
+		SetLatch(latch);
+}
+
+/*
+ * An HTTP worker starting: what its ring holds was for its previous run,
+ * whose leases sched._http_release parks.
+ */
+void
+delaysched_handoff_clear(int worker)
+{
+	HttpWorkerSlot *slot = &delaysched_shared->http_workers[worker];
+
+	SpinLockAcquire(&delaysched_shared->mutex);
+	slot->handoff_tail = slot->handoff_head;
+	SpinLockRelease(&delaysched_shared->mutex);
+}
+
+/* Take up to max tasks from a worker's ring into out; returns how many. */
+int
+delaysched_handoff_take(int worker, HttpHandoff *out, int max)
+{
+	HttpWorkerSlot *slot = &delaysched_shared->http_workers[worker];
+	int			n;
+
+	SpinLockAcquire(&delaysched_shared->mutex);
+	n = Min(max, (int) (slot->handoff_head - slot->handoff_tail));
+	for (int i = 0; i < n; i++)
+		out[i] = slot->handoff[(slot->handoff_tail + i) % HTTP_HANDOFF_RING];
+	slot->handoff_tail += n;
+	SpinLockRelease(&delaysched_shared->mutex);
+	return Max(n, 0);
+}

@@ -1,0 +1,23 @@
+/*-------------------------------------------------------------------------
+ *
+ * handoff.h
+ *		A scanner's commit handing leased http tasks straight to an HTTP
+ *		worker (see handoff.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef DELAYSCHED_HANDOFF_H
+#define DELAYSCHED_HANDOFF_H
+
+#include "shmem.h"
+
+/* The scanner's side, in a tick's transaction. */
+extern int	delaysched_handoff_reserve(int want, int *granted);
+extern void delaysched_handoff_add(int64 id, int16 bucket, int32 attempt);
+extern void delaysched_handoff_settle(void);
+
+/* The HTTP worker's side. */
+extern void delaysched_handoff_clear(int worker);
+extern int	delaysched_handoff_take(int worker, HttpHandoff *out, int max);
+
+#endif							/* DELAYSCHED_HANDOFF_H */
