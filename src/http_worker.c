@@ -100,6 +100,8 @@ static int	n_results = 0;
 static int	results_size = 0;
 static TimestampTz first_result_at = 0;
 static bool local_failure = false;
+/* Requests that ended since the last claim (their slots are free). */
+static int	ended_since_claim = 0;
 
 #define MY_SLOT (&delaysched_shared->http_workers[my_index])
 
@@ -194,6 +196,7 @@ static void
 finish_request(HttpRequest *request, const HttpResult *result)
 {
 	add_result(result);
+	ended_since_claim++;
 	delaysched_http_count_in_flight(request->def->name, -1);
 	delaysched_http_request_free(request);
 	SpinLockAcquire(&delaysched_shared->mutex);
@@ -440,6 +443,12 @@ delaysched_http_main(Datum main_arg)
 			in_flight = delaysched_http_driver_in_flight();
 			room = Min(cap - in_flight, delaysched_batch_size);
 		}
+		/*
+		 * The last claim found work, and many requests ended since: claim
+		 * again now, not after their results are recorded (a burst).
+		 */
+		if (maybe_more && ended_since_claim >= Min(RECORD_ALONG, Max(1, cap / 8)))
+			want_claim = true;
 		claim_due = room > 0 && (want_claim || now >= next_poll) && now >= claim_not_before;
 		record_due = n_results > 0 &&
 			(n_results >= RECORD_BATCH ||
@@ -466,6 +475,8 @@ delaysched_http_main(Datum main_arg)
 				released = true;
 				if (call.record)
 					forget_results();
+				if (claim_due)
+					ended_since_claim = 0;
 				start_requests(call.claimed, call.n_claimed, false);
 				/* A full claim: more may be waiting. */
 				want_claim = claim_due && call.n_claimed >= room;
