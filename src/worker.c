@@ -390,11 +390,33 @@ pick_range(TimestampTz now, TimestampTz sweep_every, TimestampTz *next,
 }
 
 /*
+ * When a sweep of range r made at "now" counts as made: the latest point at
+ * or before now of the range's own grid, sweep_every apart and offset by
+ * (r + 1/2) / nranges of it (none on a second's boundary, where every range
+ * moves its pointer).  The next sweep falls due at the next point, so the
+ * ranges' sweeps (a few milliseconds each: searches of the whole table)
+ * are spread over the interval.  Counted from the sweeps' own times, they
+ * all fell in the same moment once started together, and held every
+ * scanner at once: webhooks due then waited up to 45 ms, every second.
+ */
+static TimestampTz
+sweep_grid_point(int r, int nranges, TimestampTz now, TimestampTz sweep_every)
+{
+	TimestampTz offset = sweep_every * (2 * r + 1) / (2 * Max(nranges, 1));
+	TimestampTz into = (now - offset) % sweep_every;
+
+	if (into < 0)
+		into += sweep_every;
+	return now - into;
+}
+
+/*
  * Record what a tick on range r learnt and release the range.  wake_at is
  * what pick_range took from the range for this tick.
  */
 static void
-finish_range(int r, TimestampTz now, bool sweep, TimestampTz wake_at, const TickResult *tick)
+finish_range(int r, TimestampTz now, bool sweep, TimestampTz sweep_every,
+			 TimestampTz wake_at, const TickResult *tick)
 {
 	SpinLockAcquire(&delaysched_shared->mutex);
 	{
@@ -417,7 +439,8 @@ finish_range(int r, TimestampTz now, bool sweep, TimestampTz wake_at, const Tick
 			range->next_due = tick->next_due;
 			if (sweep)
 			{
-				range->last_sweep = now;
+				range->last_sweep = sweep_grid_point(r, delaysched_shared->nranges,
+													 now, sweep_every);
 				range->next_sweep = tick->next_sweep;
 			}
 			else
@@ -620,6 +643,6 @@ delaysched_scanner_main(Datum main_arg)
 			set_status(SCANNER_WAITING_FOR_EXTENSION);
 			continue;
 		}
-		finish_range(r, now, request.sweep, wake_at, &tick);
+		finish_range(r, now, request.sweep, sweep_every, wake_at, &tick);
 	}
 }
