@@ -14,13 +14,16 @@ use DelayschedTest;
 use Test::More;
 use Time::HiRes qw(time usleep);
 
-# Add $n tasks of $biz due $secs seconds from now, in one statement.
+# Add $n tasks of $biz due $secs seconds from now, in one statement; with
+# $spread, spread evenly over that many seconds from then.
 sub add_burst
 {
-	my ($node, $biz, $n, $secs) = @_;
+	my ($node, $biz, $n, $secs, $spread) = @_;
+	$spread //= 0;
 	$node->safe_psql('postgres', qq{
 		SELECT count(*) FROM sched.add_many('$biz',
-			array_fill(clock_timestamp() + interval '$secs seconds', ARRAY[$n]),
+			ARRAY(SELECT clock_timestamp() + interval '$secs seconds' + i * interval '$spread seconds' / $n
+				  FROM generate_series(1, $n) AS i),
 			ARRAY(SELECT jsonb_build_object('i', i) FROM generate_series(1, $n) AS i))});
 }
 
@@ -47,8 +50,8 @@ sub count_ids
 }
 
 # --- Two workers, eight ranges: SIGTERM to one of them mid-burst ----------
-# Small batches make a burst take seconds, so that the workers are still
-# delivering when one of them is stopped.  The test framework turns
+# A burst falling due over four seconds, in small batches, so that the
+# workers are still delivering when one of them is stopped.  The test framework turns
 # restart_after_crash off; the SIGKILL case needs it.
 my $node = DelayschedTest::new_node('workers', extra_conf => <<'EOC');
 delaysched.workers = 2
@@ -62,7 +65,7 @@ ok(DelayschedTest::poll_until($node,
 
 my $delivered = "(SELECT sum(delivered) FROM sched.workers WHERE role = 'scanner')";
 my $listener = DelayschedTest::Listener->start($node, 'postgres', ['--ack'], 'burst');
-add_burst($node, 'burst', 20000, 1);
+add_burst($node, 'burst', 20000, 1, 4);
 ok(DelayschedTest::poll_until($node, "SELECT $delivered >= 2000", 't', 30), 'the burst is being delivered');
 cmp_ok($node->safe_psql('postgres', "SELECT count(*) FROM sched.task WHERE state = 'p'"), '>', 5000,
 	'with most of it still to go');
