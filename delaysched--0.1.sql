@@ -306,6 +306,11 @@ LANGUAGE c VOLATILE
 AS 'MODULE_PATHNAME', 'delaysched_wake_http';
 COMMENT ON FUNCTION sched._wake_http() IS 'internal: wake the HTTP workers after the calling transaction commits';
 
+CREATE FUNCTION sched._handoff_lease(id bigint) RETURNS boolean
+LANGUAGE c VOLATILE STRICT
+AS 'MODULE_PATHNAME', 'delaysched_handoff_lease';
+COMMENT ON FUNCTION sched._handoff_lease(bigint) IS 'internal: whether the scanner''s delivery statement leases this task to an HTTP worker (src/handoff.c)';
+
 CREATE FUNCTION sched._workers(
 	OUT worker int, OUT pid int, OUT role text, OUT holds text, OUT state text,
 	OUT last_tick timestamptz, OUT delivered bigint, OUT ticks bigint)

@@ -12,7 +12,8 @@
  * to three quarters of its cap (the last quarter stays for claims, so that
  * the fair shares of sched._http_claim still mean something when slots are
  * scarce).  The statement leases at most that many tasks to the worker
- * (state 'd', lease_owner), and the tick notes each (delaysched_handoff_add)
+ * (state 'd', lease_owner), asking sched._handoff_lease row by row, and
+ * the tick notes each (delaysched_handoff_add)
  * and gives the places it did not use back (delaysched_handoff_settle).
  * The rest of the http tasks are parked for the claims.  At
  * XACT_EVENT_COMMIT, which PostgreSQL fires once the commit is visible,
@@ -39,6 +40,7 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "fmgr.h"
 #include "utils/memutils.h"
 
 #include "handoff.h"
@@ -46,6 +48,14 @@
 
 /* The most tasks one delivery statement hands over. */
 #define HANDOFF_MAX			64
+
+/*
+ * The delivery statement running: the places reserved for it, and the ids
+ * sched._handoff_lease said yes to.
+ */
+static int	stmt_places = 0;
+static int	stmt_nleased = 0;
+static int64 stmt_leased[HANDOFF_MAX];
 
 /* This backend's open transaction: the worker it hands to, -1 if none. */
 static int	xact_worker = -1;
@@ -58,6 +68,8 @@ static int	xact_tasks_size = 0;
 static bool callback_registered = false;
 
 static void handoff_xact_callback(XactEvent event, void *arg);
+
+PG_FUNCTION_INFO_V1(delaysched_handoff_lease);
 
 /* The places a worker's ring could give one more task now; mutex held. */
 static int
@@ -83,16 +95,17 @@ unreserve(HttpWorkerSlot *slot)
 
 /*
  * Reserve up to "want" places for the tasks a delivery statement is about
- * to lease.  Returns the HTTP worker they are for, with *granted places
- * (at least 1), or -1 when no worker has room (the tasks are parked).  The
+ * to lease (sched._handoff_lease hands them out).  Returns the HTTP worker
+ * they are for, or -1 when no worker has room (the tasks are parked).  The
  * tasks of one transaction all go to one worker.
  */
 int
-delaysched_handoff_reserve(int want, int *granted)
+delaysched_handoff_reserve(int want)
 {
 	int			worker = -1;
+	int			granted = 0;
 
-	*granted = 0;
+	stmt_places = stmt_nleased = 0;
 	if (delaysched_shared == NULL || want <= 0)
 		return -1;
 	if (!callback_registered)
@@ -130,13 +143,35 @@ delaysched_handoff_reserve(int want, int *granted)
 		 * task a millisecond or two, which matters when a few fall due at
 		 * a time; a burst goes faster through the claims' larger batches.
 		 */
-		*granted = Min(Min(want, HANDOFF_MAX), (free_places(slot) + 1) / 2);
-		slot->handoff_reserved += *granted;
-		xact_reserved += *granted;
+		granted = Min(Min(want, HANDOFF_MAX), (free_places(slot) + 1) / 2);
+		slot->handoff_reserved += granted;
+		xact_reserved += granted;
 		xact_worker = worker;
 	}
 	SpinLockRelease(&delaysched_shared->mutex);
-	return *granted > 0 ? worker : -1;
+	stmt_places = granted;
+	return granted > 0 ? worker : -1;
+}
+
+/*
+ * sched._handoff_lease(id bigint) RETURNS boolean
+ *
+ * Whether the delivery statement running leases task id to the HTTP worker
+ * it reserved places with: yes while places are left, and the same answer
+ * for an id every time the statement asks.
+ */
+Datum
+delaysched_handoff_lease(PG_FUNCTION_ARGS)
+{
+	int64		id = PG_GETARG_INT64(0);
+
+	for (int i = 0; i < stmt_nleased; i++)
+		if (stmt_leased[i] == id)
+			PG_RETURN_BOOL(true);
+	if (stmt_nleased >= stmt_places)
+		PG_RETURN_BOOL(false);
+	stmt_leased[stmt_nleased++] = id;
+	PG_RETURN_BOOL(true);
 }
 
 /* Note a task the statement leased to this transaction's worker. */
@@ -162,6 +197,7 @@ delaysched_handoff_add(int64 id, int16 bucket, int32 attempt)
 void
 delaysched_handoff_settle(void)
 {
+	stmt_places = stmt_nleased = 0;
 	if (xact_worker < 0 || xact_reserved == xact_ntasks)
 		return;
 	SpinLockAcquire(&delaysched_shared->mutex);

@@ -9,10 +9,13 @@
 #ifndef DELAYSCHED_HANDOFF_H
 #define DELAYSCHED_HANDOFF_H
 
+#include "fmgr.h"
+
 #include "shmem.h"
 
 /* The scanner's side, in a tick's transaction. */
-extern int	delaysched_handoff_reserve(int want, int *granted);
+extern int	delaysched_handoff_reserve(int want);
+extern Datum delaysched_handoff_lease(PG_FUNCTION_ARGS);
 extern void delaysched_handoff_add(int64 id, int16 bucket, int32 attempt);
 extern void delaysched_handoff_settle(void);
 
