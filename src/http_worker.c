@@ -31,9 +31,10 @@
  * when a hand-off comes or a commit parks http tasks (the latch: a park
  * also sets claim_wanted), every POLL_MS to look for
  * work it was not told of, when a rate-limited type's next token comes,
- * and RECORD_WAIT_MS after a result came in (and, when the last claim
- * found work, it claims again after recording: the requests that ended
- * freed their slots, and their types' concurrency caps).
+ * and RECORD_WAIT_MS after a result came in.  When the last claim found
+ * work, it claims again after recording (the requests that ended freed
+ * their slots, and their types' concurrency caps), or sooner, once an
+ * eighth of its slots (100 at most) ended since that claim.
  *
  * Slots.  A worker has at most delaysched.http_max_in_flight requests in
  * flight, and never more than its file descriptors allow: at start it
