@@ -269,4 +269,13 @@ sub stop
 	$self->{harness}->finish;
 }
 
+# A test that dies before stop() must not leave the server running: this
+# one would outlive the test, unlike the clients of the stopped cluster.
+sub DESTROY
+{
+	my ($self) = @_;
+	local $@;
+	eval { $self->{harness}->kill_kill if $self->{harness} && $self->{harness}->pumpable };
+}
+
 1;
