@@ -85,12 +85,12 @@ free_places(const HttpWorkerSlot *slot)
 	return Max(0, Min(in_ring, in_slots));
 }
 
-/* Give back the reservation of this transaction's tasks; mutex held. */
+/* Give back n of this transaction's reserved places; mutex held. */
 static void
-unreserve(HttpWorkerSlot *slot)
+give_back(HttpWorkerSlot *slot, int n)
 {
-	slot->handoff_reserved = Max(0, slot->handoff_reserved - xact_reserved);
-	xact_reserved = 0;
+	slot->handoff_reserved = Max(0, slot->handoff_reserved - n);
+	xact_reserved -= n;
 }
 
 /*
@@ -201,8 +201,7 @@ delaysched_handoff_settle(void)
 	if (xact_worker < 0 || xact_reserved == xact_ntasks)
 		return;
 	SpinLockAcquire(&delaysched_shared->mutex);
-	delaysched_shared->http_workers[xact_worker].handoff_reserved -= xact_reserved - xact_ntasks;
-	xact_reserved = xact_ntasks;
+	give_back(&delaysched_shared->http_workers[xact_worker], xact_reserved - xact_ntasks);
 	SpinLockRelease(&delaysched_shared->mutex);
 }
 
@@ -238,11 +237,14 @@ handoff_xact_callback(XactEvent event, void *arg)
 	{
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_PARALLEL_COMMIT:
+			/* Most ticks hold nothing by now: no webhook was due. */
+			if (xact_ntasks == 0 && xact_reserved == 0)
+				break;
 			SpinLockAcquire(&delaysched_shared->mutex);
 			for (int i = 0; i < xact_ntasks; i++)
 				slot->handoff[(slot->handoff_head + i) % HTTP_HANDOFF_RING] = xact_tasks[i];
 			slot->handoff_head += xact_ntasks;
-			unreserve(slot);
+			give_back(slot, xact_reserved);
 			if (xact_ntasks > 0)
 				latch = slot->latch;
 			SpinLockRelease(&delaysched_shared->mutex);
@@ -250,8 +252,10 @@ handoff_xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
 		case XACT_EVENT_PREPARE:
+			if (xact_reserved == 0)
+				break;
 			SpinLockAcquire(&delaysched_shared->mutex);
-			unreserve(slot);
+			give_back(slot, xact_reserved);
 			SpinLockRelease(&delaysched_shared->mutex);
 			break;
 		default:
