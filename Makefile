@@ -9,6 +9,7 @@ OBJS = \
 	src/caller.o \
 	src/delaysched.o \
 	src/drain.o \
+	src/firing.o \
 	src/guc.o \
 	src/handoff.o \
 	src/http_request.o \
@@ -18,6 +19,9 @@ OBJS = \
 	src/limiter.o \
 	src/message.o \
 	src/perimeter.o \
+	src/schedule_next.o \
+	src/schedule_parse.o \
+	src/schedule_sql.o \
 	src/shmem.o \
 	src/spi_plans.o \
 	src/tick.o \
@@ -26,13 +30,13 @@ OBJS = \
 	src/worker_views.o
 
 EXTENSION = delaysched
-DATA = delaysched--0.1.sql
+DATA = delaysched--0.1.sql delaysched--0.2.sql delaysched--0.1--0.2.sql
 PGFILEDESC = "delaysched - delayed tasks delivered on time from inside PostgreSQL"
 
-REGRESS = setup api validation claim_ack privileges batch pause limits http
+REGRESS = setup api validation claim_ack privileges batch pause limits http schedule_rules schedules
 REGRESS_OPTS = --temp-instance=./tmp_check --temp-config=$(srcdir)/test/delaysched.conf \
 	--load-extension=delaysched
-ISOLATION = claim_race dedupe_race cancel_vs_claim drop_vs_add reschedule_vs_drop range_race tick_vs_claim reschedule_vs_claim pause_vs_tick http_claim_race
+ISOLATION = claim_race dedupe_race cancel_vs_claim drop_vs_add reschedule_vs_drop range_race tick_vs_claim reschedule_vs_claim pause_vs_tick http_claim_race schedule_vs_fire
 ISOLATION_OPTS = --temp-instance=./tmp_check_iso --temp-config=$(srcdir)/test/isolation.conf \
 	--load-extension=delaysched
 

@@ -43,6 +43,7 @@
  * before it, every function did so by hand.
  */
 #if PG_VERSION_NUM < 150000
+#include "access/tupdesc.h"
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "utils/tuplestore.h"
@@ -59,14 +60,20 @@ delaysched_init_materialized_srf(FunctionCallInfo fcinfo)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("set-valued function called in context that cannot accept a set")));
-	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
-		elog(ERROR, "return type must be a row type");
 	old = MemoryContextSwitchTo(rsinfo->econtext->ecxt_per_query_memory);
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+	{
+		/* SETOF a scalar type: one column of it. */
+		tupdesc = CreateTemplateTupleDesc(1);
+		TupleDescInitEntry(tupdesc, (AttrNumber) 1, "value",
+						   get_fn_expr_rettype(fcinfo->flinfo), -1, 0);
+	}
 	rsinfo->returnMode = SFRM_Materialize;
 	rsinfo->setResult = tuplestore_begin_heap(true, false, work_mem);
 	rsinfo->setDesc = CreateTupleDescCopy(tupdesc);
 	MemoryContextSwitchTo(old);
 }
+#define MAT_SRF_USE_EXPECTED_DESC 0x01
 #define InitMaterializedSRF(fcinfo, flags) delaysched_init_materialized_srf(fcinfo)
 #endif
 

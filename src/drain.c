@@ -56,6 +56,7 @@
 #include "drain.h"
 #include "guc.h"
 #include "limiter.h"
+#include "firing.h"
 #include "message.h"
 #include "shmem.h"
 #include "spi_plans.h"
@@ -141,7 +142,7 @@ static const char deliver_sql[] =
 "    delivered_at = $4, lease_until = $4 + $3"
 "  WHERE t.bucket = ANY (ARRAY(SELECT picked.bucket FROM picked))"
 "    AND t.id = ANY (ARRAY(SELECT picked.id FROM picked))"
-"  RETURNING t.id, t.run_at, t.payload, t.attempt"
+"  RETURNING t.id, t.run_at, t.payload, t.attempt, t.schedule, t.bucket"
 ") SELECT * FROM taken ORDER BY taken.run_at, taken.id";
 
 static void
@@ -332,13 +333,17 @@ share_out(DrainType *types, int count, int total, DrainLimit cut_by)
 
 /*
  * Deliver up to t->share of a type's parked tasks (step 4), as of "stamp";
- * how many went.
+ * how many went.  The schedules whose firings go make their next ones
+ * first (firing.c).
  */
 static int
 deliver(DrainType *t, TimestampTz stamp)
 {
 	Datum		values[4];
 	TupleDesc	desc;
+	SPITupleTable *rows;
+	uint64		nrows;
+	FiringBatch firings;
 	int			n;
 
 	values[0] = CStringGetTextDatum(t->name);
@@ -347,23 +352,47 @@ deliver(DrainType *t, TimestampTz stamp)
 	values[3] = TimestampTzGetDatum(stamp);
 	if (SPI_execute_plan(plans.deliver, values, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "the drain could not deliver the tasks of \"%s\"", t->name);
+	rows = SPI_tuptable;
+	nrows = SPI_processed;
+	desc = rows->tupdesc;
 
-	desc = SPI_tuptable->tupdesc;
-	for (uint64 i = 0; i < SPI_processed; i++)
+	delaysched_firings_init(&firings);
+	for (uint64 i = 0; i < nrows; i++)
 	{
-		HeapTuple	tuple = SPI_tuptable->vals[i];
+		HeapTuple	tuple = rows->vals[i];
+		bool		isnull;
+		Datum		schedule = SPI_getbinval(tuple, desc, 5, &isnull);
+
+		if (!isnull && DatumGetInt32(SPI_getbinval(tuple, desc, 4, &isnull)) == 1)
+			delaysched_firings_add(&firings,
+								   DatumGetInt64(SPI_getbinval(tuple, desc, 1, &isnull)),
+								   DatumGetInt16(SPI_getbinval(tuple, desc, 6, &isnull)),
+								   DatumGetTimestampTz(SPI_getbinval(tuple, desc, 2, &isnull)),
+								   schedule);
+	}
+	delaysched_firings_fire(&firings);
+
+	for (uint64 i = 0; i < nrows; i++)
+	{
+		HeapTuple	tuple = rows->vals[i];
 		bool		isnull;
 		int64		id = DatumGetInt64(SPI_getbinval(tuple, desc, 1, &isnull));
 		TimestampTz run_at = DatumGetTimestampTz(SPI_getbinval(tuple, desc, 2, &isnull));
 		Jsonb	   *payload = DatumGetJsonbP(SPI_getbinval(tuple, desc, 3, &isnull));
 		int32		attempt = DatumGetInt32(SPI_getbinval(tuple, desc, 4, &isnull));
-		char	   *message = delaysched_delivery_message(id, t->name, run_at, payload, attempt);
+		Datum		schedule = SPI_getbinval(tuple, desc, 5, &isnull);
+		char	   *message;
 
+		if (delaysched_firing_suppressed(&firings, id))
+			continue;			/* a firing its schedule skipped (cancelled) */
+		message = delaysched_delivery_message(id, t->name, run_at, payload, attempt,
+											  isnull ? NULL : TextDatumGetCString(schedule));
 		Async_Notify(t->channel, message);
 		pfree(message);
 	}
-	n = (int) SPI_processed;
-	SPI_freetuptable(SPI_tuptable);
+	/* A skipped firing counts as taken: it used its token. */
+	n = (int) nrows;
+	SPI_freetuptable(rows);
 	return n;
 }
 

@@ -81,6 +81,7 @@ typedef struct HttpTask
 	TimestampTz run_at;
 	Jsonb	   *payload;
 	int32		attempt;
+	char		schedule[NAMEDATALEN];	/* "" unless a schedule's firing */
 } HttpTask;
 
 /*

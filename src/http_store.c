@@ -61,7 +61,7 @@ static struct
  * leased to worker $2, with their type's updated_at.
  */
 static const char fetch_sql[] =
-"SELECT t.id, t.biz_type, t.run_at, t.payload, t.attempt, b.updated_at"
+"SELECT t.id, t.biz_type, t.run_at, t.payload, t.attempt, b.updated_at, t.schedule"
 " FROM sched.%s t JOIN sched.biz b ON b.name = t.biz_type"
 " WHERE t.id = ANY ($1) AND t.state = 'd' AND t.lease_owner = $2";
 
@@ -107,7 +107,7 @@ prepare_plans(Oid extension)
 		Oid			argtypes[] = {INT2OID, INT4OID, INT4OID, TEXTARRAYOID, INT4ARRAYOID};
 
 		plans.claim = delaysched_prepare_kept(
-			"SELECT id, bucket, biz_type, run_at, payload, attempt"
+			"SELECT id, bucket, biz_type, run_at, payload, attempt, schedule"
 			" FROM sched._http_claim($1, $2, $3, $4, $5)",
 			5, argtypes);
 	}
@@ -301,6 +301,18 @@ busy_arrays(Datum *names, Datum *counts)
 	*counts = PointerGetDatum(construct_array(count_values, k, INT4OID, 4, true, TYPALIGN_INT));
 }
 
+/* Set task->schedule from column "column" of a row (NULL: not a firing). */
+static void
+copy_schedule(HttpTask *task, HeapTuple tuple, TupleDesc desc, int column)
+{
+	bool		isnull;
+	Datum		value = SPI_getbinval(tuple, desc, column, &isnull);
+
+	task->schedule[0] = '\0';
+	if (!isnull)
+		text_to_cstring_buffer(DatumGetTextPP(value), task->schedule, sizeof(task->schedule));
+}
+
 /*
  * Lease up to room tasks and make a request of each (not started: the
  * caller starts them after the commit).  Returns how many; *requests gets
@@ -356,6 +368,7 @@ delaysched_http_claim(Oid extension, int worker, int room, int max_in_flight,
 		task.run_at = DatumGetTimestampTz(SPI_getbinval(tuple, desc, 4, &isnull));
 		task.payload = DatumGetJsonbP(SPI_getbinval(tuple, desc, 5, &isnull));
 		task.attempt = DatumGetInt32(SPI_getbinval(tuple, desc, 6, &isnull));
+		copy_schedule(&task, tuple, desc, 7);
 
 		entry = type_entry(task.biz_type, false);
 		if (entry == NULL || entry->def == NULL)
@@ -446,6 +459,7 @@ fetch_bucket(int worker, const HttpHandoff *group, int n, HttpRequest **requests
 		task.run_at = DatumGetTimestampTz(SPI_getbinval(tuple, desc, 3, &isnull));
 		task.payload = DatumGetJsonbP(SPI_getbinval(tuple, desc, 4, &isnull));
 		updated_at = DatumGetTimestampTz(SPI_getbinval(tuple, desc, 6, &isnull));
+		copy_schedule(&task, tuple, desc, 7);
 
 		entry = type_entry(task.biz_type, false);
 		if ((entry == NULL || entry->def == NULL || entry->def->updated_at != updated_at) && !refreshed)

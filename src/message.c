@@ -13,6 +13,10 @@
  *	{"id" : 42, "biz_type" : "orders", "run_at" : "2026-11-21T10:00:00+00:00",
  *	 "payload" : {...}, "attempt" : 1}
  *
+ * and a firing of a recurring schedule ends with the schedule's name:
+ *
+ *	 ..., "attempt" : 1, "schedule" : "nightly_report"}
+ *
  * A NOTIFY payload must be shorter than 8000 bytes; a message that would
  * not fit goes with "payload_omitted" : true instead of its payload.
  *
@@ -38,12 +42,13 @@ PG_FUNCTION_INFO_V1(delaysched_message);
 PG_FUNCTION_INFO_V1(delaysched_announcement);
 
 /*
- * Append a task's message to buf; a NULL payload says "payload_omitted".
- * The NOTIFY messages and the body of an HTTP request are this text.
+ * Append a task's message to buf; a NULL payload says "payload_omitted", a
+ * NULL schedule that the task is not a firing.  The NOTIFY messages and the
+ * body of an HTTP request are this text.
  */
 void
 delaysched_append_message(StringInfo buf, int64 id, const char *biz_type, TimestampTz run_at,
-						  Jsonb *payload, int32 attempt)
+						  Jsonb *payload, int32 attempt, const char *schedule)
 {
 	char		when[MAXDATELEN + 1];
 
@@ -56,10 +61,16 @@ delaysched_append_message(StringInfo buf, int64 id, const char *biz_type, Timest
 	{
 		appendStringInfoString(buf, "\", \"payload\" : ");
 		(void) JsonbToCString(buf, &payload->root, VARSIZE(payload));
-		appendStringInfo(buf, ", \"attempt\" : %d}", attempt);
+		appendStringInfo(buf, ", \"attempt\" : %d", attempt);
 	}
 	else
-		appendStringInfo(buf, "\", \"payload_omitted\" : true, \"attempt\" : %d}", attempt);
+		appendStringInfo(buf, "\", \"payload_omitted\" : true, \"attempt\" : %d", attempt);
+	if (schedule != NULL)
+	{
+		appendStringInfoString(buf, ", \"schedule\" : ");
+		escape_json(buf, schedule);
+	}
+	appendStringInfoChar(buf, '}');
 }
 
 /*
@@ -68,16 +79,16 @@ delaysched_append_message(StringInfo buf, int64 id, const char *biz_type, Timest
  */
 char *
 delaysched_delivery_message(int64 id, const char *biz_type, TimestampTz run_at,
-							Jsonb *payload, int32 attempt)
+							Jsonb *payload, int32 attempt, const char *schedule)
 {
 	StringInfoData buf;
 
 	initStringInfo(&buf);
-	delaysched_append_message(&buf, id, biz_type, run_at, payload, attempt);
+	delaysched_append_message(&buf, id, biz_type, run_at, payload, attempt, schedule);
 	if (buf.len > LARGEST_NOTIFY_PAYLOAD)
 	{
 		resetStringInfo(&buf);
-		delaysched_append_message(&buf, id, biz_type, run_at, NULL, attempt);
+		delaysched_append_message(&buf, id, biz_type, run_at, NULL, attempt, schedule);
 	}
 	return buf.data;
 }
@@ -99,18 +110,26 @@ delaysched_ready_message(const char *biz_type)
 
 /*
  * sched._message(id bigint, biz_type text, run_at timestamptz, payload jsonb,
- *				  attempt int) RETURNS text
+ *				  attempt int, schedule text) RETURNS text
+ *
+ * NULL if any argument but the schedule is NULL.  A 0.1 schema, before
+ * ALTER EXTENSION UPDATE, declares it strict and without the schedule.
  */
 Datum
 delaysched_message(PG_FUNCTION_ARGS)
 {
 	char	   *message;
 
+	for (int i = 0; i < 5; i++)
+		if (PG_ARGISNULL(i))
+			PG_RETURN_NULL();
 	message = delaysched_delivery_message(PG_GETARG_INT64(0),
 										  text_to_cstring(PG_GETARG_TEXT_PP(1)),
 										  PG_GETARG_TIMESTAMPTZ(2),
 										  PG_GETARG_JSONB_P(3),
-										  PG_GETARG_INT32(4));
+										  PG_GETARG_INT32(4),
+										  PG_NARGS() > 5 && !PG_ARGISNULL(5) ?
+										  text_to_cstring(PG_GETARG_TEXT_PP(5)) : NULL);
 	PG_RETURN_TEXT_P(cstring_to_text(message));
 }
 

@@ -16,9 +16,10 @@
 #include "utils/jsonb.h"
 
 extern void delaysched_append_message(StringInfo buf, int64 id, const char *biz_type,
-									  TimestampTz run_at, Jsonb *payload, int32 attempt);
+									  TimestampTz run_at, Jsonb *payload, int32 attempt,
+									  const char *schedule);
 extern char *delaysched_delivery_message(int64 id, const char *biz_type, TimestampTz run_at,
-										 Jsonb *payload, int32 attempt);
+										 Jsonb *payload, int32 attempt, const char *schedule);
 extern char *delaysched_ready_message(const char *biz_type);
 
 #endif							/* DELAYSCHED_MESSAGE_H */

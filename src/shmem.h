@@ -159,6 +159,12 @@ typedef struct DelayschedShared
 	int			drainer;
 	bool		drain_waits_for_slot;
 
+	/*
+	 * A worker found the extension at another version than this library's
+	 * and said so in the log (once, until the versions match again).
+	 */
+	bool		old_schema_reported;
+
 	WorkerSlot	workers[DELAYSCHED_MAX_WORKERS];
 	RangeState	ranges[DELAYSCHED_MAX_RANGES];
 	HttpWorkerSlot http_workers[DELAYSCHED_MAX_HTTP_WORKERS];

@@ -72,6 +72,7 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
+#include "firing.h"
 #include "handoff.h"
 #include "limiter.h"
 #include "message.h"
@@ -168,7 +169,8 @@ static const char deliver_sql[] =
 "  FROM kinds k"
 "  WHERE t.id = ANY (ARRAY(SELECT picked.id FROM picked)) AND k.name = t.biz_type"
 "  RETURNING t.id, t.biz_type, t.run_at, t.payload, t.attempt, t.lease_until,"
-"            k.channel, k.pull, k.paused, k.limited, k.http, k.http AND t.state = 'd' AS handed"
+"            k.channel, k.pull, k.paused, k.limited, k.http, k.http AND t.state = 'd' AS handed,"
+"            t.schedule"
 ") SELECT * FROM taken ORDER BY taken.run_at, taken.id";
 
 /* $1 door, $2 at or after run_at, $3 before run_at. */
@@ -299,11 +301,65 @@ bucket_of(TimestampTz t)
 	return (int) (((unix_seconds % plans.nbuckets) + plans.nbuckets) % plans.nbuckets);
 }
 
+/* Column numbers of the delivery statement's rows. */
+#define DC_ID		1
+#define DC_RUN_AT	3
+#define DC_ATTEMPT	5
+#define DC_PULL		8
+#define DC_PAUSED	9
+#define DC_LIMITED	10
+#define DC_HTTP		11
+#define DC_HANDED	12
+#define DC_SCHEDULE	13
+
+/* Is a bool column of a row true? */
+static bool
+row_flag(HeapTuple tuple, TupleDesc desc, int column)
+{
+	bool		isnull;
+
+	return DatumGetBool(SPI_getbinval(tuple, desc, column, &isnull));
+}
+
+/*
+ * The firings of schedules among the rows the statement delivered for the
+ * first time (sent by NOTIFY or handed to an HTTP worker, not parked) go to
+ * sched._fired, which makes their next firings.
+ */
+static void
+fire_schedules(SPITupleTable *rows, uint64 nrows, int bucket, FiringBatch *firings)
+{
+	TupleDesc	desc = rows->tupdesc;
+
+	for (uint64 i = 0; i < nrows; i++)
+	{
+		HeapTuple	tuple = rows->vals[i];
+		bool		isnull;
+		Datum		schedule = SPI_getbinval(tuple, desc, DC_SCHEDULE, &isnull);
+		bool		sent;
+
+		if (isnull ||
+			DatumGetInt32(SPI_getbinval(tuple, desc, DC_ATTEMPT, &isnull)) != 1)
+			continue;
+		sent = row_flag(tuple, desc, DC_HANDED) ||
+			!(row_flag(tuple, desc, DC_PAUSED) || row_flag(tuple, desc, DC_HTTP) ||
+			  row_flag(tuple, desc, DC_PULL) || row_flag(tuple, desc, DC_LIMITED));
+		if (sent)
+			delaysched_firings_add(firings,
+								   DatumGetInt64(SPI_getbinval(tuple, desc, DC_ID, &isnull)),
+								   (int16) bucket,
+								   DatumGetTimestampTz(SPI_getbinval(tuple, desc, DC_RUN_AT, &isnull)),
+								   schedule);
+	}
+	delaysched_firings_fire(firings);
+}
+
 /*
  * Deliver up to "limit" pending tasks of one bucket and range with
  * (run_at, id) > (after, after_id), run_at < before and run_at <= now, in
  * (run_at, id) order, skipping rows other transactions hold.  With
- * park_all every notify type's tasks are parked for the drain.
+ * park_all every notify type's tasks are parked for the drain.  The
+ * schedules whose firings it delivers make their next ones first.
  */
 static Delivered
 deliver(int bucket, int range, TimestampTz after, int64 after_id, TimestampTz before,
@@ -313,6 +369,9 @@ deliver(int bucket, int range, TimestampTz after, int64 after_id, TimestampTz be
 	char		nulls[8] = "        ";
 	Delivered	result = {0, 0, 0, 0, DT_NOEND};
 	TupleDesc	desc;
+	SPITupleTable *rows;
+	uint64		nrows;
+	FiringBatch firings;
 	int			handoff_worker = delaysched_handoff_reserve(limit);
 
 	values[0] = Int16GetDatum((int16) range);
@@ -326,11 +385,16 @@ deliver(int bucket, int range, TimestampTz after, int64 after_id, TimestampTz be
 	nulls[7] = handoff_worker < 0 ? 'n' : ' ';
 	if (SPI_execute_plan(bucket_plans(bucket)->deliver, values, nulls, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "the delivery statement of bucket %d failed", bucket);
+	rows = SPI_tuptable;
+	nrows = SPI_processed;
 
-	desc = SPI_tuptable->tupdesc;
-	for (uint64 i = 0; i < SPI_processed; i++)
+	delaysched_firings_init(&firings);
+	fire_schedules(rows, nrows, bucket, &firings);
+
+	desc = rows->tupdesc;
+	for (uint64 i = 0; i < nrows; i++)
 	{
-		HeapTuple	tuple = SPI_tuptable->vals[i];
+		HeapTuple	tuple = rows->vals[i];
 		bool		isnull;
 		int64		id = DatumGetInt64(SPI_getbinval(tuple, desc, 1, &isnull));
 		TimestampTz run_at = DatumGetTimestampTz(SPI_getbinval(tuple, desc, 3, &isnull));
@@ -347,6 +411,8 @@ deliver(int bucket, int range, TimestampTz after, int64 after_id, TimestampTz be
 		result.last_id = id;
 		if (paused)
 			continue;			/* parked until sched.resume: nothing to send */
+		if (delaysched_firing_suppressed(&firings, id))
+			continue;			/* a firing its schedule skipped (cancelled) */
 		if (handed)
 		{
 			/* Leased to an HTTP worker, which the commit will hand it to. */
@@ -380,8 +446,10 @@ deliver(int bucket, int range, TimestampTz after, int64 after_id, TimestampTz be
 			int32		attempt = DatumGetInt32(SPI_getbinval(tuple, desc, 5, &isnull));
 
 			TimestampTz lease = DatumGetTimestampTz(SPI_getbinval(tuple, desc, 6, &isnull));
+			Datum		schedule = SPI_getbinval(tuple, desc, DC_SCHEDULE, &isnull);
 
-			message = delaysched_delivery_message(id, biz_type, run_at, payload, attempt);
+			message = delaysched_delivery_message(id, biz_type, run_at, payload, attempt,
+												  isnull ? NULL : TextDatumGetCString(schedule));
 			result.first_lease = Min(result.first_lease, lease);
 		}
 		/* In run-at order; identical pull announcements fold into one. */
@@ -391,8 +459,8 @@ deliver(int bucket, int range, TimestampTz after, int64 after_id, TimestampTz be
 		pfree(biz_type);
 		result.notified++;
 	}
-	result.count = (int) SPI_processed;
-	SPI_freetuptable(SPI_tuptable);
+	result.count = (int) nrows;
+	SPI_freetuptable(rows);
 	delaysched_handoff_settle();
 	return result;
 }

@@ -44,7 +44,12 @@
  */
 #include "postgres.h"
 
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
 #include "access/xact.h"
+#include "catalog/pg_extension.h"
+#include "commands/dbcommands.h"
 #include "commands/extension.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
@@ -54,7 +59,10 @@
 #include "storage/latch.h"
 #include "storage/proc.h"
 #include "tcop/tcopprot.h"
+#include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/guc.h"
+#include "utils/rel.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
@@ -189,7 +197,7 @@ count_ranges(void)
 	PushActiveSnapshot(GetTransactionSnapshot());
 	pgstat_report_activity(STATE_RUNNING, "delaysched: looking for the extension");
 
-	if (OidIsValid(get_extension_oid("delaysched", true)))
+	if (delaysched_schema_ready())
 	{
 		bool		isnull;
 
@@ -209,6 +217,56 @@ count_ranges(void)
 }
 
 /*
+ * Is the extension installed in this database, at the version of its SQL
+ * objects that this library was built for?  In a transaction.  A database
+ * still at an older version (the new library installed, ALTER EXTENSION
+ * delaysched UPDATE not yet run) is left alone: the workers wait, as for
+ * an extension not yet created, and the first to notice says so in the log.
+ */
+bool
+delaysched_schema_ready(void)
+{
+	Relation	rel;
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tuple;
+	char	   *version = NULL;
+	bool		ready;
+	bool		report = false;
+
+	rel = table_open(ExtensionRelationId, AccessShareLock);
+	ScanKeyInit(&key, Anum_pg_extension_extname, BTEqualStrategyNumber, F_NAMEEQ,
+				CStringGetDatum("delaysched"));
+	scan = systable_beginscan(rel, ExtensionNameIndexId, true, NULL, 1, &key);
+	tuple = systable_getnext(scan);
+	if (HeapTupleIsValid(tuple))
+	{
+		bool		isnull;
+		Datum		value = heap_getattr(tuple, Anum_pg_extension_extversion,
+										 RelationGetDescr(rel), &isnull);
+
+		if (!isnull)
+			version = TextDatumGetCString(value);
+	}
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+
+	ready = version != NULL && strcmp(version, DELAYSCHED_SCHEMA_VERSION) == 0;
+	SpinLockAcquire(&delaysched_shared->mutex);
+	if (version != NULL && !ready && !delaysched_shared->old_schema_reported)
+		report = delaysched_shared->old_schema_reported = true;
+	else if (ready)
+		delaysched_shared->old_schema_reported = false;
+	SpinLockRelease(&delaysched_shared->mutex);
+	if (report)
+		ereport(LOG,
+				(errmsg("delaysched: the extension in database \"%s\" is at version %s, and this server's library needs %s; its workers wait",
+						get_database_name(MyDatabaseId), version, DELAYSCHED_SCHEMA_VERSION),
+				 errhint("Run ALTER EXTENSION delaysched UPDATE in that database.")));
+	return ready;
+}
+
+/*
  * Run "work" in a transaction of its own, with a snapshot, shown in
  * pg_stat_activity as "activity".  Returns false, having done nothing, if
  * the extension is not installed.  (The HTTP workers use it too.)
@@ -223,7 +281,7 @@ delaysched_run_in_transaction(const char *activity, void (*work) (void *), void 
 	PushActiveSnapshot(GetTransactionSnapshot());
 	pgstat_report_activity(STATE_RUNNING, activity);
 
-	extension_present = OidIsValid(get_extension_oid("delaysched", true));
+	extension_present = delaysched_schema_ready();
 	if (extension_present)
 		work(arg);
 

@@ -1,0 +1,1077 @@
+/*
+ * delaysched--0.1--0.2.sql
+ *		Update a 0.1 database to 0.2: recurring schedules.
+ *
+ * Every object this script creates or replaces is written as in
+ * delaysched--0.2.sql, so that an updated database has the schema of a
+ * fresh 0.2 install (test/t/013_upgrade.pl compares the two).
+ */
+
+\echo Use "ALTER EXTENSION delaysched UPDATE TO '0.2'" to load this file. \quit
+
+-------------------------------------------------------------------------------
+-- Schedules: the rule engine (src/schedule_*.c)
+-------------------------------------------------------------------------------
+
+-- Holiday calendars for the "workday" unit of readable repeat rules.
+CREATE TABLE sched.holidays (
+	calendar	 text NOT NULL CHECK (calendar ~ '^[a-z_][a-z0-9_]*$' AND pg_catalog.octet_length(calendar) <= 63),
+	day			 date NOT NULL,
+	PRIMARY KEY (calendar, day)
+);
+COMMENT ON TABLE sched.holidays IS 'holiday calendars of delaysched schedules: a "workday" rule naming a calendar skips its days';
+SELECT pg_catalog.pg_extension_config_dump('sched.holidays', '');
+
+CREATE FUNCTION sched._check_schedule(schedule text, time_zone text) RETURNS text
+LANGUAGE c STABLE
+AS 'MODULE_PATHNAME', 'delaysched_check_schedule';
+COMMENT ON FUNCTION sched._check_schedule(text, text) IS 'internal: refuse a schedule rule or time zone that is not valid; returns the kind of rule (cron, every or rule)';
+
+CREATE FUNCTION sched._schedule_next(schedule text, time_zone text, anchor timestamptz, after timestamptz)
+RETURNS timestamptz
+LANGUAGE c STABLE
+AS 'MODULE_PATHNAME', 'delaysched_schedule_next';
+COMMENT ON FUNCTION sched._schedule_next(text, text, timestamptz, timestamptz) IS 'internal: the first firing of a schedule anchored at anchor strictly after after; NULL if none';
+
+CREATE FUNCTION sched._schedule_span(schedule text, time_zone text, anchor timestamptz,
+									 from_at timestamptz, to_at timestamptz,
+									 OUT n bigint, OUT first_at timestamptz, OUT last_at timestamptz)
+LANGUAGE c STABLE
+AS 'MODULE_PATHNAME', 'delaysched_schedule_span';
+COMMENT ON FUNCTION sched._schedule_span(text, text, timestamptz, timestamptz, timestamptz) IS 'internal: how many firings of a schedule fall in [from_at, to_at], and the first and last of them';
+
+CREATE FUNCTION sched._next_runs(schedule text, time_zone text, after timestamptz, n int, starts_at timestamptz)
+RETURNS SETOF timestamptz
+LANGUAGE c STABLE
+AS 'MODULE_PATHNAME', 'delaysched_next_runs';
+COMMENT ON FUNCTION sched._next_runs(text, text, timestamptz, int, timestamptz) IS 'internal: the body of sched.next_runs';
+
+CREATE FUNCTION sched.next_runs(schedule text, time_zone text DEFAULT 'UTC', after timestamptz DEFAULT pg_catalog.now(),
+								n int DEFAULT 10, starts_at timestamptz DEFAULT NULL)
+RETURNS SETOF timestamptz
+LANGUAGE sql STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT sched._next_runs($1, $2, $3, $4, $5) $$;
+COMMENT ON FUNCTION sched.next_runs(text, text, timestamptz, int, timestamptz) IS 'preview a schedule rule: its next n firings strictly after after, starting at starts_at (NULL: at after); no side effect';
+
+-------------------------------------------------------------------------------
+-- The firings' schedule column, in the live and the finished tasks
+-------------------------------------------------------------------------------
+
+ALTER TABLE sched.finished ADD COLUMN schedule text;
+ALTER TABLE sched.task ADD COLUMN schedule text;
+CREATE INDEX task_schedule_idx ON sched.task (schedule) WHERE schedule IS NOT NULL;
+
+-------------------------------------------------------------------------------
+-- Functions whose arguments or results changed: dropped and made anew
+-------------------------------------------------------------------------------
+
+DROP FUNCTION sched._message(bigint, text, timestamptz, jsonb, int);
+DROP FUNCTION sched._insert(text, timestamptz, jsonb, text);
+DROP FUNCTION sched.claim(text, int);
+DROP FUNCTION sched._claim(text, int);
+DROP FUNCTION sched._http_claim(smallint, int, int, text[], int[]);
+
+CREATE FUNCTION sched._message(p_id bigint, p_biz text, p_run_at timestamptz, p_payload jsonb, p_attempt int,
+							   p_schedule text DEFAULT NULL)
+RETURNS text
+LANGUAGE c STABLE
+AS 'MODULE_PATHNAME', 'delaysched_message';
+COMMENT ON FUNCTION sched._message(bigint, text, timestamptz, jsonb, int, text) IS 'internal: the NOTIFY payload of a delivery (without the payload if it would not fit in 8000 bytes; with the schedule that made it, if any)';
+
+/*
+ * Store one validated task; with a dedupe key, return the unfinished task
+ * that already holds the key instead.  Wakes the scanner after commit.
+ */
+CREATE FUNCTION sched._insert(p_biz text, p_run_at timestamptz, p_payload jsonb, p_dedupe_key text,
+							  p_schedule text DEFAULT NULL)
+RETURNS bigint
+LANGUAGE plpgsql
+AS $$
+DECLARE
+	v_bucket smallint := sched._bucket(p_run_at);
+	v_id bigint := sched._new_id(v_bucket);
+	v_existing bigint;
+BEGIN
+	IF p_dedupe_key IS NOT NULL THEN
+		LOOP
+			INSERT INTO sched.dedupe (biz_type, dedupe_key, task_id)
+				VALUES (p_biz, p_dedupe_key, v_id)
+				ON CONFLICT DO NOTHING;
+			EXIT WHEN FOUND;
+			SELECT d.task_id INTO v_existing FROM sched.dedupe d
+				WHERE d.biz_type = p_biz AND d.dedupe_key = p_dedupe_key;
+			IF FOUND THEN
+				RETURN v_existing;
+			END IF;
+			-- The holder finished between the two statements: try again.
+		END LOOP;
+	END IF;
+
+	INSERT INTO sched.task (id, bucket, biz_type, run_at, payload, dedupe_key, created_at, schedule)
+		VALUES (v_id, v_bucket, p_biz, p_run_at, p_payload, p_dedupe_key, pg_catalog.clock_timestamp(),
+				p_schedule);
+	PERFORM sched._wake(p_run_at, sched._door(v_id));
+	RETURN v_id;
+END
+$$;
+COMMENT ON FUNCTION sched._insert(text, timestamptz, jsonb, text, text) IS 'internal: store a validated task (a firing of p_schedule, if given)';
+
+/*
+ * The body of sched.claim.  PL/pgSQL cannot have an argument and a result
+ * column of the same name (biz_type), so the public function is a SQL
+ * wrapper around this one.
+ */
+CREATE FUNCTION sched._claim(p_biz text, p_max int)
+RETURNS TABLE(id bigint, biz_type text, run_at timestamptz, payload jsonb, attempt int, schedule text)
+LANGUAGE plpgsql
+AS $$
+#variable_conflict use_column
+DECLARE
+	b sched.biz := sched._biz(p_biz);
+	v_now timestamptz := clock_timestamp();
+	v_max int := p_max;
+	v_tokens int := 0;
+	v_claimed int;
+	v_ids bigint[];
+	v_buckets smallint[];
+	v_skipped bigint[];
+BEGIN
+	PERFORM sched._require(p_max, 'max_tasks');
+	IF p_max < 1 OR p_max > 10000 THEN
+		RAISE EXCEPTION 'max_tasks must be between 1 and 10000, not %', p_max
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	IF NOT sched._caller_is_admin() THEN
+		PERFORM sched._require_grant(b.name, 'consume');
+	END IF;
+	IF b.paused THEN
+		RETURN;
+	END IF;
+	IF b.max_concurrency IS NOT NULL THEN
+		-- One claim at a time counts the type's leases and takes slots.
+		SELECT * INTO b FROM sched.biz x WHERE x.name = b.name FOR NO KEY UPDATE;
+		v_max := LEAST(v_max, b.max_concurrency - (
+			SELECT count(*) FROM (SELECT FROM sched.task t
+								  WHERE t.biz_type = b.name AND t.state = 'd'
+								  LIMIT b.max_concurrency) s)::int);
+	END IF;
+	IF b.rate_limit IS NOT NULL AND v_max > 0 THEN
+		v_tokens := sched._take_tokens(b.name, b.rate_limit, b.burst, v_max);
+		v_max := v_tokens;
+	END IF;
+	IF v_max <= 0 THEN
+		RETURN;
+	END IF;
+	-- Lock the tasks first: the firings of schedules among them make their
+	-- next firings, and those not to be sent are cancelled, before the rest
+	-- are leased.
+	WITH chosen AS (
+		SELECT t.bucket, t.id, t.run_at, t.schedule, t.attempt FROM sched.task t
+		WHERE t.biz_type = b.name AND t.state IN ('p', 'r') AND t.run_at <= v_now
+		ORDER BY t.run_at, t.id
+		LIMIT v_max
+		FOR UPDATE SKIP LOCKED
+	)
+	SELECT pg_catalog.array_agg(c.id),
+		   pg_catalog.array_agg(c.bucket),
+		   CASE WHEN pg_catalog.bool_or(c.schedule IS NOT NULL AND c.attempt = 0) THEN
+			   sched._fired(pg_catalog.array_agg(c.id), pg_catalog.array_agg(c.bucket),
+							pg_catalog.array_agg(c.run_at),
+							pg_catalog.array_agg(CASE WHEN c.attempt = 0 THEN c.schedule END)) END
+	INTO v_ids, v_buckets, v_skipped
+	FROM chosen c;
+	RETURN QUERY
+	WITH leased AS (
+		UPDATE sched.task t SET state = 'd', attempt = t.attempt + 1,
+				delivered_at = v_now, lease_until = v_now + b.ack_timeout
+		WHERE t.bucket = ANY (v_buckets) AND t.id = ANY (v_ids) AND t.id <> ALL (coalesce(v_skipped, '{}'))
+		  AND t.biz_type = b.name AND t.state IN ('p', 'r')
+		RETURNING t.id, t.biz_type, t.run_at, t.payload, t.attempt, t.schedule
+	)
+	SELECT l.id, l.biz_type, l.run_at, l.payload, l.attempt, l.schedule FROM leased l ORDER BY l.run_at, l.id;
+	IF v_tokens > 0 THEN
+		GET DIAGNOSTICS v_claimed = ROW_COUNT;
+		PERFORM sched._return_tokens(b.name, v_tokens - v_claimed);
+	END IF;
+END
+$$;
+COMMENT ON FUNCTION sched._claim(text, int) IS 'internal: the body of sched.claim';
+
+CREATE FUNCTION sched.claim(biz_type text, max_tasks int DEFAULT 100)
+RETURNS TABLE(id bigint, biz_type text, run_at timestamptz, payload jsonb, attempt int, schedule text)
+LANGUAGE sql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$ SELECT * FROM sched._claim($1, $2) $$;
+COMMENT ON FUNCTION sched.claim(text, int) IS 'take up to max_tasks due tasks of a type, each leased for the type''s ack_timeout';
+
+/*
+ * Lease up to p_room parked tasks of http types to HTTP worker p_worker,
+ * shared between the types that have some: each type gets at most its fair
+ * part of the worker's p_max_in_flight requests (p_busy_types and
+ * p_busy_counts say how many each type has in flight already), so that a
+ * type whose endpoint hangs cannot take every slot.  Rate limits and
+ * concurrency caps apply as in sched.claim.  The lease lasts
+ * sched._http_lease(timeout).  When a limit held
+ * a type back, a last row with a NULL id says so: run_at is when the next
+ * token of a rate-limited type comes (the worker claims again then), and
+ * attempt is 1 if a type is at its fair share or concurrency cap (the
+ * worker claims again once its requests that end are recorded).
+ */
+CREATE FUNCTION sched._http_claim(p_worker smallint, p_room int, p_max_in_flight int,
+								  p_busy_types text[], p_busy_counts int[])
+RETURNS TABLE(id bigint, bucket smallint, biz_type text, run_at timestamptz, payload jsonb, attempt int,
+			  schedule text)
+LANGUAGE plpgsql
+AS $$
+#variable_conflict use_column
+DECLARE
+	v_now timestamptz := clock_timestamp();
+	v_types text[];
+	v_name text;
+	v_active int;
+	v_share int;
+	v_room int := p_room;
+	v_want int;
+	v_tokens int;
+	v_got int;
+	v_next timestamptz;
+	v_held boolean := false;
+	v_ids bigint[];
+	v_buckets smallint[];
+	v_skipped bigint[];
+	b sched.biz;
+BEGIN
+	SELECT pg_catalog.array_agg(x.name ORDER BY pg_catalog.random()) INTO v_types
+	FROM sched.biz x
+	WHERE x.delivery = 'http' AND NOT x.paused
+	  AND EXISTS (SELECT FROM sched.task t WHERE t.biz_type = x.name AND t.state = 'r');
+	IF v_types IS NULL THEN
+		RETURN;
+	END IF;
+	-- Types wanting slots: those with parked tasks, and those with requests
+	-- in flight.
+	SELECT count(*) INTO v_active FROM (
+		SELECT pg_catalog.unnest(v_types)
+		UNION
+		SELECT u.t FROM unnest(p_busy_types, p_busy_counts) u(t, n) WHERE u.n > 0) s;
+	-- Alone, a type may have three quarters of the slots: the rest stay
+	-- for a type that has work a moment later.
+	v_share := CASE WHEN v_active <= 1 THEN GREATEST(1, p_max_in_flight - p_max_in_flight / 4)
+					ELSE GREATEST(1, p_max_in_flight / v_active) END;
+
+	FOREACH v_name IN ARRAY v_types LOOP
+		EXIT WHEN v_room <= 0;
+		v_want := LEAST(v_room, v_share - coalesce(p_busy_counts[pg_catalog.array_position(p_busy_types, v_name)], 0));
+		IF v_want <= 0 THEN
+			v_held := true;		-- at its fair share of the slots
+			CONTINUE;
+		END IF;
+		SELECT * INTO b FROM sched.biz x WHERE x.name = v_name;
+		IF b.max_concurrency IS NOT NULL THEN
+			-- As sched.claim: one claim at a time counts the type's leases.
+			SELECT * INTO b FROM sched.biz x WHERE x.name = v_name FOR NO KEY UPDATE;
+			v_want := LEAST(v_want, b.max_concurrency - (
+				SELECT count(*) FROM (SELECT FROM sched.task t
+									  WHERE t.biz_type = b.name AND t.state = 'd'
+									  LIMIT b.max_concurrency) s)::int);
+			IF v_want <= 0 THEN
+				v_held := true;		-- at its concurrency cap
+				CONTINUE;
+			END IF;
+		END IF;
+		v_tokens := 0;
+		IF b.rate_limit IS NOT NULL THEN
+			v_tokens := sched._take_tokens(b.name, b.rate_limit, b.burst, v_want);
+			IF v_tokens < v_want THEN
+				-- Out of tokens: look again when the next one comes.
+				v_next := LEAST(v_next, v_now + pg_catalog.make_interval(secs => GREATEST(0.01, 1.0 / b.rate_limit)));
+			END IF;
+			v_want := v_tokens;
+			CONTINUE WHEN v_want <= 0;
+		END IF;
+		-- As sched.claim: lock first, let the schedules among them fire.
+		WITH chosen AS (
+			SELECT t.bucket, t.id, t.run_at, t.schedule, t.attempt FROM sched.task t
+			WHERE t.biz_type = b.name AND t.state = 'r'
+			ORDER BY t.run_at, t.id
+			LIMIT v_want
+			FOR UPDATE SKIP LOCKED
+		)
+		SELECT pg_catalog.array_agg(c.id),
+			   pg_catalog.array_agg(c.bucket),
+			   CASE WHEN pg_catalog.bool_or(c.schedule IS NOT NULL AND c.attempt = 0) THEN
+				   sched._fired(pg_catalog.array_agg(c.id), pg_catalog.array_agg(c.bucket),
+								pg_catalog.array_agg(c.run_at),
+								pg_catalog.array_agg(CASE WHEN c.attempt = 0 THEN c.schedule END)) END
+		INTO v_ids, v_buckets, v_skipped
+		FROM chosen c;
+		RETURN QUERY
+		WITH leased AS (
+			UPDATE sched.task t SET state = 'd', attempt = t.attempt + 1, delivered_at = v_now,
+					lease_until = v_now + sched._http_lease(b.timeout), lease_owner = p_worker
+			WHERE t.bucket = ANY (v_buckets) AND t.id = ANY (v_ids) AND t.id <> ALL (coalesce(v_skipped, '{}'))
+			  AND t.biz_type = b.name AND t.state = 'r'
+			RETURNING t.id, t.bucket, t.biz_type, t.run_at, t.payload, t.attempt, t.schedule
+		)
+		SELECT l.id, l.bucket, l.biz_type, l.run_at, l.payload, l.attempt, l.schedule FROM leased l;
+		GET DIAGNOSTICS v_got = ROW_COUNT;
+		IF v_tokens > v_got THEN
+			PERFORM sched._return_tokens(b.name, v_tokens - v_got);
+		END IF;
+		v_room := v_room - v_got;
+	END LOOP;
+	IF v_next IS NOT NULL OR v_held THEN
+		RETURN QUERY SELECT NULL::bigint, NULL::smallint, NULL::text, v_next, NULL::jsonb,
+							CASE WHEN v_held THEN 1 ELSE 0 END, NULL::text;
+	END IF;
+END
+$$;
+COMMENT ON FUNCTION sched._http_claim(smallint, int, int, text[], int[]) IS 'internal: lease parked tasks of http types to an HTTP worker';
+
+-------------------------------------------------------------------------------
+-- Functions whose bodies changed
+-------------------------------------------------------------------------------
+
+/*
+ * Move tasks of one bucket out of the live table into sched.finished as
+ * p_state, and return the ids moved.  With p_only_from, only tasks in that
+ * state are moved (sched.ack_many: only deliveries awaiting acknowledgement);
+ * without it, the caller has locked the tasks it names.  With p_types, only
+ * tasks of those types (the ones the caller of ack_many may consume).  A
+ * schedule's pending firing cancelled before its delivery is a missed
+ * firing: its schedule makes the next (sched._fire_one).
+ */
+CREATE OR REPLACE FUNCTION sched._finish(p_bucket smallint, p_ids bigint[], p_state text, p_error text,
+							  p_only_from "char" DEFAULT NULL, p_types text[] DEFAULT NULL)
+RETURNS bigint[]
+LANGUAGE plpgsql
+AS $$
+DECLARE
+	v_done bigint[];
+	v_firings bigint[];
+	f record;
+BEGIN
+	WITH gone AS (
+		DELETE FROM sched.task t
+		WHERE t.bucket = p_bucket AND t.id = ANY (p_ids)
+		  AND (p_only_from IS NULL OR t.state = p_only_from)
+		  AND (p_types IS NULL OR t.biz_type = ANY (p_types))
+		RETURNING t.*
+	), released AS (
+		DELETE FROM sched.dedupe d USING gone
+		WHERE d.biz_type = gone.biz_type AND d.dedupe_key = gone.dedupe_key AND d.task_id = gone.id
+	), stored AS (
+		INSERT INTO sched.finished (id, biz_type, run_at, state, attempt, payload, dedupe_key,
+									created_at, delivered_at, finished_at, last_error, schedule)
+		SELECT gone.id, gone.biz_type, gone.run_at, p_state, gone.attempt, gone.payload,
+			   gone.dedupe_key, gone.created_at, gone.delivered_at, pg_catalog.clock_timestamp(),
+			   coalesce(p_error, gone.last_error), gone.schedule
+		FROM gone
+		RETURNING id, schedule, attempt
+	)
+	SELECT coalesce(pg_catalog.array_agg(stored.id), '{}'),
+		   pg_catalog.array_agg(stored.id) FILTER (WHERE stored.schedule IS NOT NULL AND stored.attempt = 0)
+	INTO v_done, v_firings FROM stored;
+	IF p_state = 'cancelled' AND v_firings IS NOT NULL THEN
+		FOR f IN SELECT x.id, x.run_at, x.schedule FROM sched.finished x
+				 WHERE x.id = ANY (v_firings) ORDER BY x.run_at LOOP
+			PERFORM sched._fire_one(f.id, f.run_at, f.schedule, sched._door(f.id), true);
+		END LOOP;
+	END IF;
+	IF pg_catalog.cardinality(v_done) > 0 THEN
+		-- A delivery that ends frees a slot of its type's concurrency cap.
+		PERFORM sched._wake_drain(true);
+	END IF;
+	RETURN v_done;
+END
+$$;
+COMMENT ON FUNCTION sched._finish(smallint, bigint[], text, text, "char", text[]) IS 'internal: move tasks of one bucket to sched.finished';
+
+/*
+ * Give a locked task a new run_at (and so maybe a new bucket), keeping its
+ * id, as pending.  Delete and insert rather than UPDATE, so that no
+ * concurrent locker ever meets a row moved to another partition.
+ */
+CREATE OR REPLACE FUNCTION sched._move(p_bucket smallint, p_id bigint, p_run_at timestamptz, p_error text)
+RETURNS void
+LANGUAGE plpgsql
+AS $$
+BEGIN
+	WITH gone AS (
+		DELETE FROM sched.task t WHERE t.bucket = p_bucket AND t.id = p_id
+		RETURNING t.*
+	)
+	INSERT INTO sched.task (id, bucket, biz_type, run_at, state, attempt, payload, dedupe_key,
+							created_at, delivered_at, lease_until, last_error, schedule)
+	SELECT gone.id, sched._bucket(p_run_at), gone.biz_type, p_run_at, 'p', gone.attempt,
+		   gone.payload, gone.dedupe_key, gone.created_at, gone.delivered_at, NULL,
+		   coalesce(p_error, gone.last_error), gone.schedule
+	FROM gone;
+	PERFORM sched._wake(p_run_at, sched._door(p_id));
+END
+$$;
+COMMENT ON FUNCTION sched._move(smallint, bigint, timestamptz, text) IS 'internal: make a locked task pending again at a new time';
+
+/*
+ * Deliveries of a range whose lease ran out: redeliver (attempt + 1), make
+ * pull tasks claimable again, park the tasks of a paused type (until
+ * sched.resume) or of a limited one (for the drain, which takes a token
+ * for the redelivery; with p_park_all every notify type is limited), or
+ * declare dead after max_attempts.
+ */
+CREATE OR REPLACE FUNCTION sched._expire_leases(p_range smallint, p_now timestamptz, p_batch int,
+									 p_park_all boolean DEFAULT false)
+RETURNS int
+LANGUAGE plpgsql
+AS $$
+DECLARE
+	r record;
+	n int := 0;
+	v_error text;
+BEGIN
+	FOR r IN
+		SELECT t.bucket, t.id, t.biz_type, t.run_at, t.payload, t.attempt, t.schedule,
+			   b.delivery, b.channel, b.max_attempts, b.ack_timeout, b.paused,
+			   (b.rate_limit IS NOT NULL OR b.max_concurrency IS NOT NULL OR p_park_all) AS limited
+		FROM sched.task t JOIN sched.biz b ON b.name = t.biz_type
+		WHERE t.door = p_range AND t.state = 'd' AND t.lease_until <= p_now
+		ORDER BY t.lease_until
+		LIMIT p_batch
+		FOR UPDATE OF t SKIP LOCKED
+	LOOP
+		IF r.delivery = 'http' THEN
+			-- The HTTP worker that sent it did not record a result: it died.
+			v_error := pg_catalog.format('no result recorded for the HTTP request (attempt %s of %s)',
+										 r.attempt, r.max_attempts);
+		ELSE
+			v_error := pg_catalog.format('not acknowledged within %s (attempt %s of %s)',
+										 r.ack_timeout, r.attempt, r.max_attempts);
+		END IF;
+		IF r.attempt >= r.max_attempts THEN
+			PERFORM sched._finish(r.bucket, ARRAY[r.id], 'dead', v_error);
+		ELSIF r.delivery IN ('pull', 'http') OR r.paused OR r.limited THEN
+			-- Claimable again, or parked until sched.resume, for the drain or
+			-- for the HTTP workers.
+			UPDATE sched.task t SET state = 'r', lease_until = NULL, lease_owner = NULL,
+					last_error = v_error
+				WHERE t.bucket = r.bucket AND t.id = r.id;
+			IF r.paused THEN
+				NULL;
+			ELSIF r.delivery = 'http' THEN
+				PERFORM sched._wake_http();
+			ELSIF r.delivery = 'pull' THEN
+				PERFORM pg_catalog.pg_notify(r.channel, sched._announcement(r.biz_type));
+			ELSE
+				PERFORM sched._note_parked(r.biz_type);
+			END IF;
+		ELSE
+			UPDATE sched.task t SET attempt = t.attempt + 1,
+					delivered_at = pg_catalog.clock_timestamp(),
+					lease_until = pg_catalog.clock_timestamp() + r.ack_timeout,
+					last_error = v_error
+				WHERE t.bucket = r.bucket AND t.id = r.id;
+			PERFORM pg_catalog.pg_notify(r.channel,
+				sched._message(r.id, r.biz_type, r.run_at, r.payload, r.attempt + 1, r.schedule));
+		END IF;
+		n := n + 1;
+	END LOOP;
+	RETURN n;
+END
+$$;
+COMMENT ON FUNCTION sched._expire_leases(smallint, timestamptz, int, boolean) IS 'internal: redeliver or kill deliveries of a range whose ack timeout passed';
+
+CREATE OR REPLACE FUNCTION sched.retry(id bigint) RETURNS boolean
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+	f sched.finished;
+	v_now timestamptz := clock_timestamp();
+	v_bucket smallint := sched._bucket(v_now);
+	v_types text[];
+BEGIN
+	PERFORM sched._require(retry.id, 'id');
+	v_types := sched._granted_types('schedule');
+	DELETE FROM sched.finished x WHERE x.id = retry.id AND x.state = 'dead'
+		AND (v_types IS NULL OR x.biz_type = ANY (v_types))
+		RETURNING * INTO f;
+	IF NOT FOUND THEN
+		RETURN false;
+	END IF;
+	PERFORM sched._biz(f.biz_type);
+	IF f.dedupe_key IS NOT NULL THEN
+		INSERT INTO sched.dedupe (biz_type, dedupe_key, task_id)
+			VALUES (f.biz_type, f.dedupe_key, f.id) ON CONFLICT DO NOTHING;
+		IF NOT FOUND THEN
+			RAISE EXCEPTION 'dedupe key "%" of business type "%" is held by another unfinished task', f.dedupe_key, f.biz_type
+				USING ERRCODE = 'unique_violation',
+					  HINT = 'Cancel or finish the task that holds the key, then retry this one.';
+		END IF;
+	END IF;
+	INSERT INTO sched.task (id, bucket, biz_type, run_at, state, attempt, payload, dedupe_key,
+							created_at, delivered_at, last_error, schedule)
+		VALUES (f.id, v_bucket, f.biz_type, v_now, 'p', 0, f.payload, f.dedupe_key,
+				f.created_at, f.delivered_at, f.last_error, f.schedule);
+	PERFORM sched._wake(v_now, sched._door(f.id));
+	RETURN true;
+END
+$$;
+COMMENT ON FUNCTION sched.retry(bigint) IS 'revive a dead task: pending now, attempts counted from zero; false if no dead task has this id';
+
+CREATE OR REPLACE FUNCTION sched.drop_biz(name text, cancel_tasks boolean DEFAULT false)
+RETURNS bigint
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+	v_unfinished bigint;
+	v_schedules bigint;
+	r record;
+BEGIN
+	PERFORM sched._require(name, 'name');
+	PERFORM sched._require(cancel_tasks, 'cancel_tasks');
+	-- Lock the type first: every function that stores a task of this type
+	-- holds it FOR KEY SHARE until it commits, so none slips in between the
+	-- count and the delete.
+	PERFORM 1 FROM sched.biz b WHERE b.name = drop_biz.name FOR UPDATE;
+	IF NOT FOUND THEN
+		PERFORM sched._biz(name);	-- raises undefined_object
+	END IF;
+	SELECT count(*) INTO v_schedules FROM sched.schedule s WHERE s.biz_type = drop_biz.name;
+	IF v_schedules > 0 AND NOT cancel_tasks THEN
+		RAISE EXCEPTION 'business type "%" still has schedules', name
+			USING ERRCODE = 'object_in_use',
+				  DETAIL = pg_catalog.format('Schedules making tasks of it: %s.', v_schedules),
+				  HINT = pg_catalog.format('Drop them with sched.drop_schedule, or drop them and cancel every task with SELECT sched.drop_biz(%L, cancel_tasks => true);', name);
+	END IF;
+	-- Schedules first: a firing being delivered meanwhile makes its next
+	-- before this delete goes on, and the cancellation below sees it.
+	DELETE FROM sched.schedule s WHERE s.biz_type = drop_biz.name;
+	SELECT count(*) INTO v_unfinished FROM sched.task t WHERE t.biz_type = drop_biz.name;
+	IF v_unfinished > 0 AND NOT cancel_tasks THEN
+		RAISE EXCEPTION 'business type "%" still has unfinished tasks', name
+			USING ERRCODE = 'object_in_use',
+				  DETAIL = pg_catalog.format('Tasks pending or awaiting acknowledgement: %s.', v_unfinished),
+				  HINT = pg_catalog.format('Wait for them, or cancel them with SELECT sched.drop_biz(%L, cancel_tasks => true);', name);
+	END IF;
+	FOR r IN SELECT t.bucket, t.id FROM sched.task t WHERE t.biz_type = drop_biz.name FOR UPDATE LOOP
+		PERFORM sched._finish(r.bucket, ARRAY[r.id], 'cancelled', 'business type dropped');
+	END LOOP;
+	DELETE FROM sched.biz b WHERE b.name = drop_biz.name;
+	PERFORM sched._forget_bucket(name, true);
+	RETURN v_unfinished;
+END
+$$;
+COMMENT ON FUNCTION sched.drop_biz(text, boolean) IS 'drop a delaysched business type; with cancel_tasks, drop its schedules and cancel its unfinished tasks';
+
+-------------------------------------------------------------------------------
+-- Schedules: recurring firings as ordinary tasks
+-------------------------------------------------------------------------------
+
+/*
+ * A schedule keeps one pending firing: an ordinary task of its business
+ * type whose "schedule" column names it (task_id).  When that task is
+ * first delivered (sched._fired, called by every path that delivers: the
+ * scanner's tick, the drain, sched.claim, the HTTP workers' claim), the
+ * next firing is made in the same transaction.  Catch-up after downtime,
+ * a pause or a backlog makes a batch of firings at once (catch_up 'all'),
+ * or one (the latest missed, 'latest'), or none ('none').
+ *
+ * Locking.  sched._fired locks a schedule's row FOR UPDATE after the
+ * delivering statement has locked the firing's task row.  The functions
+ * that change a schedule (define, drop, pause, resume) lock its row first
+ * and take its pending firings FOR UPDATE SKIP LOCKED only, never waiting
+ * for a task row while they hold the schedule's: a firing a worker is
+ * delivering at that moment is left to sched._fired, which sees the change
+ * once it gets the row.  sched.drop_biz deletes a type's schedules before
+ * it cancels the type's tasks, so that a firing made meanwhile is cancelled
+ * too.
+ */
+CREATE TABLE sched.schedule (
+	name		 text PRIMARY KEY,
+	biz_type	 text NOT NULL REFERENCES sched.biz (name),
+	rule		 text NOT NULL,
+	time_zone	 text NOT NULL,
+	payload		 jsonb NOT NULL,
+	catch_up	 text NOT NULL CHECK (catch_up IN ('latest', 'all', 'none')),
+	allow_overlap boolean NOT NULL,
+	paused		 boolean NOT NULL DEFAULT false,
+	starts_at	 timestamptz,
+	ends_at		 timestamptz,
+	-- the start the rule counts from: starts_at, or the second it was defined
+	anchor		 timestamptz NOT NULL,
+	-- the earliest firing not yet delivered or skipped (paused: where
+	-- resume_schedule starts); NULL once the schedule has ended
+	next_run_at	 timestamptz,
+	-- the pending firing whose delivery makes the next one (the last of a
+	-- catch-up batch); NULL while paused or ended
+	task_id		 bigint,
+	last_run_at	 timestamptz,
+	last_task_id bigint,
+	runs		 bigint NOT NULL DEFAULT 0,
+	missed		 bigint NOT NULL DEFAULT 0,
+	created_at	 timestamptz NOT NULL DEFAULT pg_catalog.now(),
+	updated_at	 timestamptz NOT NULL DEFAULT pg_catalog.now()
+);
+COMMENT ON TABLE sched.schedule IS 'delaysched recurring schedules; change with sched.define_schedule and friends, read sched.schedules';
+CREATE INDEX schedule_biz_type_idx ON sched.schedule (biz_type);
+SELECT pg_catalog.pg_extension_config_dump('sched.schedule', '');
+
+/*
+ * Make the firings of schedule s from instant p_from on, as of p_now,
+ * following its catch-up policy, and say what became of it: the firing
+ * whose delivery makes the next (task_id), the earliest firing not yet
+ * delivered (next_run_at), and how many firings were skipped (missed).
+ * Both NULL: the schedule has ended.  An 'all' batch goes into range
+ * p_door, so that one scanner delivers it in order.
+ */
+CREATE FUNCTION sched._materialise(s sched.schedule, p_from timestamptz, p_now timestamptz, p_door smallint,
+								   OUT task_id bigint, OUT next_run_at timestamptz, OUT missed bigint)
+LANGUAGE plpgsql
+AS $$
+DECLARE
+	v_end timestamptz := coalesce(s.ends_at, 'infinity');
+	v_span record;
+	v_at timestamptz;
+BEGIN
+	missed := 0;
+	IF p_from IS NULL OR p_from > v_end THEN
+		RETURN;
+	END IF;
+	IF p_from > p_now THEN
+		v_at := p_from;
+	ELSE
+		-- Firings were missed: [p_from, now] holds at least p_from.
+		v_span := sched._schedule_span(s.rule, s.time_zone, s.anchor, p_from, LEAST(p_now, v_end));
+		IF s.catch_up = 'all' THEN
+			task_id := sched._insert_firings(s, p_from, LEAST(v_span.n, 1000)::int, p_door);
+			next_run_at := p_from;
+			RETURN;
+		ELSIF s.catch_up = 'latest' AND v_span.n > 0 THEN
+			v_at := v_span.last_at;
+			missed := v_span.n - 1;
+		ELSE
+			missed := v_span.n;
+			v_at := sched._schedule_next(s.rule, s.time_zone, s.anchor, p_now);
+			IF v_at > v_end THEN
+				v_at := NULL;
+			END IF;
+		END IF;
+	END IF;
+	IF v_at IS NOT NULL THEN
+		task_id := sched._insert(s.biz_type, v_at, s.payload, NULL, s.name);
+		next_run_at := v_at;
+	END IF;
+END
+$$;
+COMMENT ON FUNCTION sched._materialise(sched.schedule, timestamptz, timestamptz, smallint) IS 'internal: make a schedule''s next firing (or catch-up batch) from an instant on';
+
+/*
+ * The first p_n firings of schedule s from p_from on (all due already), as
+ * tasks of range p_door: their ids are drawn from the sequence values
+ * whose door is p_door.  Returns the id of the last.
+ */
+CREATE FUNCTION sched._insert_firings(s sched.schedule, p_from timestamptz, p_n int, p_door smallint)
+RETURNS bigint
+LANGUAGE plpgsql
+AS $$
+DECLARE
+	v_last bigint;
+	v_first timestamptz;
+BEGIN
+	WITH runs AS MATERIALIZED (
+		SELECT r.at, r.k FROM sched._next_runs(s.rule, s.time_zone, p_from - interval '1 microsecond', p_n, s.anchor)
+			WITH ORDINALITY AS r(at, k)
+	), seqs AS MATERIALIZED (
+		SELECT x.v, pg_catalog.row_number() OVER () AS k
+		FROM (SELECT y.v FROM (SELECT pg_catalog.nextval('sched.task_seq') AS v
+							   FROM pg_catalog.generate_series(1, p_n * 64 * 256)) y
+			  WHERE sched._door(y.v * sched._bucket_count()) = p_door
+			  LIMIT p_n) x
+	), stored AS (
+		INSERT INTO sched.task (id, bucket, biz_type, run_at, payload, created_at, schedule)
+		SELECT seqs.v * sched._bucket_count() + sched._bucket(runs.at), sched._bucket(runs.at),
+			   s.biz_type, runs.at, s.payload, pg_catalog.clock_timestamp(), s.name
+		FROM runs JOIN seqs ON seqs.k = runs.k
+		RETURNING id, run_at
+	)
+	SELECT (pg_catalog.array_agg(stored.id ORDER BY stored.run_at DESC))[1], min(stored.run_at)
+	INTO v_last, v_first FROM stored;
+	PERFORM sched._wake(v_first, p_door);
+	RETURN v_last;
+END
+$$;
+COMMENT ON FUNCTION sched._insert_firings(sched.schedule, timestamptz, int, smallint) IS 'internal: store a catch-up batch of firings in one range';
+
+/*
+ * Cancel the pending firings of a schedule that no transaction holds (one
+ * a worker is delivering is left to sched._fired), and return the earliest
+ * run_at cancelled.
+ */
+CREATE FUNCTION sched._cancel_firings(p_name text, p_reason text) RETURNS timestamptz
+LANGUAGE plpgsql
+AS $$
+DECLARE
+	g record;
+	v_first timestamptz;
+BEGIN
+	FOR g IN
+		WITH held AS (
+			SELECT t.bucket, t.id, t.run_at FROM sched.task t
+			WHERE t.schedule = p_name AND t.state IN ('p', 'r')
+			FOR UPDATE SKIP LOCKED
+		)
+		SELECT held.bucket, pg_catalog.array_agg(held.id) AS ids, min(held.run_at) AS first
+		FROM held GROUP BY held.bucket
+	LOOP
+		PERFORM sched._finish(g.bucket, g.ids, 'cancelled', p_reason);
+		v_first := LEAST(v_first, g.first);
+	END LOOP;
+	RETURN v_first;
+END
+$$;
+COMMENT ON FUNCTION sched._cancel_firings(text, text) IS 'internal: cancel the pending firings of a schedule';
+
+/*
+ * One firing of a schedule is being delivered for the first time (or was
+ * cancelled before delivery, p_cancelled): count it, and make the next.
+ * Returns why the firing must not be sent (the schedule is paused, the
+ * previous firing is unfinished and overlap is not allowed, or a later
+ * firing is due already and catch_up is 'latest' or 'none'), or NULL to
+ * send it.  A firing that is not the schedule's pending one (an earlier
+ * one of a catch-up batch, a dead firing retried) only counts.
+ */
+CREATE FUNCTION sched._fire_one(p_id bigint, p_run_at timestamptz, p_schedule text, p_door smallint,
+								p_cancelled boolean DEFAULT false)
+RETURNS text
+LANGUAGE plpgsql
+AS $$
+DECLARE
+	s sched.schedule;
+	v_now timestamptz := pg_catalog.clock_timestamp();
+	v_current boolean;
+	v_next timestamptz;
+	v_skip text;
+	v_from timestamptz;
+	m record;
+BEGIN
+	SELECT * INTO s FROM sched.schedule x WHERE x.name = p_schedule FOR UPDATE;
+	IF NOT FOUND THEN
+		RETURN NULL;			-- dropped: an ordinary task now
+	END IF;
+	v_current := s.task_id IS NOT DISTINCT FROM p_id;
+	IF p_cancelled THEN
+		-- Cancelled before delivery (sched.cancel): a missed firing.
+		IF NOT v_current OR s.paused THEN
+			RETURN NULL;
+		END IF;
+		v_skip := 'cancelled';
+	ELSIF s.paused THEN
+		v_skip := 'skipped: the schedule is paused';
+	ELSIF NOT s.allow_overlap AND s.last_task_id IS NOT NULL AND s.last_task_id <> p_id
+		  AND (EXISTS (SELECT FROM sched.task t
+					   WHERE t.bucket = sched._id_bucket(s.last_task_id) AND t.id = s.last_task_id)
+			   OR EXISTS (SELECT FROM sched.task t WHERE t.id = s.last_task_id)) THEN
+		v_skip := pg_catalog.format('skipped: firing %s is unfinished and allow_overlap is false', s.last_task_id);
+	END IF;
+	IF v_current OR s.paused THEN
+		v_next := sched._schedule_next(s.rule, s.time_zone, s.anchor, p_run_at);
+	END IF;
+	IF v_skip IS NULL AND v_current AND s.catch_up <> 'all'
+	   AND v_next <= LEAST(v_now, coalesce(s.ends_at, 'infinity')) THEN
+		v_skip := pg_catalog.format('skipped: a later firing was due already (catch_up %s)', s.catch_up);
+	END IF;
+
+	IF s.paused THEN
+		-- sched.resume_schedule starts from the earliest firing not sent.
+		UPDATE sched.schedule x SET next_run_at = LEAST(x.next_run_at, p_run_at), task_id = NULL,
+				updated_at = v_now
+			WHERE x.name = s.name;
+		RETURN v_skip;
+	END IF;
+
+	IF v_skip IS NULL THEN
+		-- (A firing sent again after its HTTP worker died is not counted.)
+		IF v_current OR p_run_at > coalesce(s.last_run_at, '-infinity') THEN
+			s.runs := s.runs + 1;
+		END IF;
+		s.last_run_at := GREATEST(s.last_run_at, p_run_at);
+		s.last_task_id := p_id;
+	ELSIF v_skip LIKE 'skipped: a later%' THEN
+		NULL;					-- counted with the firings it is late for
+	ELSE
+		s.missed := s.missed + 1;
+	END IF;
+
+	IF v_current THEN
+		v_from := CASE WHEN v_skip LIKE 'skipped: a later%' THEN p_run_at ELSE v_next END;
+		m := sched._materialise(s, v_from, v_now, p_door);
+		s.task_id := m.task_id;
+		s.next_run_at := m.next_run_at;
+		s.missed := s.missed + m.missed;
+	ELSIF v_skip IS NULL AND p_run_at >= s.next_run_at THEN
+		-- An earlier firing of a catch-up batch: the next is the one after.
+		s.next_run_at := sched._schedule_next(s.rule, s.time_zone, s.anchor, p_run_at);
+	END IF;
+	UPDATE sched.schedule x SET runs = s.runs, missed = s.missed, last_run_at = s.last_run_at,
+			last_task_id = s.last_task_id, task_id = s.task_id, next_run_at = s.next_run_at,
+			updated_at = v_now
+		WHERE x.name = s.name;
+	RETURN v_skip;
+END
+$$;
+COMMENT ON FUNCTION sched._fire_one(bigint, timestamptz, text, smallint, boolean) IS 'internal: count a firing of a schedule being delivered and make the next; returns why it must not be sent, or NULL';
+
+/*
+ * The firings among tasks being delivered for the first time, in run_at
+ * order: sched._fire_one for each, and those that must not be sent are
+ * cancelled (with the reason as last_error).  Returns their ids.  Every
+ * path that delivers calls it in the delivering transaction, after locking
+ * the tasks.
+ */
+CREATE FUNCTION sched._fired(p_ids bigint[], p_buckets smallint[], p_run_ats timestamptz[], p_schedules text[])
+RETURNS bigint[]
+LANGUAGE plpgsql
+AS $$
+DECLARE
+	r record;
+	v_reason text;
+	v_skipped bigint[] := '{}';
+BEGIN
+	FOR r IN
+		SELECT u.id, u.bucket, u.run_at, u.schedule
+		FROM unnest(p_ids, p_buckets, p_run_ats, p_schedules) AS u(id, bucket, run_at, schedule)
+		WHERE u.schedule IS NOT NULL
+		ORDER BY u.run_at, u.id
+	LOOP
+		v_reason := sched._fire_one(r.id, r.run_at, r.schedule, sched._door(r.id));
+		IF v_reason IS NOT NULL THEN
+			PERFORM sched._finish(r.bucket, ARRAY[r.id], 'cancelled', v_reason);
+			v_skipped := v_skipped || r.id;
+		END IF;
+	END LOOP;
+	RETURN v_skipped;
+END
+$$;
+COMMENT ON FUNCTION sched._fired(bigint[], smallint[], timestamptz[], text[]) IS 'internal: make the next firings of the schedules whose firings are being delivered; returns the ids not to send';
+
+/* A schedule by name, locked, or an error naming it. */
+CREATE FUNCTION sched._schedule(p_name text) RETURNS sched.schedule
+LANGUAGE plpgsql
+AS $$
+DECLARE
+	s sched.schedule;
+BEGIN
+	PERFORM sched._require(p_name, 'name');
+	SELECT * INTO s FROM sched.schedule x WHERE x.name = p_name FOR UPDATE;
+	IF NOT FOUND THEN
+		RAISE EXCEPTION 'schedule "%" does not exist', p_name
+			USING ERRCODE = 'undefined_object',
+				  HINT = 'The schedules are listed in sched.schedules.';
+	END IF;
+	IF NOT sched._caller_is_admin() THEN
+		PERFORM sched._require_grant(s.biz_type, 'schedule');
+	END IF;
+	RETURN s;
+END
+$$;
+COMMENT ON FUNCTION sched._schedule(text) IS 'internal: look up and lock a schedule the caller may change, or raise undefined_object';
+
+CREATE FUNCTION sched.define_schedule(name text, biz_type text, schedule text, payload jsonb DEFAULT '{}',
+									  time_zone text DEFAULT 'UTC', catch_up text DEFAULT 'latest',
+									  starts_at timestamptz DEFAULT NULL, ends_at timestamptz DEFAULT NULL,
+									  allow_overlap boolean DEFAULT true)
+RETURNS timestamptz
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+	v_now timestamptz := clock_timestamp();
+	v_old sched.schedule;
+	v_anchor timestamptz;
+	v_first timestamptz;
+	v_task bigint;
+	v_paused boolean := false;
+BEGIN
+	PERFORM sched._check_name(name, 'schedule name', 'Use a lowercase identifier such as ''daily_report''.');
+	PERFORM sched._biz(biz_type);
+	IF NOT sched._caller_is_admin() THEN
+		PERFORM sched._require_grant(biz_type, 'schedule');
+	END IF;
+	PERFORM sched._require(schedule, 'schedule');
+	PERFORM sched._require(time_zone, 'time_zone');
+	PERFORM sched._check_schedule(schedule, time_zone);
+	PERFORM sched._require(catch_up, 'catch_up');
+	IF catch_up NOT IN ('latest', 'all', 'none') THEN
+		RAISE EXCEPTION 'invalid catch_up "%"', catch_up
+			USING ERRCODE = 'invalid_parameter_value',
+				  HINT = 'catch_up is ''latest'' (missed firings collapse into one), ''all'' (every missed firing is delivered) or ''none'' (missed firings are skipped).';
+	END IF;
+	PERFORM sched._require(allow_overlap, 'allow_overlap');
+	IF NOT isfinite(starts_at) THEN
+		RAISE EXCEPTION 'starts_at must be a finite timestamp, not %', starts_at
+			USING ERRCODE = 'datetime_field_overflow',
+				  HINT = 'Leave starts_at NULL to start now.';
+	END IF;
+	IF NOT isfinite(ends_at) THEN
+		RAISE EXCEPTION 'ends_at must be a finite timestamp, not %', ends_at
+			USING ERRCODE = 'datetime_field_overflow',
+				  HINT = 'Leave ends_at NULL for a schedule without end.';
+	END IF;
+	PERFORM sched._check_task(coalesce(starts_at, v_now), payload, NULL);
+	IF ends_at < starts_at THEN
+		RAISE EXCEPTION 'ends_at (%) must not be before starts_at (%)', ends_at, starts_at
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+
+	SELECT * INTO v_old FROM sched.schedule x WHERE x.name = define_schedule.name FOR UPDATE;
+	IF FOUND THEN
+		IF NOT sched._caller_is_admin() THEN
+			PERFORM sched._require_grant(v_old.biz_type, 'schedule');
+		END IF;
+		v_paused := v_old.paused;
+		-- The old definition's firings go; a replacement starts afresh.
+		UPDATE sched.schedule x SET task_id = NULL WHERE x.name = v_old.name;
+		PERFORM sched._cancel_firings(v_old.name, 'schedule redefined');
+	END IF;
+
+	-- Without starts_at, the rule counts from the second of the definition
+	-- and fires strictly after it; with it, at or after starts_at (and not
+	-- in the past).
+	v_anchor := coalesce(starts_at, date_trunc('second', v_now));
+	v_first := sched._schedule_next(schedule, time_zone, v_anchor,
+		CASE WHEN starts_at IS NULL THEN v_now
+			 ELSE GREATEST(starts_at, v_now) - interval '1 microsecond' END);
+	IF v_first > ends_at THEN
+		v_first := NULL;
+	END IF;
+	IF v_first IS NOT NULL AND NOT v_paused THEN
+		v_task := sched._insert(biz_type, v_first, payload, NULL, name);
+	END IF;
+
+	INSERT INTO sched.schedule AS x (name, biz_type, rule, time_zone, payload, catch_up, allow_overlap,
+									 paused, starts_at, ends_at, anchor, next_run_at, task_id)
+		VALUES (name, biz_type, schedule, time_zone, payload, catch_up, allow_overlap,
+				v_paused, starts_at, ends_at, v_anchor, v_first, v_task)
+	ON CONFLICT ON CONSTRAINT schedule_pkey DO UPDATE
+		SET biz_type = excluded.biz_type, rule = excluded.rule, time_zone = excluded.time_zone,
+			payload = excluded.payload, catch_up = excluded.catch_up,
+			allow_overlap = excluded.allow_overlap, starts_at = excluded.starts_at,
+			ends_at = excluded.ends_at, anchor = excluded.anchor,
+			next_run_at = excluded.next_run_at, task_id = excluded.task_id, updated_at = now();
+	RETURN v_first;
+END
+$$;
+COMMENT ON FUNCTION sched.define_schedule(text, text, text, jsonb, text, text, timestamptz, timestamptz, boolean) IS 'create or replace a recurring schedule whose firings are tasks of a business type; returns its next firing time';
+
+CREATE FUNCTION sched.drop_schedule(name text) RETURNS boolean
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+	s sched.schedule;
+BEGIN
+	PERFORM sched._require(name, 'name');
+	IF NOT EXISTS (SELECT FROM sched.schedule x WHERE x.name = drop_schedule.name) THEN
+		RETURN false;
+	END IF;
+	s := sched._schedule(name);
+	DELETE FROM sched.schedule x WHERE x.name = s.name;
+	PERFORM sched._cancel_firings(s.name, 'schedule dropped');
+	RETURN true;
+END
+$$;
+COMMENT ON FUNCTION sched.drop_schedule(text) IS 'drop a schedule and cancel its pending firing; false if there was no such schedule';
+
+CREATE FUNCTION sched.pause_schedule(name text) RETURNS boolean
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	s sched.schedule := sched._schedule(name);
+	v_first timestamptz;
+BEGIN
+	IF s.paused THEN
+		RETURN false;
+	END IF;
+	UPDATE sched.schedule x SET paused = true, task_id = NULL, updated_at = now() WHERE x.name = s.name;
+	v_first := sched._cancel_firings(s.name, 'schedule paused');
+	UPDATE sched.schedule x SET next_run_at = LEAST(x.next_run_at, v_first) WHERE x.name = s.name;
+	RETURN true;
+END
+$$;
+COMMENT ON FUNCTION sched.pause_schedule(text) IS 'stop a schedule''s firings until sched.resume_schedule; false if it was paused already';
+
+CREATE FUNCTION sched.resume_schedule(name text) RETURNS boolean
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	s sched.schedule := sched._schedule(name);
+	m record;
+BEGIN
+	IF NOT s.paused THEN
+		RETURN false;
+	END IF;
+	-- The firings missed while paused follow the catch-up policy.
+	m := sched._materialise(s, s.next_run_at, clock_timestamp(),
+							sched._door((hashtext(s.name)::bigint & 2147483647) * sched._bucket_count()));
+	UPDATE sched.schedule x SET paused = false, task_id = m.task_id, next_run_at = m.next_run_at,
+			missed = x.missed + m.missed, updated_at = now()
+		WHERE x.name = s.name;
+	RETURN true;
+END
+$$;
+COMMENT ON FUNCTION sched.resume_schedule(text) IS 'let a paused schedule fire again, catching up as its catch_up says; false if it was not paused';
+
+-------------------------------------------------------------------------------
+-- Views
+-------------------------------------------------------------------------------
+
+CREATE OR REPLACE VIEW sched.tasks AS
+	SELECT t.id, t.biz_type, t.run_at,
+		   CASE t.state WHEN 'd' THEN 'delivered' ELSE 'pending' END AS state,
+		   t.attempt, t.payload, t.dedupe_key, t.created_at, t.delivered_at, t.last_error,
+		   t.lease_until, NULL::timestamptz AS finished_at, t.schedule
+	FROM sched.task t
+	WHERE ((SELECT v.sees_all FROM sched._viewer v) OR t.biz_type IN (SELECT vt.biz_type FROM sched._viewer_types vt))
+	UNION ALL
+	SELECT f.id, f.biz_type, f.run_at, f.state, f.attempt, f.payload, f.dedupe_key,
+		   f.created_at, f.delivered_at, f.last_error, NULL::timestamptz, f.finished_at, f.schedule
+	FROM sched.finished f
+	WHERE ((SELECT v.sees_all FROM sched._viewer v) OR f.biz_type IN (SELECT vt.biz_type FROM sched._viewer_types vt));
+COMMENT ON VIEW sched.tasks IS 'every delaysched task the querying role may see: unfinished ones, and finished ones within their retention';
+
+CREATE VIEW sched.schedules AS
+	SELECT s.name, s.biz_type, s.rule AS schedule, s.time_zone, s.catch_up, s.allow_overlap, s.paused,
+		   s.starts_at, s.ends_at,
+		   CASE WHEN NOT s.paused THEN s.next_run_at END AS next_run_at,
+		   s.last_run_at, s.last_task_id, s.runs, s.missed, s.payload, s.created_at, s.updated_at
+	FROM sched.schedule s
+	WHERE ((SELECT v.sees_all FROM sched._viewer v) OR s.biz_type IN (SELECT vt.biz_type FROM sched._viewer_types vt));
+COMMENT ON VIEW sched.schedules IS 'every recurring schedule the querying role may see: its rule, next and last firing, firings made and missed';
+
+-------------------------------------------------------------------------------
+-- Privileges: nothing for PUBLIC, as in the install script
+-------------------------------------------------------------------------------
+
+REVOKE ALL ON ALL TABLES IN SCHEMA sched FROM PUBLIC;
+REVOKE ALL ON ALL SEQUENCES IN SCHEMA sched FROM PUBLIC;
+REVOKE ALL ON ALL FUNCTIONS IN SCHEMA sched FROM PUBLIC;
+
+-- Wake the workers, which waited while the database was at 0.1.
+SELECT sched._wake('-infinity');

@@ -1,0 +1,2465 @@
+/*
+ * delaysched--0.2.sql
+ *		The task store, the public SQL surface and the delivery statements.
+ *
+ * Layout of the store:
+ *	 sched.biz				business types (how and where their tasks go)
+ *	 sched.task			unfinished tasks, LIST-partitioned by "bucket", the
+ *							run-at second mod N (N = delaysched.buckets at
+ *							CREATE EXTENSION time, 60 by default)
+ *	 sched.finished		done, dead and cancelled tasks, kept for the retention
+ *	 sched.dedupe			(biz_type, dedupe_key) of unfinished tasks
+ *	 sched.pointer			the persisted time pointer of every range
+ *	 sched.attempt			every HTTP attempt: status, error, duration
+ *	 sched.biz_grant		which role may schedule, consume or read which type
+ *	 sched.schedule		recurring schedules, each with one pending firing
+ *	 sched.holidays		holiday calendars of "workday" schedule rules
+ *
+ * States in sched.task.state ("char"):
+ *	 'p'  pending, not yet due or not yet seen by the scanner
+ *	 'r'  pending, due and announced (pull types): waiting for sched.claim;
+ *		  or parked: a paused type's, a limited notify type's (for the drain),
+ *		  an http type's (for the HTTP workers)
+ *	 'd'  delivered, awaiting acknowledgement until lease_until
+ * sched.tasks shows 'p' and 'r' as "pending", 'd' as "delivered".
+ *
+ * Task ids carry their first bucket: id = seq * N + bucket, so that ack and
+ * friends look in one partition.  A task that moved (reschedule, nack) is
+ * found by a scan of every partition instead.
+ *
+ * Door numbers: every task has one, door = seq mod R (R = delaysched.ranges
+ * at CREATE EXTENSION time, 8 by default), a generated column, so that
+ * consecutive tasks go through different doors.  Door number r of every
+ * bucket is range r: a row of sched.pointer with its own time pointer.  A
+ * scanner worker works on a range only while it holds that row, locked
+ * FOR UPDATE SKIP LOCKED in its tick's transaction, so ranges move between
+ * workers without any other coordination and two workers never read the
+ * same tasks.
+ *
+ * Functions whose names start with "_" are internal: revoked from PUBLIC and
+ * called by the scanner or by the SECURITY DEFINER public functions.
+ */
+
+\echo Use "CREATE EXTENSION delaysched" to load this file. \quit
+
+COMMENT ON SCHEMA sched IS 'delaysched: delayed tasks delivered by NOTIFY or pull';
+
+-------------------------------------------------------------------------------
+-- Tables
+-------------------------------------------------------------------------------
+
+CREATE TABLE sched.biz (
+	name		 text PRIMARY KEY,
+	delivery	 text NOT NULL,
+	channel		 text NOT NULL,
+	max_attempts int NOT NULL,
+	ack_timeout	 interval NOT NULL,
+	paused		 boolean NOT NULL DEFAULT false,
+	rate_limit	 float8,
+	burst		 int,
+	max_concurrency int,
+	-- delivery 'http' only (NULL otherwise): the webhook and how to call it
+	url			 text,
+	headers		 jsonb,
+	timeout		 interval,
+	min_backoff	 interval,
+	max_backoff	 interval,
+	secret		 text,
+	follow_redirects boolean NOT NULL DEFAULT false,
+	created_at	 timestamptz NOT NULL DEFAULT pg_catalog.now(),
+	updated_at	 timestamptz NOT NULL DEFAULT pg_catalog.now()
+);
+COMMENT ON TABLE sched.biz IS 'delaysched business types; change with sched.define_biz and sched.drop_biz';
+
+CREATE SEQUENCE sched.task_seq;
+COMMENT ON SEQUENCE sched.task_seq IS 'source of delaysched task ids (id = nextval * buckets + bucket)';
+
+CREATE TABLE sched.task (
+	id			 bigint NOT NULL,
+	bucket		 smallint NOT NULL,
+	biz_type	 text NOT NULL,
+	run_at		 timestamptz NOT NULL,
+	state		 "char" NOT NULL DEFAULT 'p',
+	attempt		 int NOT NULL DEFAULT 0,
+	payload		 jsonb NOT NULL,
+	dedupe_key	 text,
+	created_at	 timestamptz NOT NULL,
+	delivered_at timestamptz,
+	lease_until	 timestamptz,
+	last_error	 text,
+	lease_owner	 smallint,		-- the HTTP worker sending it (state 'd', http types)
+	PRIMARY KEY (id, bucket)
+) PARTITION BY LIST (bucket);
+COMMENT ON TABLE sched.task IS 'unfinished delaysched tasks, partitioned by run-at second mod the bucket count; read sched.tasks instead';
+
+-- The scanner's walk and sweep: a range's due pending tasks in run-at order.
+-- (The door column is added with the partitions, below.)
+-- sched.claim: a type's due tasks in run-at order.
+CREATE INDEX task_claimable_idx ON sched.task (biz_type, run_at) WHERE state IN ('p', 'r');
+-- The drain (src/drain.c): a type's parked tasks in run-at order.  (Its
+-- deliveries awaiting acknowledgement, counted against max_concurrency, are
+-- found through task_leased_idx below: an index of their own would cost
+-- every delivery of every type an index insert.)
+CREATE INDEX task_parked_idx ON sched.task (biz_type, run_at, id) WHERE state = 'r';
+
+CREATE TABLE sched.finished (
+	id			 bigint PRIMARY KEY,
+	biz_type	 text NOT NULL,
+	run_at		 timestamptz NOT NULL,
+	state		 text NOT NULL CHECK (state IN ('done', 'dead', 'cancelled')),
+	attempt		 int NOT NULL,
+	payload		 jsonb NOT NULL,
+	dedupe_key	 text,
+	created_at	 timestamptz NOT NULL,
+	delivered_at timestamptz,
+	finished_at	 timestamptz NOT NULL,
+	last_error	 text,
+	schedule	 text			-- the schedule that made it, if a firing
+);
+COMMENT ON TABLE sched.finished IS 'finished delaysched tasks, kept for delaysched.retention (dead ones for delaysched.dead_retention)';
+CREATE INDEX finished_finished_at_idx ON sched.finished (finished_at);
+CREATE INDEX finished_delivered_at_idx ON sched.finished (delivered_at);
+
+-- One row per HTTP request made (src/http_worker.c), kept as long as the
+-- longer of delaysched.retention and delaysched.dead_retention.
+CREATE TABLE sched.attempt (
+	task_id		 bigint NOT NULL,
+	attempt		 int NOT NULL,
+	biz_type	 text NOT NULL,
+	started_at	 timestamptz NOT NULL,
+	duration	 interval NOT NULL,
+	http_status	 int,
+	error		 text,
+	outcome		 text NOT NULL CHECK (outcome IN ('done', 'retry', 'dead', 'requeued', 'stale'))
+);
+COMMENT ON TABLE sched.attempt IS 'every HTTP request delaysched made, with its status, error and duration; read sched.attempts instead';
+CREATE INDEX attempt_task_idx ON sched.attempt (task_id, attempt);
+-- Rows arrive in started_at order: a BRIN index finds the old ones to purge.
+CREATE INDEX attempt_started_at_idx ON sched.attempt USING brin (started_at);
+
+-- Per-type grants (sched.grant_biz): which role may schedule, consume or
+-- read the tasks of which type.
+CREATE TABLE sched.biz_grant (
+	biz_type	 text NOT NULL REFERENCES sched.biz (name) ON DELETE CASCADE,
+	grantee		 oid NOT NULL,
+	privilege	 text NOT NULL CHECK (privilege IN ('schedule', 'consume', 'read')),
+	granted_at	 timestamptz NOT NULL DEFAULT pg_catalog.now(),
+	PRIMARY KEY (biz_type, grantee, privilege)
+);
+COMMENT ON TABLE sched.biz_grant IS 'per-type grants of delaysched; change with sched.grant_biz and sched.revoke_biz';
+
+CREATE TABLE sched.dedupe (
+	biz_type	 text NOT NULL,
+	dedupe_key	 text NOT NULL,
+	task_id		 bigint NOT NULL,
+	PRIMARY KEY (biz_type, dedupe_key)
+);
+COMMENT ON TABLE sched.dedupe IS 'dedupe keys of unfinished delaysched tasks';
+
+CREATE TABLE sched.pointer (
+	range_id	 int PRIMARY KEY,
+	pointer		 timestamptz NOT NULL,
+	updated_at	 timestamptz NOT NULL
+);
+COMMENT ON TABLE sched.pointer IS 'persisted delaysched time pointers, one per range (door number): every task of the range due before pointer has been handled';
+-- Not marked for pg_dump: CREATE EXTENSION starts a restored database's
+-- pointer at the time of the restore, and the sweep delivers anything that
+-- fell due before it.
+
+-- Objects that depend on the bucket and range counts: the door column,
+-- partitions and the functions that compute buckets, ids and doors, with N
+-- and R written in as constants.
+DO $install$
+DECLARE
+	n int := coalesce(pg_catalog.current_setting('delaysched.buckets', true), '60')::int;
+	r int := coalesce(pg_catalog.current_setting('delaysched.ranges', true), '8')::int;
+	i int;
+BEGIN
+	IF n < 1 OR n > 3600 THEN
+		RAISE EXCEPTION 'delaysched.buckets must be between 1 and 3600, not %', n
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	IF r < 1 OR r > 256 THEN
+		RAISE EXCEPTION 'delaysched.ranges must be between 1 and 256, not %', r
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	EXECUTE pg_catalog.format(
+		'ALTER TABLE sched.task ADD COLUMN door smallint NOT NULL'
+		' GENERATED ALWAYS AS (((id / %s) %% %s)::smallint) STORED', n, r);
+	CREATE INDEX task_pending_idx ON sched.task (door, run_at, id) WHERE state = 'p';
+	-- Lease expiry of unacknowledged deliveries, per range.
+	CREATE INDEX task_leased_idx ON sched.task (door, lease_until) WHERE state = 'd';
+	-- Autovacuum: a task partition is a queue, every row of which is
+	-- inserted, updated on delivery and deleted on acknowledgement.  At the
+	-- default 20% of the table, a partition of 100,000 pending tasks would
+	-- carry 20,000 dead rows (and their index entries, which the walk's
+	-- probes step over) before a vacuum; 2% plus 1,000 keeps that small.
+	FOR i IN 0 .. n - 1 LOOP
+		EXECUTE pg_catalog.format(
+			'CREATE TABLE sched.%I PARTITION OF sched.task FOR VALUES IN (%s)'
+			' WITH (fillfactor = 80, autovacuum_vacuum_scale_factor = 0.02,'
+			' autovacuum_vacuum_threshold = 1000, autovacuum_analyze_scale_factor = 0.05)',
+			'task_' || pg_catalog.lpad(i::text, 4, '0'), i);
+		EXECUTE pg_catalog.format('COMMENT ON TABLE sched.%I IS %L',
+			'task_' || pg_catalog.lpad(i::text, 4, '0'),
+			'delaysched tasks whose run-at second mod ' || n || ' is ' || i);
+		PERFORM pg_catalog.pg_extension_config_dump(
+			pg_catalog.format('sched.%I', 'task_' || pg_catalog.lpad(i::text, 4, '0'))::regclass, '');
+	END LOOP;
+
+	EXECUTE pg_catalog.format($f$
+		CREATE FUNCTION sched._bucket_count() RETURNS int
+		LANGUAGE sql IMMUTABLE PARALLEL SAFE
+		AS 'SELECT %s'$f$, n);
+	EXECUTE pg_catalog.format($f$
+		CREATE FUNCTION sched._bucket(run_at timestamptz) RETURNS smallint
+		LANGUAGE sql IMMUTABLE PARALLEL SAFE
+		AS $b$SELECT (((pg_catalog.floor(EXTRACT(epoch FROM run_at))::bigint %% %s) + %s) %% %s)::smallint$b$
+	$f$, n, n, n);
+	EXECUTE pg_catalog.format($f$
+		CREATE FUNCTION sched._id_bucket(id bigint) RETURNS smallint
+		LANGUAGE sql IMMUTABLE PARALLEL SAFE
+		AS $b$SELECT (id %% %s)::smallint$b$
+	$f$, n);
+	EXECUTE pg_catalog.format($f$
+		CREATE FUNCTION sched._new_id(bucket smallint) RETURNS bigint
+		LANGUAGE sql VOLATILE
+		AS $b$SELECT pg_catalog.nextval('sched.task_seq') * %s + bucket$b$
+	$f$, n);
+	EXECUTE pg_catalog.format($f$
+		CREATE FUNCTION sched._door(id bigint) RETURNS smallint
+		LANGUAGE sql IMMUTABLE PARALLEL SAFE
+		AS $b$SELECT ((id / %s) %% %s)::smallint$b$
+	$f$, n, r);
+
+	INSERT INTO sched.pointer
+		SELECT g, pg_catalog.date_trunc('second', pg_catalog.now()), pg_catalog.now()
+		FROM pg_catalog.generate_series(0, r - 1) g;
+END
+$install$;
+
+-- A schedule's firings name it (see sched.schedule); after the door column,
+-- as ALTER EXTENSION UPDATE from 0.1 adds it.
+ALTER TABLE sched.task ADD COLUMN schedule text;
+CREATE INDEX task_schedule_idx ON sched.task (schedule) WHERE schedule IS NOT NULL;
+
+COMMENT ON FUNCTION sched._bucket_count() IS 'internal: number of delaysched task partitions';
+COMMENT ON FUNCTION sched._bucket(timestamptz) IS 'internal: the partition of a task due at run_at';
+COMMENT ON FUNCTION sched._id_bucket(bigint) IS 'internal: the partition a task id was first stored in';
+COMMENT ON FUNCTION sched._new_id(smallint) IS 'internal: a new task id for a task stored in bucket';
+COMMENT ON FUNCTION sched._door(bigint) IS 'internal: the door number (range) of a task id';
+
+SELECT pg_catalog.pg_extension_config_dump('sched.biz', '');
+SELECT pg_catalog.pg_extension_config_dump('sched.finished', '');
+SELECT pg_catalog.pg_extension_config_dump('sched.dedupe', '');
+SELECT pg_catalog.pg_extension_config_dump('sched.task_seq', '');
+
+-------------------------------------------------------------------------------
+-- C functions
+-------------------------------------------------------------------------------
+
+CREATE FUNCTION sched._wake(run_at timestamptz, door smallint DEFAULT NULL, far boolean DEFAULT NULL)
+RETURNS void
+LANGUAGE c VOLATILE
+AS 'MODULE_PATHNAME', 'delaysched_wake';
+COMMENT ON FUNCTION sched._wake(timestamptz, smallint, boolean) IS 'internal: after commit, wake a scanner worker for the range of door (every range if NULL) if run_at is sooner than planned; far (NULL: judged by the clock) reports it to the far search';
+
+CREATE FUNCTION sched._wake_drain(for_slot boolean DEFAULT false) RETURNS void
+LANGUAGE c VOLATILE
+AS 'MODULE_PATHNAME', 'delaysched_wake_drain';
+COMMENT ON FUNCTION sched._wake_drain(boolean) IS 'internal: after commit, run the drain (for_slot: only if a type waits at its concurrency cap)';
+
+CREATE FUNCTION sched._note_parked(biz_type text) RETURNS void
+LANGUAGE c STRICT VOLATILE
+AS 'MODULE_PATHNAME', 'delaysched_note_parked_sql';
+COMMENT ON FUNCTION sched._note_parked(text) IS 'internal: after commit, tell the drain that tasks of a type were parked';
+
+CREATE FUNCTION sched._tokens(biz_type text, rate float8, burst int) RETURNS float8
+LANGUAGE c STRICT VOLATILE
+AS 'MODULE_PATHNAME', 'delaysched_tokens_sql';
+COMMENT ON FUNCTION sched._tokens(text, float8, int) IS 'internal: the tokens a type''s bucket holds now';
+
+CREATE FUNCTION sched._take_tokens(biz_type text, rate float8, burst int, want int) RETURNS int
+LANGUAGE c STRICT VOLATILE
+AS 'MODULE_PATHNAME', 'delaysched_take_tokens_sql';
+COMMENT ON FUNCTION sched._take_tokens(text, float8, int, int) IS 'internal: take up to want tokens of a type''s bucket';
+
+CREATE FUNCTION sched._return_tokens(biz_type text, n int) RETURNS void
+LANGUAGE c STRICT VOLATILE
+AS 'MODULE_PATHNAME', 'delaysched_return_tokens_sql';
+COMMENT ON FUNCTION sched._return_tokens(text, int) IS 'internal: give back tokens taken and not used';
+
+CREATE FUNCTION sched._forget_bucket(biz_type text, dropped boolean) RETURNS void
+LANGUAGE c STRICT VOLATILE
+AS 'MODULE_PATHNAME', 'delaysched_forget_bucket_sql';
+COMMENT ON FUNCTION sched._forget_bucket(text, boolean) IS 'internal: free the token bucket of a type that lost its rate limit or was dropped';
+
+CREATE FUNCTION sched._caller() RETURNS oid
+LANGUAGE c STRICT STABLE
+AS 'MODULE_PATHNAME', 'delaysched_caller';
+COMMENT ON FUNCTION sched._caller() IS 'internal: the role that called the SECURITY DEFINER function running (current_user outside it)';
+
+CREATE FUNCTION sched._caller_is_admin() RETURNS boolean
+LANGUAGE c STRICT STABLE
+AS 'MODULE_PATHNAME', 'delaysched_caller_is_admin';
+COMMENT ON FUNCTION sched._caller_is_admin() IS 'internal: inside a public function, is its caller a superuser or a member of the extension''s owner';
+
+CREATE FUNCTION sched._check_url(url text) RETURNS void
+LANGUAGE c STRICT STABLE
+AS 'MODULE_PATHNAME', 'delaysched_check_url';
+COMMENT ON FUNCTION sched._check_url(text) IS 'internal: refuse a webhook URL that is not plain http(s) to a host, or that names a blocked address';
+
+CREATE FUNCTION sched._wake_http() RETURNS void
+LANGUAGE c VOLATILE
+AS 'MODULE_PATHNAME', 'delaysched_wake_http';
+COMMENT ON FUNCTION sched._wake_http() IS 'internal: wake the HTTP workers after the calling transaction commits';
+
+CREATE FUNCTION sched._handoff_lease(id bigint) RETURNS boolean
+LANGUAGE c VOLATILE STRICT
+AS 'MODULE_PATHNAME', 'delaysched_handoff_lease';
+COMMENT ON FUNCTION sched._handoff_lease(bigint) IS 'internal: whether the scanner''s delivery statement leases this task to an HTTP worker (src/handoff.c)';
+
+CREATE FUNCTION sched._workers(
+	OUT worker int, OUT pid int, OUT role text, OUT holds text, OUT state text,
+	OUT last_tick timestamptz, OUT delivered bigint, OUT ticks bigint)
+RETURNS SETOF record
+LANGUAGE c STRICT VOLATILE
+AS 'MODULE_PATHNAME', 'delaysched_worker_status';
+COMMENT ON FUNCTION sched._workers() IS 'internal: the workers'' shared-memory status, behind sched.workers';
+
+CREATE FUNCTION sched._message(p_id bigint, p_biz text, p_run_at timestamptz, p_payload jsonb, p_attempt int,
+							   p_schedule text DEFAULT NULL)
+RETURNS text
+LANGUAGE c STABLE
+AS 'MODULE_PATHNAME', 'delaysched_message';
+COMMENT ON FUNCTION sched._message(bigint, text, timestamptz, jsonb, int, text) IS 'internal: the NOTIFY payload of a delivery (without the payload if it would not fit in 8000 bytes; with the schedule that made it, if any)';
+
+CREATE FUNCTION sched._announcement(p_biz text) RETURNS text
+LANGUAGE c STRICT IMMUTABLE
+AS 'MODULE_PATHNAME', 'delaysched_announcement';
+COMMENT ON FUNCTION sched._announcement(text) IS 'internal: the NOTIFY payload announcing due tasks of a pull type';
+
+-- The sweep's statements (sched._expire_leases, sched._purge) are defined
+-- further down; a tick calls them by name when it runs.
+CREATE FUNCTION sched._tick(p_range smallint, p_now timestamptz, p_batch int, p_sweep boolean,
+							p_retention_s int, p_dead_retention_s int,
+							p_cursor_run_at timestamptz, p_cursor_id bigint,
+							p_park_all boolean DEFAULT false,
+							OUT held boolean,
+							OUT delivered bigint, OUT time_pointer timestamptz,
+							OUT next_due timestamptz, OUT next_sweep timestamptz,
+							OUT cursor_run_at timestamptz, OUT cursor_id bigint)
+LANGUAGE c VOLATILE
+AS 'MODULE_PATHNAME', 'delaysched_tick_sql';
+COMMENT ON FUNCTION sched._tick(smallint, timestamptz, int, boolean, int, int, timestamptz, bigint, boolean) IS 'internal: one tick of a scanner worker on one range';
+
+-------------------------------------------------------------------------------
+-- Validation helpers (all raise clear errors; none returns on bad input)
+-------------------------------------------------------------------------------
+
+CREATE FUNCTION sched._require(value anyelement, what text) RETURNS void
+LANGUAGE plpgsql IMMUTABLE
+AS $$
+BEGIN
+	IF value IS NULL THEN
+		RAISE EXCEPTION '% must not be null', what
+			USING ERRCODE = 'null_value_not_allowed';
+	END IF;
+END
+$$;
+COMMENT ON FUNCTION sched._require(anyelement, text) IS 'internal: refuse a NULL argument';
+
+CREATE FUNCTION sched._check_name(name text, what text, hint text) RETURNS void
+LANGUAGE plpgsql IMMUTABLE
+AS $$
+BEGIN
+	PERFORM sched._require(name, what);
+	IF name !~ '^[a-z_][a-z0-9_]*$' OR pg_catalog.octet_length(name) > 63 THEN
+		RAISE EXCEPTION 'invalid % "%"', what, name
+			USING ERRCODE = 'invalid_name',
+				  DETAIL = 'A ' || what || ' is a lowercase identifier: a letter or underscore, then letters, digits or underscores, at most 63 bytes.',
+				  HINT = hint;
+	END IF;
+END
+$$;
+COMMENT ON FUNCTION sched._check_name(text, text, text) IS 'internal: refuse a name that is not a lowercase identifier';
+
+/*
+ * The business type a task function names, or an error naming it.  The row
+ * is locked FOR KEY SHARE (as a foreign key check would) so that a
+ * concurrent sched.drop_biz waits for this transaction, and this one for it:
+ * no task is ever stored for a type being dropped.
+ */
+CREATE FUNCTION sched._biz(biz_type text) RETURNS sched.biz
+LANGUAGE plpgsql VOLATILE
+AS $$
+DECLARE
+	b sched.biz;
+BEGIN
+	PERFORM sched._require(biz_type, 'biz_type');
+	SELECT * INTO b FROM sched.biz WHERE name = biz_type FOR KEY SHARE;
+	IF NOT FOUND THEN
+		RAISE EXCEPTION 'business type "%" does not exist', biz_type
+			USING ERRCODE = 'undefined_object',
+				  HINT = pg_catalog.format('Define it first with SELECT sched.define_biz(%L);', biz_type);
+	END IF;
+	RETURN b;
+END
+$$;
+COMMENT ON FUNCTION sched._biz(text) IS 'internal: look up a business type or raise undefined_object';
+
+CREATE FUNCTION sched._check_interval(value interval, what text, lowest interval, highest interval)
+RETURNS void
+LANGUAGE plpgsql IMMUTABLE
+AS $$
+BEGIN
+	PERFORM sched._require(value, what);
+	IF value < lowest OR value > highest THEN
+		RAISE EXCEPTION '% must be between % and %, not %', what, lowest, highest, value
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+END
+$$;
+COMMENT ON FUNCTION sched._check_interval(interval, text, interval, interval) IS 'internal: refuse an interval outside its range';
+
+CREATE FUNCTION sched._check_array(value anyarray, what text) RETURNS void
+LANGUAGE plpgsql IMMUTABLE
+AS $$
+BEGIN
+	IF value IS NOT NULL AND pg_catalog.cardinality(value) > 0
+	   AND (pg_catalog.array_ndims(value) <> 1 OR pg_catalog.array_lower(value, 1) <> 1) THEN
+		RAISE EXCEPTION '% must be a one-dimensional array starting at subscript 1', what
+			USING ERRCODE = 'array_subscript_error';
+	END IF;
+END
+$$;
+COMMENT ON FUNCTION sched._check_array(anyarray, text) IS 'internal: refuse a multi-dimensional array or one not starting at 1';
+
+/*
+ * Checks shared by every way of adding a task.
+ */
+CREATE FUNCTION sched._check_task(run_at timestamptz, payload jsonb, dedupe_key text)
+RETURNS void
+LANGUAGE plpgsql STABLE
+AS $$
+DECLARE
+	payload_bytes bigint;
+	limit_bytes bigint;
+BEGIN
+	PERFORM sched._require(run_at, 'run_at');
+	IF NOT pg_catalog.isfinite(run_at) THEN
+		RAISE EXCEPTION 'run_at must be a finite timestamp, not %', run_at
+			USING ERRCODE = 'datetime_field_overflow';
+	END IF;
+	PERFORM sched._require(payload, 'payload');
+	payload_bytes := pg_catalog.octet_length(payload::text);
+	limit_bytes := pg_catalog.pg_size_bytes(pg_catalog.current_setting('delaysched.max_payload_size'));
+	IF payload_bytes > limit_bytes THEN
+		RAISE EXCEPTION 'payload is too large'
+			USING ERRCODE = 'program_limit_exceeded',
+				  DETAIL = pg_catalog.format('The payload is %s bytes; delaysched.max_payload_size is %s.',
+											  payload_bytes, pg_catalog.current_setting('delaysched.max_payload_size')),
+				  HINT = 'Store large documents in a table of your own and put their key in the payload.';
+	END IF;
+	IF dedupe_key IS NOT NULL AND (dedupe_key = '' OR pg_catalog.octet_length(dedupe_key) > 512) THEN
+		RAISE EXCEPTION 'dedupe_key must be between 1 and 512 bytes long'
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	IF pg_catalog.current_database() OPERATOR(pg_catalog.<>) pg_catalog.current_setting('delaysched.database') THEN
+		RAISE EXCEPTION 'delaysched does not deliver tasks of database "%"', pg_catalog.current_database()
+			USING ERRCODE = 'object_not_in_prerequisite_state',
+				  DETAIL = pg_catalog.format('delaysched.database is "%s".', pg_catalog.current_setting('delaysched.database')),
+				  HINT = 'Schedule tasks in that database, or set delaysched.database and restart the server.';
+	END IF;
+END
+$$;
+COMMENT ON FUNCTION sched._check_task(timestamptz, jsonb, text) IS 'internal: refuse a task that could not be delivered as asked';
+
+/*
+ * The arguments of an http business type (see sched.define_biz).  The URL
+ * is parsed by libcurl's parser in C (sched._check_url); the rest here.
+ */
+CREATE FUNCTION sched._check_http(url text, headers jsonb, timeout interval, min_backoff interval,
+								  max_backoff interval, secret text, follow_redirects boolean)
+RETURNS void
+LANGUAGE plpgsql
+AS $$
+DECLARE
+	h record;
+BEGIN
+	PERFORM sched._require(url, 'url');
+	PERFORM sched._check_url(url);
+	IF headers IS NOT NULL THEN
+		IF pg_catalog.jsonb_typeof(headers) <> 'object' THEN
+			RAISE EXCEPTION 'headers must be a JSON object of header names and string values'
+				USING ERRCODE = 'invalid_parameter_value',
+					  HINT = 'For example: {"Authorization": "Bearer ..."}';
+		END IF;
+		FOR h IN SELECT e.key, e.value FROM pg_catalog.jsonb_each(headers) e LOOP
+			IF h.key !~ '^[A-Za-z0-9!#$%&''*+.^_`|~-]{1,100}$' THEN
+				RAISE EXCEPTION 'invalid header name "%"', h.key
+					USING ERRCODE = 'invalid_parameter_value',
+						  HINT = 'A header name is 1 to 100 letters, digits and !#$%&''*+.^_`|~- (RFC 9110 token).';
+			END IF;
+			IF pg_catalog.lower(h.key) IN ('host', 'content-length', 'transfer-encoding', 'connection',
+										   'expect', 'te', 'upgrade', 'idempotency-key')
+			   OR pg_catalog.lower(h.key) LIKE 'x-delaysched-%' THEN
+				RAISE EXCEPTION 'header "%" is set by delaysched and cannot be configured', h.key
+					USING ERRCODE = 'invalid_parameter_value';
+			END IF;
+			IF pg_catalog.jsonb_typeof(h.value) <> 'string' THEN
+				RAISE EXCEPTION 'the value of header "%" must be a string, not %', h.key, pg_catalog.jsonb_typeof(h.value)
+					USING ERRCODE = 'invalid_parameter_value';
+			END IF;
+			IF (h.value #>> '{}') ~ '[\x00-\x08\x0a-\x1f\x7f]' OR pg_catalog.octet_length(h.value #>> '{}') > 8192 THEN
+				RAISE EXCEPTION 'the value of header "%" must be at most 8192 bytes without line breaks or control characters', h.key
+					USING ERRCODE = 'invalid_parameter_value';
+			END IF;
+		END LOOP;
+	END IF;
+	PERFORM sched._check_interval(timeout, 'timeout', interval '100 milliseconds', interval '10 minutes');
+	PERFORM sched._check_interval(min_backoff, 'min_backoff', interval '10 milliseconds', interval '1 day');
+	PERFORM sched._check_interval(max_backoff, 'max_backoff', interval '10 milliseconds', interval '7 days');
+	IF max_backoff < min_backoff THEN
+		RAISE EXCEPTION 'max_backoff (%) must not be less than min_backoff (%)', max_backoff, min_backoff
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	IF secret IS NOT NULL AND (pg_catalog.octet_length(secret) < 16 OR pg_catalog.octet_length(secret) > 1024) THEN
+		RAISE EXCEPTION 'secret must be 16 to 1024 bytes long'
+			USING ERRCODE = 'invalid_parameter_value',
+				  HINT = 'Use a random string, for example encode(gen_random_bytes(32), ''hex'') from pgcrypto.';
+	END IF;
+	PERFORM sched._require(follow_redirects, 'follow_redirects');
+END
+$$;
+COMMENT ON FUNCTION sched._check_http(text, jsonb, interval, interval, interval, text, boolean) IS 'internal: refuse the arguments of an http type that could not work';
+
+/*
+ * Per-type grants.  The public functions run as the extension's owner
+ * (SECURITY DEFINER); sched._caller() is the role that called them, after
+ * SET ROLE.  Superusers and members of the extension's owner may do
+ * everything (sched._caller_is_admin(), which the hot paths ask first);
+ * any other role acts only on the types granted to it with sched.grant_biz:
+ * 'schedule' (add, cancel, reschedule, retry), 'consume' (claim, ack,
+ * nack) or 'read' (the views; every grant includes it).
+ */
+/* The types the caller holds privilege on; NULL for every type (admins). */
+CREATE FUNCTION sched._granted_types(p_privilege text) RETURNS text[]
+LANGUAGE sql STABLE
+AS $$
+	SELECT CASE WHEN sched._caller_is_admin() THEN NULL
+		   ELSE coalesce((SELECT pg_catalog.array_agg(DISTINCT g.biz_type) FROM sched.biz_grant g
+						  WHERE (g.privilege = p_privilege OR p_privilege = 'read')
+							AND g.grantee IN (SELECT r.oid FROM pg_catalog.pg_roles r)
+							AND pg_catalog.pg_has_role(sched._caller(), g.grantee, 'USAGE')), '{}')
+		   END
+$$;
+COMMENT ON FUNCTION sched._granted_types(text) IS 'internal: the business types the caller holds a privilege on (NULL: all)';
+
+CREATE FUNCTION sched._require_grant(p_biz text, p_privilege text) RETURNS void
+LANGUAGE plpgsql
+AS $$
+DECLARE
+	v_types text[] := sched._granted_types(p_privilege);
+BEGIN
+	IF v_types IS NOT NULL AND NOT p_biz = ANY (v_types) THEN
+		RAISE EXCEPTION 'permission denied for business type "%"', p_biz
+			USING ERRCODE = 'insufficient_privilege',
+				  DETAIL = pg_catalog.format('Role %s does not hold the ''%s'' privilege on it.',
+											 sched._caller()::regrole, p_privilege),
+				  HINT = pg_catalog.format('An administrator can grant it: SELECT sched.grant_biz(%L, %L, %L);',
+										   p_biz, sched._caller()::regrole::text, p_privilege);
+	END IF;
+END
+$$;
+COMMENT ON FUNCTION sched._require_grant(text, text) IS 'internal: refuse a caller without a privilege on a business type';
+
+-------------------------------------------------------------------------------
+-- Internal task operations
+-------------------------------------------------------------------------------
+
+/*
+ * Store one validated task; with a dedupe key, return the unfinished task
+ * that already holds the key instead.  Wakes the scanner after commit.
+ */
+CREATE FUNCTION sched._insert(p_biz text, p_run_at timestamptz, p_payload jsonb, p_dedupe_key text,
+							  p_schedule text DEFAULT NULL)
+RETURNS bigint
+LANGUAGE plpgsql
+AS $$
+DECLARE
+	v_bucket smallint := sched._bucket(p_run_at);
+	v_id bigint := sched._new_id(v_bucket);
+	v_existing bigint;
+BEGIN
+	IF p_dedupe_key IS NOT NULL THEN
+		LOOP
+			INSERT INTO sched.dedupe (biz_type, dedupe_key, task_id)
+				VALUES (p_biz, p_dedupe_key, v_id)
+				ON CONFLICT DO NOTHING;
+			EXIT WHEN FOUND;
+			SELECT d.task_id INTO v_existing FROM sched.dedupe d
+				WHERE d.biz_type = p_biz AND d.dedupe_key = p_dedupe_key;
+			IF FOUND THEN
+				RETURN v_existing;
+			END IF;
+			-- The holder finished between the two statements: try again.
+		END LOOP;
+	END IF;
+
+	INSERT INTO sched.task (id, bucket, biz_type, run_at, payload, dedupe_key, created_at, schedule)
+		VALUES (v_id, v_bucket, p_biz, p_run_at, p_payload, p_dedupe_key, pg_catalog.clock_timestamp(),
+				p_schedule);
+	PERFORM sched._wake(p_run_at, sched._door(v_id));
+	RETURN v_id;
+END
+$$;
+COMMENT ON FUNCTION sched._insert(text, timestamptz, jsonb, text, text) IS 'internal: store a validated task (a firing of p_schedule, if given)';
+
+/*
+ * Lock an unfinished task by id in one of the given states and return its
+ * bucket, or NULL.  Looks first in the bucket the id was created in, then
+ * (for tasks that moved) in every bucket.
+ */
+CREATE FUNCTION sched._lock(p_id bigint, p_states "char"[], p_privilege text DEFAULT NULL) RETURNS smallint
+LANGUAGE plpgsql
+AS $$
+DECLARE
+	v_bucket smallint;
+	-- A task of a type the caller may not act on is not there for it.
+	v_types text[] := CASE WHEN p_privilege IS NOT NULL AND NOT sched._caller_is_admin()
+						   THEN sched._granted_types(p_privilege) END;
+BEGIN
+	SELECT t.bucket INTO v_bucket FROM sched.task t
+		WHERE t.bucket = sched._id_bucket(p_id) AND t.id = p_id
+		  AND t.state OPERATOR(pg_catalog.=) ANY (p_states)
+		  AND (v_types IS NULL OR t.biz_type OPERATOR(pg_catalog.=) ANY (v_types))
+		FOR UPDATE;
+	IF NOT FOUND THEN
+		SELECT t.bucket INTO v_bucket FROM sched.task t
+			WHERE t.id = p_id AND t.state OPERATOR(pg_catalog.=) ANY (p_states)
+			  AND (v_types IS NULL OR t.biz_type OPERATOR(pg_catalog.=) ANY (v_types))
+			FOR UPDATE;
+	END IF;
+	RETURN v_bucket;
+END
+$$;
+COMMENT ON FUNCTION sched._lock(bigint, "char"[], text) IS 'internal: find and lock an unfinished task by id';
+
+/*
+ * Lock FOR KEY SHARE the business type of unfinished task p_id, as sched.add
+ * does for a new task, before the caller re-stores the task (_move deletes
+ * and inserts it): a concurrent sched.drop_biz then waits for the caller, or
+ * the caller for it.  False if there is no such task or it has no type any
+ * more (drop_biz cancelled it).  Taken before the task's own row lock, in
+ * the order drop_biz takes them.
+ */
+CREATE FUNCTION sched._lock_type_of(p_id bigint) RETURNS boolean
+LANGUAGE plpgsql
+AS $$
+DECLARE
+	v_biz text;
+BEGIN
+	SELECT t.biz_type INTO v_biz FROM sched.task t
+		WHERE t.bucket = sched._id_bucket(p_id) AND t.id = p_id;
+	IF NOT FOUND THEN
+		SELECT t.biz_type INTO v_biz FROM sched.task t WHERE t.id = p_id;
+	END IF;
+	IF v_biz IS NULL THEN
+		RETURN false;
+	END IF;
+	PERFORM 1 FROM sched.biz b WHERE b.name = v_biz FOR KEY SHARE;
+	RETURN FOUND;
+END
+$$;
+COMMENT ON FUNCTION sched._lock_type_of(bigint) IS 'internal: lock the business type of a task before re-storing the task';
+
+/*
+ * Move tasks of one bucket out of the live table into sched.finished as
+ * p_state, and return the ids moved.  With p_only_from, only tasks in that
+ * state are moved (sched.ack_many: only deliveries awaiting acknowledgement);
+ * without it, the caller has locked the tasks it names.  With p_types, only
+ * tasks of those types (the ones the caller of ack_many may consume).  A
+ * schedule's pending firing cancelled before its delivery is a missed
+ * firing: its schedule makes the next (sched._fire_one).
+ */
+CREATE FUNCTION sched._finish(p_bucket smallint, p_ids bigint[], p_state text, p_error text,
+							  p_only_from "char" DEFAULT NULL, p_types text[] DEFAULT NULL)
+RETURNS bigint[]
+LANGUAGE plpgsql
+AS $$
+DECLARE
+	v_done bigint[];
+	v_firings bigint[];
+	f record;
+BEGIN
+	WITH gone AS (
+		DELETE FROM sched.task t
+		WHERE t.bucket = p_bucket AND t.id = ANY (p_ids)
+		  AND (p_only_from IS NULL OR t.state = p_only_from)
+		  AND (p_types IS NULL OR t.biz_type = ANY (p_types))
+		RETURNING t.*
+	), released AS (
+		DELETE FROM sched.dedupe d USING gone
+		WHERE d.biz_type = gone.biz_type AND d.dedupe_key = gone.dedupe_key AND d.task_id = gone.id
+	), stored AS (
+		INSERT INTO sched.finished (id, biz_type, run_at, state, attempt, payload, dedupe_key,
+									created_at, delivered_at, finished_at, last_error, schedule)
+		SELECT gone.id, gone.biz_type, gone.run_at, p_state, gone.attempt, gone.payload,
+			   gone.dedupe_key, gone.created_at, gone.delivered_at, pg_catalog.clock_timestamp(),
+			   coalesce(p_error, gone.last_error), gone.schedule
+		FROM gone
+		RETURNING id, schedule, attempt
+	)
+	SELECT coalesce(pg_catalog.array_agg(stored.id), '{}'),
+		   pg_catalog.array_agg(stored.id) FILTER (WHERE stored.schedule IS NOT NULL AND stored.attempt = 0)
+	INTO v_done, v_firings FROM stored;
+	IF p_state = 'cancelled' AND v_firings IS NOT NULL THEN
+		FOR f IN SELECT x.id, x.run_at, x.schedule FROM sched.finished x
+				 WHERE x.id = ANY (v_firings) ORDER BY x.run_at LOOP
+			PERFORM sched._fire_one(f.id, f.run_at, f.schedule, sched._door(f.id), true);
+		END LOOP;
+	END IF;
+	IF pg_catalog.cardinality(v_done) > 0 THEN
+		-- A delivery that ends frees a slot of its type's concurrency cap.
+		PERFORM sched._wake_drain(true);
+	END IF;
+	RETURN v_done;
+END
+$$;
+COMMENT ON FUNCTION sched._finish(smallint, bigint[], text, text, "char", text[]) IS 'internal: move tasks of one bucket to sched.finished';
+
+/*
+ * Finish the unfinished task p_id as p_state if it is in one of p_states;
+ * false if there is no such task.  The body of sched.ack and sched.cancel.
+ */
+CREATE FUNCTION sched._finish_by_id(p_id bigint, p_states "char"[], p_state text, p_privilege text)
+RETURNS boolean
+LANGUAGE plpgsql
+AS $$
+DECLARE
+	v_bucket smallint := sched._lock(p_id, p_states, p_privilege);
+BEGIN
+	IF v_bucket IS NULL THEN
+		RETURN false;
+	END IF;
+	PERFORM sched._finish(v_bucket, ARRAY[p_id], p_state, NULL);
+	RETURN true;
+END
+$$;
+COMMENT ON FUNCTION sched._finish_by_id(bigint, "char"[], text, text) IS 'internal: finish an unfinished task by id if it is in one of the given states and the caller holds the privilege on its type';
+
+/*
+ * Give a locked task a new run_at (and so maybe a new bucket), keeping its
+ * id, as pending.  Delete and insert rather than UPDATE, so that no
+ * concurrent locker ever meets a row moved to another partition.
+ */
+CREATE FUNCTION sched._move(p_bucket smallint, p_id bigint, p_run_at timestamptz, p_error text)
+RETURNS void
+LANGUAGE plpgsql
+AS $$
+BEGIN
+	WITH gone AS (
+		DELETE FROM sched.task t WHERE t.bucket = p_bucket AND t.id = p_id
+		RETURNING t.*
+	)
+	INSERT INTO sched.task (id, bucket, biz_type, run_at, state, attempt, payload, dedupe_key,
+							created_at, delivered_at, lease_until, last_error, schedule)
+	SELECT gone.id, sched._bucket(p_run_at), gone.biz_type, p_run_at, 'p', gone.attempt,
+		   gone.payload, gone.dedupe_key, gone.created_at, gone.delivered_at, NULL,
+		   coalesce(p_error, gone.last_error), gone.schedule
+	FROM gone;
+	PERFORM sched._wake(p_run_at, sched._door(p_id));
+END
+$$;
+COMMENT ON FUNCTION sched._move(smallint, bigint, timestamptz, text) IS 'internal: make a locked task pending again at a new time';
+
+-------------------------------------------------------------------------------
+-- The scanner's statements.  A tick (src/tick.c) walks the range and
+-- delivers with statements on the leaf partitions, prepared in C; the sweep
+-- calls these two.
+-------------------------------------------------------------------------------
+
+/*
+ * Deliveries of a range whose lease ran out: redeliver (attempt + 1), make
+ * pull tasks claimable again, park the tasks of a paused type (until
+ * sched.resume) or of a limited one (for the drain, which takes a token
+ * for the redelivery; with p_park_all every notify type is limited), or
+ * declare dead after max_attempts.
+ */
+CREATE FUNCTION sched._expire_leases(p_range smallint, p_now timestamptz, p_batch int,
+									 p_park_all boolean DEFAULT false)
+RETURNS int
+LANGUAGE plpgsql
+AS $$
+DECLARE
+	r record;
+	n int := 0;
+	v_error text;
+BEGIN
+	FOR r IN
+		SELECT t.bucket, t.id, t.biz_type, t.run_at, t.payload, t.attempt, t.schedule,
+			   b.delivery, b.channel, b.max_attempts, b.ack_timeout, b.paused,
+			   (b.rate_limit IS NOT NULL OR b.max_concurrency IS NOT NULL OR p_park_all) AS limited
+		FROM sched.task t JOIN sched.biz b ON b.name = t.biz_type
+		WHERE t.door = p_range AND t.state = 'd' AND t.lease_until <= p_now
+		ORDER BY t.lease_until
+		LIMIT p_batch
+		FOR UPDATE OF t SKIP LOCKED
+	LOOP
+		IF r.delivery = 'http' THEN
+			-- The HTTP worker that sent it did not record a result: it died.
+			v_error := pg_catalog.format('no result recorded for the HTTP request (attempt %s of %s)',
+										 r.attempt, r.max_attempts);
+		ELSE
+			v_error := pg_catalog.format('not acknowledged within %s (attempt %s of %s)',
+										 r.ack_timeout, r.attempt, r.max_attempts);
+		END IF;
+		IF r.attempt >= r.max_attempts THEN
+			PERFORM sched._finish(r.bucket, ARRAY[r.id], 'dead', v_error);
+		ELSIF r.delivery IN ('pull', 'http') OR r.paused OR r.limited THEN
+			-- Claimable again, or parked until sched.resume, for the drain or
+			-- for the HTTP workers.
+			UPDATE sched.task t SET state = 'r', lease_until = NULL, lease_owner = NULL,
+					last_error = v_error
+				WHERE t.bucket = r.bucket AND t.id = r.id;
+			IF r.paused THEN
+				NULL;
+			ELSIF r.delivery = 'http' THEN
+				PERFORM sched._wake_http();
+			ELSIF r.delivery = 'pull' THEN
+				PERFORM pg_catalog.pg_notify(r.channel, sched._announcement(r.biz_type));
+			ELSE
+				PERFORM sched._note_parked(r.biz_type);
+			END IF;
+		ELSE
+			UPDATE sched.task t SET attempt = t.attempt + 1,
+					delivered_at = pg_catalog.clock_timestamp(),
+					lease_until = pg_catalog.clock_timestamp() + r.ack_timeout,
+					last_error = v_error
+				WHERE t.bucket = r.bucket AND t.id = r.id;
+			PERFORM pg_catalog.pg_notify(r.channel,
+				sched._message(r.id, r.biz_type, r.run_at, r.payload, r.attempt + 1, r.schedule));
+		END IF;
+		n := n + 1;
+	END LOOP;
+	RETURN n;
+END
+$$;
+COMMENT ON FUNCTION sched._expire_leases(smallint, timestamptz, int, boolean) IS 'internal: redeliver or kill deliveries of a range whose ack timeout passed';
+
+/*
+ * Remove finished tasks past their retention, a batch at a time.
+ */
+CREATE FUNCTION sched._purge(p_now timestamptz, p_retention_s int, p_dead_retention_s int, p_batch int)
+RETURNS int
+LANGUAGE plpgsql
+AS $$
+DECLARE
+	n int;
+	n_attempts int;
+BEGIN
+	-- By primary key: joining the delete to the chosen rows could plan a
+	-- hash join over the whole table.
+	DELETE FROM sched.finished f WHERE f.id = ANY (ARRAY(
+		SELECT o.id FROM sched.finished o
+		WHERE o.finished_at < p_now - pg_catalog.make_interval(secs => LEAST(p_retention_s, p_dead_retention_s))
+		  AND o.finished_at < p_now - pg_catalog.make_interval(secs =>
+				CASE WHEN o.state = 'dead' THEN p_dead_retention_s ELSE p_retention_s END)
+		ORDER BY o.finished_at
+		LIMIT p_batch));
+	GET DIAGNOSTICS n = ROW_COUNT;
+	-- HTTP attempts, as long as the longer retention (a dead task keeps its
+	-- history while it is kept).
+	DELETE FROM sched.attempt a WHERE a.ctid = ANY (ARRAY(
+		SELECT o.ctid FROM sched.attempt o
+		WHERE o.started_at < p_now - pg_catalog.make_interval(secs => GREATEST(p_retention_s, p_dead_retention_s))
+		LIMIT p_batch));
+	GET DIAGNOSTICS n_attempts = ROW_COUNT;
+	RETURN GREATEST(n, n_attempts);
+END
+$$;
+COMMENT ON FUNCTION sched._purge(timestamptz, int, int, int) IS 'internal: remove finished tasks and HTTP attempts past their retention';
+
+-------------------------------------------------------------------------------
+-- The HTTP workers' statements (src/http_store.c).  A worker claims parked
+-- tasks of http types in one short transaction, sends the requests with no
+-- transaction open, and records the results of many in another.
+-------------------------------------------------------------------------------
+
+/*
+ * How long an HTTP worker's lease on a task lasts: the type's timeout and a
+ * grace of 30 seconds.  If the worker dies, the sweep parks the task again
+ * when it runs out (and the worker, when it starts again, releases its own
+ * at once; see sched._http_release).  Inlined where it is used: by
+ * sched._http_claim, and by the scanner's walk, which leases a due task to
+ * a worker that has room (src/handoff.c).
+ */
+CREATE FUNCTION sched._http_lease(p_timeout interval) RETURNS interval
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT p_timeout + interval '30 seconds' $$;
+COMMENT ON FUNCTION sched._http_lease(interval) IS 'internal: the length of an HTTP worker''s lease on a task';
+
+/*
+ * Lease up to p_room parked tasks of http types to HTTP worker p_worker,
+ * shared between the types that have some: each type gets at most its fair
+ * part of the worker's p_max_in_flight requests (p_busy_types and
+ * p_busy_counts say how many each type has in flight already), so that a
+ * type whose endpoint hangs cannot take every slot.  Rate limits and
+ * concurrency caps apply as in sched.claim.  The lease lasts
+ * sched._http_lease(timeout).  When a limit held
+ * a type back, a last row with a NULL id says so: run_at is when the next
+ * token of a rate-limited type comes (the worker claims again then), and
+ * attempt is 1 if a type is at its fair share or concurrency cap (the
+ * worker claims again once its requests that end are recorded).
+ */
+CREATE FUNCTION sched._http_claim(p_worker smallint, p_room int, p_max_in_flight int,
+								  p_busy_types text[], p_busy_counts int[])
+RETURNS TABLE(id bigint, bucket smallint, biz_type text, run_at timestamptz, payload jsonb, attempt int,
+			  schedule text)
+LANGUAGE plpgsql
+AS $$
+#variable_conflict use_column
+DECLARE
+	v_now timestamptz := clock_timestamp();
+	v_types text[];
+	v_name text;
+	v_active int;
+	v_share int;
+	v_room int := p_room;
+	v_want int;
+	v_tokens int;
+	v_got int;
+	v_next timestamptz;
+	v_held boolean := false;
+	v_ids bigint[];
+	v_buckets smallint[];
+	v_skipped bigint[];
+	b sched.biz;
+BEGIN
+	SELECT pg_catalog.array_agg(x.name ORDER BY pg_catalog.random()) INTO v_types
+	FROM sched.biz x
+	WHERE x.delivery = 'http' AND NOT x.paused
+	  AND EXISTS (SELECT FROM sched.task t WHERE t.biz_type = x.name AND t.state = 'r');
+	IF v_types IS NULL THEN
+		RETURN;
+	END IF;
+	-- Types wanting slots: those with parked tasks, and those with requests
+	-- in flight.
+	SELECT count(*) INTO v_active FROM (
+		SELECT pg_catalog.unnest(v_types)
+		UNION
+		SELECT u.t FROM unnest(p_busy_types, p_busy_counts) u(t, n) WHERE u.n > 0) s;
+	-- Alone, a type may have three quarters of the slots: the rest stay
+	-- for a type that has work a moment later.
+	v_share := CASE WHEN v_active <= 1 THEN GREATEST(1, p_max_in_flight - p_max_in_flight / 4)
+					ELSE GREATEST(1, p_max_in_flight / v_active) END;
+
+	FOREACH v_name IN ARRAY v_types LOOP
+		EXIT WHEN v_room <= 0;
+		v_want := LEAST(v_room, v_share - coalesce(p_busy_counts[pg_catalog.array_position(p_busy_types, v_name)], 0));
+		IF v_want <= 0 THEN
+			v_held := true;		-- at its fair share of the slots
+			CONTINUE;
+		END IF;
+		SELECT * INTO b FROM sched.biz x WHERE x.name = v_name;
+		IF b.max_concurrency IS NOT NULL THEN
+			-- As sched.claim: one claim at a time counts the type's leases.
+			SELECT * INTO b FROM sched.biz x WHERE x.name = v_name FOR NO KEY UPDATE;
+			v_want := LEAST(v_want, b.max_concurrency - (
+				SELECT count(*) FROM (SELECT FROM sched.task t
+									  WHERE t.biz_type = b.name AND t.state = 'd'
+									  LIMIT b.max_concurrency) s)::int);
+			IF v_want <= 0 THEN
+				v_held := true;		-- at its concurrency cap
+				CONTINUE;
+			END IF;
+		END IF;
+		v_tokens := 0;
+		IF b.rate_limit IS NOT NULL THEN
+			v_tokens := sched._take_tokens(b.name, b.rate_limit, b.burst, v_want);
+			IF v_tokens < v_want THEN
+				-- Out of tokens: look again when the next one comes.
+				v_next := LEAST(v_next, v_now + pg_catalog.make_interval(secs => GREATEST(0.01, 1.0 / b.rate_limit)));
+			END IF;
+			v_want := v_tokens;
+			CONTINUE WHEN v_want <= 0;
+		END IF;
+		-- As sched.claim: lock first, let the schedules among them fire.
+		WITH chosen AS (
+			SELECT t.bucket, t.id, t.run_at, t.schedule, t.attempt FROM sched.task t
+			WHERE t.biz_type = b.name AND t.state = 'r'
+			ORDER BY t.run_at, t.id
+			LIMIT v_want
+			FOR UPDATE SKIP LOCKED
+		)
+		SELECT pg_catalog.array_agg(c.id),
+			   pg_catalog.array_agg(c.bucket),
+			   CASE WHEN pg_catalog.bool_or(c.schedule IS NOT NULL AND c.attempt = 0) THEN
+				   sched._fired(pg_catalog.array_agg(c.id), pg_catalog.array_agg(c.bucket),
+								pg_catalog.array_agg(c.run_at),
+								pg_catalog.array_agg(CASE WHEN c.attempt = 0 THEN c.schedule END)) END
+		INTO v_ids, v_buckets, v_skipped
+		FROM chosen c;
+		RETURN QUERY
+		WITH leased AS (
+			UPDATE sched.task t SET state = 'd', attempt = t.attempt + 1, delivered_at = v_now,
+					lease_until = v_now + sched._http_lease(b.timeout), lease_owner = p_worker
+			WHERE t.bucket = ANY (v_buckets) AND t.id = ANY (v_ids) AND t.id <> ALL (coalesce(v_skipped, '{}'))
+			  AND t.biz_type = b.name AND t.state = 'r'
+			RETURNING t.id, t.bucket, t.biz_type, t.run_at, t.payload, t.attempt, t.schedule
+		)
+		SELECT l.id, l.bucket, l.biz_type, l.run_at, l.payload, l.attempt, l.schedule FROM leased l;
+		GET DIAGNOSTICS v_got = ROW_COUNT;
+		IF v_tokens > v_got THEN
+			PERFORM sched._return_tokens(b.name, v_tokens - v_got);
+		END IF;
+		v_room := v_room - v_got;
+	END LOOP;
+	IF v_next IS NOT NULL OR v_held THEN
+		RETURN QUERY SELECT NULL::bigint, NULL::smallint, NULL::text, v_next, NULL::jsonb,
+							CASE WHEN v_held THEN 1 ELSE 0 END, NULL::text;
+	END IF;
+END
+$$;
+COMMENT ON FUNCTION sched._http_claim(smallint, int, int, text[], int[]) IS 'internal: lease parked tasks of http types to an HTTP worker';
+
+/*
+ * Record the results of HTTP requests, one array element per request:
+ *	 p_outcomes: 'done' (2xx), 'retry' (at p_retry_at, or dead once the
+ *				 attempts are used up), 'dead' (a final failure), 'requeued' (a
+ *				 local failure before or while sending: parked again, the
+ *				 attempt not counted).
+ * Every request goes to sched.attempt.  A failure whose lease is gone (the
+ * sweep took the task back, or an administrator finished it) changes
+ * nothing, and is kept there as 'stale'; a 2xx still finishes the task if
+ * it awaits a result: it was delivered.  Returns the number recorded.
+ */
+CREATE FUNCTION sched._http_record(p_worker smallint, p_ids bigint[], p_buckets smallint[],
+								   p_biz_types text[], p_attempts int[], p_outcomes text[],
+								   p_retry_at timestamptz[], p_status int[], p_errors text[],
+								   p_started timestamptz[], p_duration_ms float8[])
+RETURNS int
+LANGUAGE plpgsql
+AS $$
+DECLARE
+	r record;
+	g record;
+	v_outcomes text[] := p_outcomes;
+	v_errors text[] := p_errors;
+	v_applied boolean[] := pg_catalog.array_fill(false, ARRAY[pg_catalog.cardinality(p_ids)]);
+BEGIN
+	-- Successes, a bucket at a time: every one whose task awaits a result.
+	FOR g IN
+		SELECT u.bucket, pg_catalog.array_agg(u.id) AS ids
+		FROM unnest(p_ids, p_buckets, p_outcomes) AS u(id, bucket, outcome)
+		WHERE u.outcome = 'done'
+		GROUP BY u.bucket
+	LOOP
+		PERFORM sched._finish(g.bucket, g.ids, 'done', NULL, 'd');
+	END LOOP;
+
+	-- Failures, one by one, if the lease is still this request's.  (Most
+	-- batches have none: do not even plan the search.)
+	IF 'done' = ALL (p_outcomes) THEN
+		NULL;
+	ELSE
+	FOR r IN
+		SELECT u.ord, u.id, u.bucket, u.attempt, u.outcome, u.retry_at, b.max_attempts
+		FROM unnest(p_ids, p_buckets, p_attempts, p_outcomes, p_retry_at)
+				WITH ORDINALITY AS u(id, bucket, attempt, outcome, retry_at, ord)
+		JOIN sched.task t ON t.bucket = u.bucket AND t.id = u.id
+		JOIN sched.biz b ON b.name = t.biz_type
+		WHERE u.outcome <> 'done' AND t.state = 'd' AND t.attempt = u.attempt
+		  AND t.lease_owner = p_worker
+		ORDER BY u.ord
+		FOR UPDATE OF t
+	LOOP
+		IF r.outcome = 'retry' AND r.attempt >= r.max_attempts THEN
+			v_outcomes[r.ord] := 'dead';
+			v_errors[r.ord] := pg_catalog.format('%s (attempt %s of %s)', v_errors[r.ord], r.attempt, r.max_attempts);
+		END IF;
+		v_applied[r.ord] := true;
+		IF v_outcomes[r.ord] = 'dead' THEN
+			PERFORM sched._finish(r.bucket, ARRAY[r.id], 'dead', v_errors[r.ord], 'd');
+		ELSIF r.outcome = 'retry' THEN
+			PERFORM sched._move(r.bucket, r.id, r.retry_at, v_errors[r.ord]);
+		ELSE
+			-- requeued: parked again for the next claim, the attempt not counted
+			UPDATE sched.task t SET state = 'r', attempt = t.attempt - 1, lease_until = NULL,
+					lease_owner = NULL, last_error = v_errors[r.ord]
+				WHERE t.bucket = r.bucket AND t.id = r.id;
+		END IF;
+	END LOOP;
+	END IF;
+
+	INSERT INTO sched.attempt (task_id, attempt, biz_type, started_at, duration, http_status, error, outcome)
+	SELECT u.id, u.attempt, u.biz_type, u.started, pg_catalog.make_interval(secs => u.duration_ms / 1000.0),
+		   u.status, u.error,
+		   CASE WHEN u.outcome = 'done' OR u.applied THEN u.outcome ELSE 'stale' END
+	FROM unnest(p_ids, p_attempts, p_biz_types, p_started, p_duration_ms, p_status,
+				v_errors, v_outcomes, v_applied)
+			AS u(id, attempt, biz_type, started, duration_ms, status, error, outcome, applied);
+	RETURN pg_catalog.cardinality(p_ids);
+END
+$$;
+COMMENT ON FUNCTION sched._http_record(smallint, bigint[], smallint[], text[], int[], text[], timestamptz[], int[], text[], timestamptz[], float8[]) IS 'internal: record the results of HTTP requests';
+
+/*
+ * An HTTP worker starting: the requests a previous run of it had in flight
+ * never got a result.  Park them again at once, their attempts not counted
+ * (the server may or may not have received them: a duplicate after a
+ * crash is allowed, a lost task is not).
+ */
+CREATE FUNCTION sched._http_release(p_worker smallint) RETURNS int
+LANGUAGE plpgsql
+AS $$
+DECLARE
+	n int;
+BEGIN
+	UPDATE sched.task t SET state = 'r', attempt = t.attempt - 1, lease_until = NULL,
+			lease_owner = NULL,
+			last_error = 'the HTTP worker stopped before the request finished; sent again'
+		WHERE t.state = 'd' AND t.lease_owner = p_worker;
+	GET DIAGNOSTICS n = ROW_COUNT;
+	RETURN n;
+END
+$$;
+COMMENT ON FUNCTION sched._http_release(smallint) IS 'internal: park again the requests an HTTP worker had in flight when it stopped';
+
+-------------------------------------------------------------------------------
+-- Public functions: business types (administrators)
+-------------------------------------------------------------------------------
+
+CREATE FUNCTION sched.define_biz(
+	name text,
+	delivery text DEFAULT 'notify',
+	channel text DEFAULT NULL,
+	max_attempts int DEFAULT 10,
+	ack_timeout interval DEFAULT '30 seconds',
+	rate_limit float8 DEFAULT NULL,
+	burst int DEFAULT NULL,
+	max_concurrency int DEFAULT NULL,
+	url text DEFAULT NULL,
+	headers jsonb DEFAULT NULL,
+	timeout interval DEFAULT '10 seconds',
+	min_backoff interval DEFAULT '1 second',
+	max_backoff interval DEFAULT '1 hour',
+	secret text DEFAULT NULL,
+	follow_redirects boolean DEFAULT false)
+RETURNS void
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+	v_channel text := coalesce(channel, name);
+	v_old_delivery text;
+	v_old_rate float8;
+	v_max_types int;
+BEGIN
+	PERFORM sched._check_name(name, 'business type name',
+		'Use a lowercase identifier such as ''order_timeout''.');
+	PERFORM sched._require(delivery, 'delivery');
+	IF delivery NOT IN ('notify', 'pull', 'http') THEN
+		RAISE EXCEPTION 'invalid delivery "%"', delivery
+			USING ERRCODE = 'invalid_parameter_value',
+				  HINT = 'delivery is ''notify'' (push to LISTENers), ''pull'' (announce, then sched.claim) or ''http'' (POST to url).';
+	END IF;
+	IF delivery = 'http' THEN
+		PERFORM sched._check_http(url, headers, timeout, min_backoff, max_backoff, secret, follow_redirects);
+	ELSE
+		IF url IS NOT NULL OR headers IS NOT NULL OR secret IS NOT NULL OR follow_redirects THEN
+			RAISE EXCEPTION 'url, headers, secret and follow_redirects are for delivery ''http'' only'
+				USING ERRCODE = 'invalid_parameter_value';
+		END IF;
+		timeout := NULL;
+		min_backoff := NULL;
+		max_backoff := NULL;
+	END IF;
+	PERFORM sched._check_name(v_channel, 'channel name',
+		'LISTEN folds unquoted names to lower case, so a channel is a lowercase identifier.');
+	PERFORM sched._require(max_attempts, 'max_attempts');
+	IF max_attempts < 1 OR max_attempts > 1000 THEN
+		RAISE EXCEPTION 'max_attempts must be between 1 and 1000, not %', max_attempts
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	PERFORM sched._check_interval(ack_timeout, 'ack_timeout', interval '1 second', interval '7 days');
+	IF rate_limit IS NOT NULL THEN
+		IF rate_limit = 'NaN' OR rate_limit IN ('Infinity', '-Infinity') THEN
+			RAISE EXCEPTION 'rate_limit must be a finite number, not %', rate_limit
+				USING ERRCODE = 'invalid_parameter_value';
+		ELSIF rate_limit <= 0 THEN
+			RAISE EXCEPTION 'rate_limit must be between 0.001 and 1000000 deliveries per second, not %', rate_limit
+				USING ERRCODE = 'invalid_parameter_value',
+					  HINT = 'To stop a type''s deliveries for a while, use sched.pause.';
+		ELSIF rate_limit < 0.001 OR rate_limit > 1000000 THEN
+			RAISE EXCEPTION 'rate_limit must be between 0.001 and 1000000 deliveries per second, not %', rate_limit
+				USING ERRCODE = 'invalid_parameter_value';
+		END IF;
+		-- Enough for one second of the rate, at least one.
+		burst := coalesce(burst, GREATEST(1, pg_catalog.ceil(rate_limit))::int);
+	ELSIF burst IS NOT NULL THEN
+		RAISE EXCEPTION 'burst needs a rate_limit'
+			USING ERRCODE = 'invalid_parameter_value',
+				  HINT = 'burst is the size of the token bucket that rate_limit fills.';
+	END IF;
+	IF burst < 1 OR burst > 1000000 THEN
+		RAISE EXCEPTION 'burst must be between 1 and 1000000, not %', burst
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	IF max_concurrency < 1 OR max_concurrency > 100000 THEN
+		RAISE EXCEPTION 'max_concurrency must be between 1 and 100000, not %', max_concurrency
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+
+	SELECT b.delivery, b.rate_limit INTO v_old_delivery, v_old_rate
+		FROM sched.biz b WHERE b.name = define_biz.name
+		FOR NO KEY UPDATE;
+	IF rate_limit IS NOT NULL AND v_old_rate IS NULL THEN
+		-- Every rate-limited type has a token bucket in shared memory.
+		v_max_types := pg_catalog.current_setting('delaysched.max_biz_types')::int;
+		IF (SELECT count(*) FROM sched.biz b WHERE b.rate_limit IS NOT NULL) >= v_max_types THEN
+			RAISE EXCEPTION 'too many rate-limited business types'
+				USING ERRCODE = 'configuration_limit_exceeded',
+					  DETAIL = pg_catalog.format('delaysched.max_biz_types is %s.', v_max_types),
+					  HINT = 'Raise delaysched.max_biz_types (a restart is needed), or remove the rate limit of a type that does not need it.';
+		END IF;
+	END IF;
+	IF v_old_delivery IN ('pull', 'http') AND delivery = 'notify' THEN
+		-- Until this commits the workers still see a pull type and may mark
+		-- more of its tasks announced ('r'), which the reset below would not
+		-- see.  Hold every range's pointer row, which every tick locks
+		-- first: ticks under way finish before this goes on, and none starts
+		-- until this transaction ends.
+		PERFORM 1 FROM sched.pointer p ORDER BY p.range_id FOR UPDATE;
+	END IF;
+
+	INSERT INTO sched.biz AS b (name, delivery, channel, max_attempts, ack_timeout,
+								rate_limit, burst, max_concurrency,
+								url, headers, timeout, min_backoff, max_backoff, secret,
+								follow_redirects)
+		VALUES (name, delivery, v_channel, max_attempts, ack_timeout,
+				rate_limit, burst, max_concurrency,
+				url, headers, timeout, min_backoff, max_backoff, secret,
+				coalesce(follow_redirects, false))
+	ON CONFLICT ON CONSTRAINT biz_pkey DO UPDATE
+		SET delivery = excluded.delivery, channel = excluded.channel,
+			max_attempts = excluded.max_attempts, ack_timeout = excluded.ack_timeout,
+			rate_limit = excluded.rate_limit, burst = excluded.burst,
+			max_concurrency = excluded.max_concurrency,
+			url = excluded.url, headers = excluded.headers, timeout = excluded.timeout,
+			min_backoff = excluded.min_backoff, max_backoff = excluded.max_backoff,
+			secret = excluded.secret, follow_redirects = excluded.follow_redirects,
+			updated_at = now();
+	-- The HTTP workers read the definitions afresh when they claim.
+	IF delivery = 'http' OR v_old_delivery = 'http' THEN
+		PERFORM sched._wake_http();
+	END IF;
+	IF rate_limit IS NULL AND v_old_rate IS NOT NULL THEN
+		PERFORM sched._forget_bucket(name, false);
+	END IF;
+	-- The drain reads the limits afresh: let it look at once, with the new ones.
+	PERFORM sched._wake_drain();
+
+	-- A pull or http type turned notify: its announced or parked tasks ('r')
+	-- wait for a claim that no consumer will make; make them pending again,
+	-- behind the pointer, for the sweep to deliver by NOTIFY.
+	IF v_old_delivery IN ('pull', 'http') AND delivery = 'notify' THEN
+		UPDATE sched.task t SET state = 'p' WHERE t.biz_type = define_biz.name AND t.state = 'r';
+		IF FOUND THEN
+			PERFORM sched._wake('-infinity');
+		END IF;
+	END IF;
+END
+$$;
+COMMENT ON FUNCTION sched.define_biz(text, text, text, int, interval, float8, int, int,
+									 text, jsonb, interval, interval, interval, text, boolean) IS 'create or replace a delaysched business type';
+
+CREATE FUNCTION sched.drop_biz(name text, cancel_tasks boolean DEFAULT false)
+RETURNS bigint
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+	v_unfinished bigint;
+	v_schedules bigint;
+	r record;
+BEGIN
+	PERFORM sched._require(name, 'name');
+	PERFORM sched._require(cancel_tasks, 'cancel_tasks');
+	-- Lock the type first: every function that stores a task of this type
+	-- holds it FOR KEY SHARE until it commits, so none slips in between the
+	-- count and the delete.
+	PERFORM 1 FROM sched.biz b WHERE b.name = drop_biz.name FOR UPDATE;
+	IF NOT FOUND THEN
+		PERFORM sched._biz(name);	-- raises undefined_object
+	END IF;
+	SELECT count(*) INTO v_schedules FROM sched.schedule s WHERE s.biz_type = drop_biz.name;
+	IF v_schedules > 0 AND NOT cancel_tasks THEN
+		RAISE EXCEPTION 'business type "%" still has schedules', name
+			USING ERRCODE = 'object_in_use',
+				  DETAIL = pg_catalog.format('Schedules making tasks of it: %s.', v_schedules),
+				  HINT = pg_catalog.format('Drop them with sched.drop_schedule, or drop them and cancel every task with SELECT sched.drop_biz(%L, cancel_tasks => true);', name);
+	END IF;
+	-- Schedules first: a firing being delivered meanwhile makes its next
+	-- before this delete goes on, and the cancellation below sees it.
+	DELETE FROM sched.schedule s WHERE s.biz_type = drop_biz.name;
+	SELECT count(*) INTO v_unfinished FROM sched.task t WHERE t.biz_type = drop_biz.name;
+	IF v_unfinished > 0 AND NOT cancel_tasks THEN
+		RAISE EXCEPTION 'business type "%" still has unfinished tasks', name
+			USING ERRCODE = 'object_in_use',
+				  DETAIL = pg_catalog.format('Tasks pending or awaiting acknowledgement: %s.', v_unfinished),
+				  HINT = pg_catalog.format('Wait for them, or cancel them with SELECT sched.drop_biz(%L, cancel_tasks => true);', name);
+	END IF;
+	FOR r IN SELECT t.bucket, t.id FROM sched.task t WHERE t.biz_type = drop_biz.name FOR UPDATE LOOP
+		PERFORM sched._finish(r.bucket, ARRAY[r.id], 'cancelled', 'business type dropped');
+	END LOOP;
+	DELETE FROM sched.biz b WHERE b.name = drop_biz.name;
+	PERFORM sched._forget_bucket(name, true);
+	RETURN v_unfinished;
+END
+$$;
+COMMENT ON FUNCTION sched.drop_biz(text, boolean) IS 'drop a delaysched business type; with cancel_tasks, drop its schedules and cancel its unfinished tasks';
+
+/*
+ * Pausing a type stops its deliveries at once: the tasks that fall due stay
+ * pending (parked in state 'r', out of the scanner's index, so a paused
+ * backlog costs the scan nothing), sched.claim hands out none, and leases
+ * that run out park their task instead of redelivering it.  Both functions
+ * hold every range's pointer row, which every tick locks first: ticks under
+ * way finish before the change, and none starts until it commits, so no
+ * tick delivers a paused type's task after sched.pause returns, and none
+ * parks a task after sched.resume has released the parked ones.
+ */
+CREATE FUNCTION sched._set_paused(p_biz text, p_paused boolean) RETURNS boolean
+LANGUAGE plpgsql
+AS $$
+DECLARE
+	b sched.biz;
+BEGIN
+	PERFORM sched._require(p_biz, 'biz_type');
+	b := sched._biz(p_biz);
+	SELECT * INTO b FROM sched.biz x WHERE x.name = b.name FOR NO KEY UPDATE;
+	IF b.paused = p_paused THEN
+		RETURN false;
+	END IF;
+	PERFORM 1 FROM sched.pointer p ORDER BY p.range_id FOR UPDATE;
+	UPDATE sched.biz x SET paused = p_paused, updated_at = now() WHERE x.name = b.name;
+	RETURN true;
+END
+$$;
+COMMENT ON FUNCTION sched._set_paused(text, boolean) IS 'internal: pause or resume a business type, holding every range; false if it already was';
+
+CREATE FUNCTION sched.pause(biz_type text) RETURNS boolean
+LANGUAGE sql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT sched._set_paused(biz_type, true) $$;
+COMMENT ON FUNCTION sched.pause(text) IS 'stop delivering the tasks of a business type until sched.resume; false if it was paused already';
+
+CREATE FUNCTION sched.resume(biz_type text) RETURNS boolean
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	b sched.biz;
+BEGIN
+	IF NOT sched._set_paused(biz_type, false) THEN
+		RETURN false;
+	END IF;
+	b := sched._biz(biz_type);
+	IF b.delivery = 'pull' THEN
+		-- Its tasks are claimable again: tell the consumers.
+		IF EXISTS (SELECT 1 FROM sched.task t
+				   WHERE t.biz_type = b.name AND t.state IN ('p', 'r') AND t.run_at <= now()) THEN
+			PERFORM pg_catalog.pg_notify(b.channel, sched._announcement(b.name));
+		END IF;
+	ELSE
+		-- The parked tasks are pending again, behind the pointer, for the
+		-- sweep to deliver in run_at order.
+		UPDATE sched.task t SET state = 'p' WHERE t.biz_type = b.name AND t.state = 'r';
+		IF FOUND THEN
+			PERFORM sched._wake('-infinity');
+			-- A limited type's tasks are parked again for the drain, whose
+			-- hint of the type may be older than the pause.
+			PERFORM sched._wake_drain();
+		END IF;
+	END IF;
+	RETURN true;
+END
+$$;
+COMMENT ON FUNCTION sched.resume(text) IS 'deliver the tasks of a paused business type again, the parked ones first; false if it was not paused';
+
+/*
+ * Per-type grants (see sched._is_admin).  Granting what a role holds
+ * already, or revoking what it does not, changes nothing and says so.
+ */
+CREATE FUNCTION sched.grant_biz(biz_type text, role regrole, privilege text DEFAULT 'schedule')
+RETURNS boolean
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+BEGIN
+	PERFORM sched._require(biz_type, 'biz_type');
+	PERFORM sched._require(role, 'role');
+	PERFORM sched._require(privilege, 'privilege');
+	PERFORM sched._biz(biz_type);
+	IF privilege NOT IN ('schedule', 'consume', 'read') THEN
+		RAISE EXCEPTION 'invalid privilege "%"', privilege
+			USING ERRCODE = 'invalid_parameter_value',
+				  HINT = 'A privilege is ''schedule'' (add, cancel, reschedule, retry), ''consume'' (claim, ack, nack) or ''read'' (the views).';
+	END IF;
+	INSERT INTO sched.biz_grant (biz_type, grantee, privilege)
+		VALUES (biz_type, role::oid, privilege)
+		ON CONFLICT DO NOTHING;
+	RETURN FOUND;
+END
+$$;
+COMMENT ON FUNCTION sched.grant_biz(text, regrole, text) IS 'let a role schedule, consume or read the tasks of a business type; false if it could already';
+
+CREATE FUNCTION sched.revoke_biz(biz_type text, role regrole, privilege text DEFAULT NULL)
+RETURNS int
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+	n int;
+BEGIN
+	PERFORM sched._require(biz_type, 'biz_type');
+	PERFORM sched._require(role, 'role');
+	PERFORM sched._biz(biz_type);
+	DELETE FROM sched.biz_grant g
+		WHERE g.biz_type = revoke_biz.biz_type AND g.grantee = role::oid
+		  AND (privilege IS NULL OR g.privilege = privilege);
+	GET DIAGNOSTICS n = ROW_COUNT;
+	RETURN n;
+END
+$$;
+COMMENT ON FUNCTION sched.revoke_biz(text, regrole, text) IS 'take back a role''s privilege on a business type (every privilege when NULL); returns how many were held';
+
+-------------------------------------------------------------------------------
+-- Public functions: tasks
+-------------------------------------------------------------------------------
+
+CREATE FUNCTION sched.add(biz_type text, run_at timestamptz, payload jsonb DEFAULT '{}',
+						  dedupe_key text DEFAULT NULL)
+RETURNS bigint
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+	PERFORM sched._biz(biz_type);
+	IF NOT sched._caller_is_admin() THEN
+		PERFORM sched._require_grant(biz_type, 'schedule');
+	END IF;
+	PERFORM sched._check_task(run_at, payload, dedupe_key);
+	RETURN sched._insert(biz_type, run_at, payload, dedupe_key);
+END
+$$;
+COMMENT ON FUNCTION sched.add(text, timestamptz, jsonb, text) IS 'schedule a task for run_at; returns its id';
+
+CREATE FUNCTION sched.add_after(biz_type text, delay interval, payload jsonb DEFAULT '{}',
+								dedupe_key text DEFAULT NULL)
+RETURNS bigint
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+	PERFORM sched._require(delay, 'delay');
+	IF delay < interval '0' THEN
+		RAISE EXCEPTION 'delay must not be negative, not %', delay
+			USING ERRCODE = 'invalid_parameter_value',
+				  HINT = 'Use a delay of zero to deliver at once.';
+	END IF;
+	RETURN sched.add(biz_type, clock_timestamp() + delay, payload, dedupe_key);
+END
+$$;
+COMMENT ON FUNCTION sched.add_after(text, interval, jsonb, text) IS 'schedule a task for delay from now (the clock, not the transaction start); returns its id';
+
+CREATE FUNCTION sched.add_many(biz_type text, run_ats timestamptz[], payloads jsonb[] DEFAULT NULL,
+							   dedupe_keys text[] DEFAULT NULL)
+RETURNS SETOF bigint
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	n int;
+	i int;
+	v_min timestamptz;
+	v_far timestamptz;
+BEGIN
+	PERFORM sched._biz(biz_type);
+	IF NOT sched._caller_is_admin() THEN
+		PERFORM sched._require_grant(biz_type, 'schedule');
+	END IF;
+	PERFORM sched._require(run_ats, 'run_ats');
+	PERFORM sched._check_array(run_ats, 'run_ats');
+	PERFORM sched._check_array(payloads, 'payloads');
+	PERFORM sched._check_array(dedupe_keys, 'dedupe_keys');
+	n := coalesce(cardinality(run_ats), 0);
+	IF payloads IS NOT NULL AND cardinality(payloads) <> n THEN
+		RAISE EXCEPTION 'payloads has % elements but run_ats has %', cardinality(payloads), n
+			USING ERRCODE = 'array_subscript_error';
+	END IF;
+	IF dedupe_keys IS NOT NULL AND cardinality(dedupe_keys) <> n THEN
+		RAISE EXCEPTION 'dedupe_keys has % elements but run_ats has %', cardinality(dedupe_keys), n
+			USING ERRCODE = 'array_subscript_error';
+	END IF;
+	IF n = 0 THEN
+		RETURN;
+	END IF;
+
+	-- Validate everything before storing anything.
+	FOR i IN 1 .. n LOOP
+		PERFORM sched._check_task(run_ats[i], coalesce(payloads[i], CASE WHEN payloads IS NULL THEN '{}'::jsonb END),
+								  dedupe_keys[i]);
+	END LOOP;
+
+	IF dedupe_keys IS NOT NULL THEN
+		FOR i IN 1 .. n LOOP
+			RETURN NEXT sched._insert(biz_type, run_ats[i], coalesce(payloads[i], '{}'), dedupe_keys[i]);
+		END LOOP;
+		RETURN;
+	END IF;
+
+	-- The set-based path: one INSERT for the whole batch.  Ids are drawn
+	-- first, so that they can be returned in input order.
+	RETURN QUERY
+	WITH input AS MATERIALIZED (
+		SELECT u.ord, u.run_at, coalesce(u.payload, '{}'::jsonb) AS payload,
+			   sched._bucket(u.run_at) AS bucket
+		FROM unnest(run_ats, payloads) WITH ORDINALITY AS u(run_at, payload, ord)
+	), numbered AS MATERIALIZED (
+		SELECT input.*, sched._new_id(input.bucket) AS id FROM input
+	), stored AS (
+		INSERT INTO sched.task (id, bucket, biz_type, run_at, payload, created_at)
+		SELECT numbered.id, numbered.bucket, add_many.biz_type, numbered.run_at,
+			   numbered.payload, clock_timestamp()
+		FROM numbered
+	)
+	SELECT numbered.id FROM numbered ORDER BY numbered.ord;
+
+	-- Consecutive ids go through every door: wake every range, and tell the
+	-- scanners' far search the earliest task more than a second ahead.
+	SELECT min(r), min(r) FILTER (WHERE r > clock_timestamp() + interval '1 second')
+	INTO v_min, v_far FROM unnest(run_ats) AS r;
+	PERFORM sched._wake(v_min);
+	IF v_far IS NOT NULL THEN
+		PERFORM sched._wake(v_far, NULL, true);
+	END IF;
+END
+$$;
+COMMENT ON FUNCTION sched.add_many(text, timestamptz[], jsonb[], text[]) IS 'schedule many tasks of one type in one statement; returns their ids in input order';
+
+CREATE FUNCTION sched.cancel(id bigint) RETURNS boolean
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+	PERFORM sched._require(id, 'id');
+	RETURN sched._finish_by_id(id, '{p,r}', 'cancelled', 'schedule');
+END
+$$;
+COMMENT ON FUNCTION sched.cancel(bigint) IS 'cancel a pending task; false if there was no pending task with this id';
+
+CREATE FUNCTION sched.reschedule(id bigint, run_at timestamptz) RETURNS boolean
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	v_bucket smallint;
+BEGIN
+	PERFORM sched._require(id, 'id');
+	PERFORM sched._check_task(run_at, '{}', NULL);
+	IF NOT sched._lock_type_of(id) THEN
+		RETURN false;
+	END IF;
+	v_bucket := sched._lock(id, '{p,r}', 'schedule');
+	IF v_bucket IS NULL THEN
+		RETURN false;
+	END IF;
+	PERFORM sched._move(v_bucket, id, run_at, NULL);
+	RETURN true;
+END
+$$;
+COMMENT ON FUNCTION sched.reschedule(bigint, timestamptz) IS 'move a pending task to a new run_at; false if there was no pending task with this id';
+
+CREATE FUNCTION sched.ack(id bigint) RETURNS boolean
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+	PERFORM sched._require(id, 'id');
+	RETURN sched._finish_by_id(id, '{d}', 'done', 'consume');
+END
+$$;
+COMMENT ON FUNCTION sched.ack(bigint) IS 'acknowledge a delivered task: it is done; false if no delivery of this id awaits acknowledgement';
+
+CREATE FUNCTION sched.ack_many(ids bigint[]) RETURNS int
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	g record;
+	v_done bigint[];
+	v_left bigint;
+	n int := 0;
+	v_types text[] := sched._granted_types('consume');
+BEGIN
+	PERFORM sched._require(ids, 'ids');
+	-- One statement per bucket the ids were created in: an index probe per
+	-- id in one partition, instead of a call of sched.ack per id.
+	FOR g IN
+		SELECT sched._id_bucket(x.id) AS bucket, array_agg(DISTINCT x.id) AS bucket_ids
+		FROM unnest(ids) AS x(id) WHERE x.id IS NOT NULL
+		GROUP BY 1
+	LOOP
+		v_done := sched._finish(g.bucket, g.bucket_ids, 'done', NULL, 'd', v_types);
+		n := n + cardinality(v_done);
+		-- Ids neither taken here, nor still here in another state, nor
+		-- finished: tasks that moved to another bucket (nack).  The
+		-- one-by-one path looks for them in every bucket.
+		FOR v_left IN
+			SELECT x.id FROM unnest(g.bucket_ids) AS x(id)
+			WHERE x.id <> ALL (v_done)
+			  AND NOT EXISTS (SELECT FROM sched.task t WHERE t.bucket = g.bucket AND t.id = x.id)
+			  AND NOT EXISTS (SELECT FROM sched.finished f WHERE f.id = x.id)
+		LOOP
+			IF sched._finish_by_id(v_left, '{d}', 'done', 'consume') THEN
+				n := n + 1;
+			END IF;
+		END LOOP;
+	END LOOP;
+	RETURN n;
+END
+$$;
+COMMENT ON FUNCTION sched.ack_many(bigint[]) IS 'acknowledge several delivered tasks; returns how many awaited acknowledgement';
+
+CREATE FUNCTION sched.nack(id bigint, retry_in interval DEFAULT NULL, error text DEFAULT NULL)
+RETURNS boolean
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	v_bucket smallint;
+	t record;
+	v_delay interval;
+BEGIN
+	PERFORM sched._require(id, 'id');
+	IF retry_in IS NOT NULL THEN
+		PERFORM sched._check_interval(retry_in, 'retry_in', interval '0', interval '1 year');
+	END IF;
+	IF NOT sched._lock_type_of(id) THEN
+		RETURN false;
+	END IF;
+	v_bucket := sched._lock(id, '{d}', 'consume');
+	IF v_bucket IS NULL THEN
+		RETURN false;
+	END IF;
+	SELECT k.attempt, b.max_attempts INTO t
+		FROM sched.task k JOIN sched.biz b ON b.name = k.biz_type
+		WHERE k.bucket = v_bucket AND k.id = nack.id;
+	IF t.attempt >= t.max_attempts THEN
+		PERFORM sched._finish(v_bucket, ARRAY[id], 'dead',
+			format('%s (attempt %s of %s)', coalesce(error, 'negative acknowledgement'), t.attempt, t.max_attempts));
+	ELSE
+		-- Without retry_in: 1 s, 2 s, 4 s ... capped at one hour.
+		v_delay := coalesce(retry_in,
+							LEAST(interval '1 second' * power(2, LEAST(t.attempt - 1, 12)), interval '1 hour'));
+		PERFORM sched._move(v_bucket, id, clock_timestamp() + v_delay,
+							coalesce(error, 'negative acknowledgement'));
+		PERFORM sched._wake_drain(true);
+	END IF;
+	RETURN true;
+END
+$$;
+COMMENT ON FUNCTION sched.nack(bigint, interval, text) IS 'report a failed delivery: retry later, or dead after max_attempts; false if no delivery of this id awaits acknowledgement';
+
+/*
+ * The body of sched.claim.  PL/pgSQL cannot have an argument and a result
+ * column of the same name (biz_type), so the public function is a SQL
+ * wrapper around this one.
+ */
+CREATE FUNCTION sched._claim(p_biz text, p_max int)
+RETURNS TABLE(id bigint, biz_type text, run_at timestamptz, payload jsonb, attempt int, schedule text)
+LANGUAGE plpgsql
+AS $$
+#variable_conflict use_column
+DECLARE
+	b sched.biz := sched._biz(p_biz);
+	v_now timestamptz := clock_timestamp();
+	v_max int := p_max;
+	v_tokens int := 0;
+	v_claimed int;
+	v_ids bigint[];
+	v_buckets smallint[];
+	v_skipped bigint[];
+BEGIN
+	PERFORM sched._require(p_max, 'max_tasks');
+	IF p_max < 1 OR p_max > 10000 THEN
+		RAISE EXCEPTION 'max_tasks must be between 1 and 10000, not %', p_max
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	IF NOT sched._caller_is_admin() THEN
+		PERFORM sched._require_grant(b.name, 'consume');
+	END IF;
+	IF b.paused THEN
+		RETURN;
+	END IF;
+	IF b.max_concurrency IS NOT NULL THEN
+		-- One claim at a time counts the type's leases and takes slots.
+		SELECT * INTO b FROM sched.biz x WHERE x.name = b.name FOR NO KEY UPDATE;
+		v_max := LEAST(v_max, b.max_concurrency - (
+			SELECT count(*) FROM (SELECT FROM sched.task t
+								  WHERE t.biz_type = b.name AND t.state = 'd'
+								  LIMIT b.max_concurrency) s)::int);
+	END IF;
+	IF b.rate_limit IS NOT NULL AND v_max > 0 THEN
+		v_tokens := sched._take_tokens(b.name, b.rate_limit, b.burst, v_max);
+		v_max := v_tokens;
+	END IF;
+	IF v_max <= 0 THEN
+		RETURN;
+	END IF;
+	-- Lock the tasks first: the firings of schedules among them make their
+	-- next firings, and those not to be sent are cancelled, before the rest
+	-- are leased.
+	WITH chosen AS (
+		SELECT t.bucket, t.id, t.run_at, t.schedule, t.attempt FROM sched.task t
+		WHERE t.biz_type = b.name AND t.state IN ('p', 'r') AND t.run_at <= v_now
+		ORDER BY t.run_at, t.id
+		LIMIT v_max
+		FOR UPDATE SKIP LOCKED
+	)
+	SELECT pg_catalog.array_agg(c.id),
+		   pg_catalog.array_agg(c.bucket),
+		   CASE WHEN pg_catalog.bool_or(c.schedule IS NOT NULL AND c.attempt = 0) THEN
+			   sched._fired(pg_catalog.array_agg(c.id), pg_catalog.array_agg(c.bucket),
+							pg_catalog.array_agg(c.run_at),
+							pg_catalog.array_agg(CASE WHEN c.attempt = 0 THEN c.schedule END)) END
+	INTO v_ids, v_buckets, v_skipped
+	FROM chosen c;
+	RETURN QUERY
+	WITH leased AS (
+		UPDATE sched.task t SET state = 'd', attempt = t.attempt + 1,
+				delivered_at = v_now, lease_until = v_now + b.ack_timeout
+		WHERE t.bucket = ANY (v_buckets) AND t.id = ANY (v_ids) AND t.id <> ALL (coalesce(v_skipped, '{}'))
+		  AND t.biz_type = b.name AND t.state IN ('p', 'r')
+		RETURNING t.id, t.biz_type, t.run_at, t.payload, t.attempt, t.schedule
+	)
+	SELECT l.id, l.biz_type, l.run_at, l.payload, l.attempt, l.schedule FROM leased l ORDER BY l.run_at, l.id;
+	IF v_tokens > 0 THEN
+		GET DIAGNOSTICS v_claimed = ROW_COUNT;
+		PERFORM sched._return_tokens(b.name, v_tokens - v_claimed);
+	END IF;
+END
+$$;
+COMMENT ON FUNCTION sched._claim(text, int) IS 'internal: the body of sched.claim';
+
+CREATE FUNCTION sched.claim(biz_type text, max_tasks int DEFAULT 100)
+RETURNS TABLE(id bigint, biz_type text, run_at timestamptz, payload jsonb, attempt int, schedule text)
+LANGUAGE sql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$ SELECT * FROM sched._claim($1, $2) $$;
+COMMENT ON FUNCTION sched.claim(text, int) IS 'take up to max_tasks due tasks of a type, each leased for the type''s ack_timeout';
+
+CREATE FUNCTION sched.retry(id bigint) RETURNS boolean
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+	f sched.finished;
+	v_now timestamptz := clock_timestamp();
+	v_bucket smallint := sched._bucket(v_now);
+	v_types text[];
+BEGIN
+	PERFORM sched._require(retry.id, 'id');
+	v_types := sched._granted_types('schedule');
+	DELETE FROM sched.finished x WHERE x.id = retry.id AND x.state = 'dead'
+		AND (v_types IS NULL OR x.biz_type = ANY (v_types))
+		RETURNING * INTO f;
+	IF NOT FOUND THEN
+		RETURN false;
+	END IF;
+	PERFORM sched._biz(f.biz_type);
+	IF f.dedupe_key IS NOT NULL THEN
+		INSERT INTO sched.dedupe (biz_type, dedupe_key, task_id)
+			VALUES (f.biz_type, f.dedupe_key, f.id) ON CONFLICT DO NOTHING;
+		IF NOT FOUND THEN
+			RAISE EXCEPTION 'dedupe key "%" of business type "%" is held by another unfinished task', f.dedupe_key, f.biz_type
+				USING ERRCODE = 'unique_violation',
+					  HINT = 'Cancel or finish the task that holds the key, then retry this one.';
+		END IF;
+	END IF;
+	INSERT INTO sched.task (id, bucket, biz_type, run_at, state, attempt, payload, dedupe_key,
+							created_at, delivered_at, last_error, schedule)
+		VALUES (f.id, v_bucket, f.biz_type, v_now, 'p', 0, f.payload, f.dedupe_key,
+				f.created_at, f.delivered_at, f.last_error, f.schedule);
+	PERFORM sched._wake(v_now, sched._door(f.id));
+	RETURN true;
+END
+$$;
+COMMENT ON FUNCTION sched.retry(bigint) IS 'revive a dead task: pending now, attempts counted from zero; false if no dead task has this id';
+
+-------------------------------------------------------------------------------
+-- Schedules: the rule engine (src/schedule_*.c)
+-------------------------------------------------------------------------------
+
+-- Holiday calendars for the "workday" unit of readable repeat rules.
+CREATE TABLE sched.holidays (
+	calendar	 text NOT NULL CHECK (calendar ~ '^[a-z_][a-z0-9_]*$' AND pg_catalog.octet_length(calendar) <= 63),
+	day			 date NOT NULL,
+	PRIMARY KEY (calendar, day)
+);
+COMMENT ON TABLE sched.holidays IS 'holiday calendars of delaysched schedules: a "workday" rule naming a calendar skips its days';
+SELECT pg_catalog.pg_extension_config_dump('sched.holidays', '');
+
+CREATE FUNCTION sched._check_schedule(schedule text, time_zone text) RETURNS text
+LANGUAGE c STABLE
+AS 'MODULE_PATHNAME', 'delaysched_check_schedule';
+COMMENT ON FUNCTION sched._check_schedule(text, text) IS 'internal: refuse a schedule rule or time zone that is not valid; returns the kind of rule (cron, every or rule)';
+
+CREATE FUNCTION sched._schedule_next(schedule text, time_zone text, anchor timestamptz, after timestamptz)
+RETURNS timestamptz
+LANGUAGE c STABLE
+AS 'MODULE_PATHNAME', 'delaysched_schedule_next';
+COMMENT ON FUNCTION sched._schedule_next(text, text, timestamptz, timestamptz) IS 'internal: the first firing of a schedule anchored at anchor strictly after after; NULL if none';
+
+CREATE FUNCTION sched._schedule_span(schedule text, time_zone text, anchor timestamptz,
+									 from_at timestamptz, to_at timestamptz,
+									 OUT n bigint, OUT first_at timestamptz, OUT last_at timestamptz)
+LANGUAGE c STABLE
+AS 'MODULE_PATHNAME', 'delaysched_schedule_span';
+COMMENT ON FUNCTION sched._schedule_span(text, text, timestamptz, timestamptz, timestamptz) IS 'internal: how many firings of a schedule fall in [from_at, to_at], and the first and last of them';
+
+CREATE FUNCTION sched._next_runs(schedule text, time_zone text, after timestamptz, n int, starts_at timestamptz)
+RETURNS SETOF timestamptz
+LANGUAGE c STABLE
+AS 'MODULE_PATHNAME', 'delaysched_next_runs';
+COMMENT ON FUNCTION sched._next_runs(text, text, timestamptz, int, timestamptz) IS 'internal: the body of sched.next_runs';
+
+CREATE FUNCTION sched.next_runs(schedule text, time_zone text DEFAULT 'UTC', after timestamptz DEFAULT pg_catalog.now(),
+								n int DEFAULT 10, starts_at timestamptz DEFAULT NULL)
+RETURNS SETOF timestamptz
+LANGUAGE sql STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT sched._next_runs($1, $2, $3, $4, $5) $$;
+COMMENT ON FUNCTION sched.next_runs(text, text, timestamptz, int, timestamptz) IS 'preview a schedule rule: its next n firings strictly after after, starting at starts_at (NULL: at after); no side effect';
+
+-------------------------------------------------------------------------------
+-- Schedules: recurring firings as ordinary tasks
+-------------------------------------------------------------------------------
+
+/*
+ * A schedule keeps one pending firing: an ordinary task of its business
+ * type whose "schedule" column names it (task_id).  When that task is
+ * first delivered (sched._fired, called by every path that delivers: the
+ * scanner's tick, the drain, sched.claim, the HTTP workers' claim), the
+ * next firing is made in the same transaction.  Catch-up after downtime,
+ * a pause or a backlog makes a batch of firings at once (catch_up 'all'),
+ * or one (the latest missed, 'latest'), or none ('none').
+ *
+ * Locking.  sched._fired locks a schedule's row FOR UPDATE after the
+ * delivering statement has locked the firing's task row.  The functions
+ * that change a schedule (define, drop, pause, resume) lock its row first
+ * and take its pending firings FOR UPDATE SKIP LOCKED only, never waiting
+ * for a task row while they hold the schedule's: a firing a worker is
+ * delivering at that moment is left to sched._fired, which sees the change
+ * once it gets the row.  sched.drop_biz deletes a type's schedules before
+ * it cancels the type's tasks, so that a firing made meanwhile is cancelled
+ * too.
+ */
+CREATE TABLE sched.schedule (
+	name		 text PRIMARY KEY,
+	biz_type	 text NOT NULL REFERENCES sched.biz (name),
+	rule		 text NOT NULL,
+	time_zone	 text NOT NULL,
+	payload		 jsonb NOT NULL,
+	catch_up	 text NOT NULL CHECK (catch_up IN ('latest', 'all', 'none')),
+	allow_overlap boolean NOT NULL,
+	paused		 boolean NOT NULL DEFAULT false,
+	starts_at	 timestamptz,
+	ends_at		 timestamptz,
+	-- the start the rule counts from: starts_at, or the second it was defined
+	anchor		 timestamptz NOT NULL,
+	-- the earliest firing not yet delivered or skipped (paused: where
+	-- resume_schedule starts); NULL once the schedule has ended
+	next_run_at	 timestamptz,
+	-- the pending firing whose delivery makes the next one (the last of a
+	-- catch-up batch); NULL while paused or ended
+	task_id		 bigint,
+	last_run_at	 timestamptz,
+	last_task_id bigint,
+	runs		 bigint NOT NULL DEFAULT 0,
+	missed		 bigint NOT NULL DEFAULT 0,
+	created_at	 timestamptz NOT NULL DEFAULT pg_catalog.now(),
+	updated_at	 timestamptz NOT NULL DEFAULT pg_catalog.now()
+);
+COMMENT ON TABLE sched.schedule IS 'delaysched recurring schedules; change with sched.define_schedule and friends, read sched.schedules';
+CREATE INDEX schedule_biz_type_idx ON sched.schedule (biz_type);
+SELECT pg_catalog.pg_extension_config_dump('sched.schedule', '');
+
+/*
+ * Make the firings of schedule s from instant p_from on, as of p_now,
+ * following its catch-up policy, and say what became of it: the firing
+ * whose delivery makes the next (task_id), the earliest firing not yet
+ * delivered (next_run_at), and how many firings were skipped (missed).
+ * Both NULL: the schedule has ended.  An 'all' batch goes into range
+ * p_door, so that one scanner delivers it in order.
+ */
+CREATE FUNCTION sched._materialise(s sched.schedule, p_from timestamptz, p_now timestamptz, p_door smallint,
+								   OUT task_id bigint, OUT next_run_at timestamptz, OUT missed bigint)
+LANGUAGE plpgsql
+AS $$
+DECLARE
+	v_end timestamptz := coalesce(s.ends_at, 'infinity');
+	v_span record;
+	v_at timestamptz;
+BEGIN
+	missed := 0;
+	IF p_from IS NULL OR p_from > v_end THEN
+		RETURN;
+	END IF;
+	IF p_from > p_now THEN
+		v_at := p_from;
+	ELSE
+		-- Firings were missed: [p_from, now] holds at least p_from.
+		v_span := sched._schedule_span(s.rule, s.time_zone, s.anchor, p_from, LEAST(p_now, v_end));
+		IF s.catch_up = 'all' THEN
+			task_id := sched._insert_firings(s, p_from, LEAST(v_span.n, 1000)::int, p_door);
+			next_run_at := p_from;
+			RETURN;
+		ELSIF s.catch_up = 'latest' AND v_span.n > 0 THEN
+			v_at := v_span.last_at;
+			missed := v_span.n - 1;
+		ELSE
+			missed := v_span.n;
+			v_at := sched._schedule_next(s.rule, s.time_zone, s.anchor, p_now);
+			IF v_at > v_end THEN
+				v_at := NULL;
+			END IF;
+		END IF;
+	END IF;
+	IF v_at IS NOT NULL THEN
+		task_id := sched._insert(s.biz_type, v_at, s.payload, NULL, s.name);
+		next_run_at := v_at;
+	END IF;
+END
+$$;
+COMMENT ON FUNCTION sched._materialise(sched.schedule, timestamptz, timestamptz, smallint) IS 'internal: make a schedule''s next firing (or catch-up batch) from an instant on';
+
+/*
+ * The first p_n firings of schedule s from p_from on (all due already), as
+ * tasks of range p_door: their ids are drawn from the sequence values
+ * whose door is p_door.  Returns the id of the last.
+ */
+CREATE FUNCTION sched._insert_firings(s sched.schedule, p_from timestamptz, p_n int, p_door smallint)
+RETURNS bigint
+LANGUAGE plpgsql
+AS $$
+DECLARE
+	v_last bigint;
+	v_first timestamptz;
+BEGIN
+	WITH runs AS MATERIALIZED (
+		SELECT r.at, r.k FROM sched._next_runs(s.rule, s.time_zone, p_from - interval '1 microsecond', p_n, s.anchor)
+			WITH ORDINALITY AS r(at, k)
+	), seqs AS MATERIALIZED (
+		SELECT x.v, pg_catalog.row_number() OVER () AS k
+		FROM (SELECT y.v FROM (SELECT pg_catalog.nextval('sched.task_seq') AS v
+							   FROM pg_catalog.generate_series(1, p_n * 64 * 256)) y
+			  WHERE sched._door(y.v * sched._bucket_count()) = p_door
+			  LIMIT p_n) x
+	), stored AS (
+		INSERT INTO sched.task (id, bucket, biz_type, run_at, payload, created_at, schedule)
+		SELECT seqs.v * sched._bucket_count() + sched._bucket(runs.at), sched._bucket(runs.at),
+			   s.biz_type, runs.at, s.payload, pg_catalog.clock_timestamp(), s.name
+		FROM runs JOIN seqs ON seqs.k = runs.k
+		RETURNING id, run_at
+	)
+	SELECT (pg_catalog.array_agg(stored.id ORDER BY stored.run_at DESC))[1], min(stored.run_at)
+	INTO v_last, v_first FROM stored;
+	PERFORM sched._wake(v_first, p_door);
+	RETURN v_last;
+END
+$$;
+COMMENT ON FUNCTION sched._insert_firings(sched.schedule, timestamptz, int, smallint) IS 'internal: store a catch-up batch of firings in one range';
+
+/*
+ * Cancel the pending firings of a schedule that no transaction holds (one
+ * a worker is delivering is left to sched._fired), and return the earliest
+ * run_at cancelled.
+ */
+CREATE FUNCTION sched._cancel_firings(p_name text, p_reason text) RETURNS timestamptz
+LANGUAGE plpgsql
+AS $$
+DECLARE
+	g record;
+	v_first timestamptz;
+BEGIN
+	FOR g IN
+		WITH held AS (
+			SELECT t.bucket, t.id, t.run_at FROM sched.task t
+			WHERE t.schedule = p_name AND t.state IN ('p', 'r')
+			FOR UPDATE SKIP LOCKED
+		)
+		SELECT held.bucket, pg_catalog.array_agg(held.id) AS ids, min(held.run_at) AS first
+		FROM held GROUP BY held.bucket
+	LOOP
+		PERFORM sched._finish(g.bucket, g.ids, 'cancelled', p_reason);
+		v_first := LEAST(v_first, g.first);
+	END LOOP;
+	RETURN v_first;
+END
+$$;
+COMMENT ON FUNCTION sched._cancel_firings(text, text) IS 'internal: cancel the pending firings of a schedule';
+
+/*
+ * One firing of a schedule is being delivered for the first time (or was
+ * cancelled before delivery, p_cancelled): count it, and make the next.
+ * Returns why the firing must not be sent (the schedule is paused, the
+ * previous firing is unfinished and overlap is not allowed, or a later
+ * firing is due already and catch_up is 'latest' or 'none'), or NULL to
+ * send it.  A firing that is not the schedule's pending one (an earlier
+ * one of a catch-up batch, a dead firing retried) only counts.
+ */
+CREATE FUNCTION sched._fire_one(p_id bigint, p_run_at timestamptz, p_schedule text, p_door smallint,
+								p_cancelled boolean DEFAULT false)
+RETURNS text
+LANGUAGE plpgsql
+AS $$
+DECLARE
+	s sched.schedule;
+	v_now timestamptz := pg_catalog.clock_timestamp();
+	v_current boolean;
+	v_next timestamptz;
+	v_skip text;
+	v_from timestamptz;
+	m record;
+BEGIN
+	SELECT * INTO s FROM sched.schedule x WHERE x.name = p_schedule FOR UPDATE;
+	IF NOT FOUND THEN
+		RETURN NULL;			-- dropped: an ordinary task now
+	END IF;
+	v_current := s.task_id IS NOT DISTINCT FROM p_id;
+	IF p_cancelled THEN
+		-- Cancelled before delivery (sched.cancel): a missed firing.
+		IF NOT v_current OR s.paused THEN
+			RETURN NULL;
+		END IF;
+		v_skip := 'cancelled';
+	ELSIF s.paused THEN
+		v_skip := 'skipped: the schedule is paused';
+	ELSIF NOT s.allow_overlap AND s.last_task_id IS NOT NULL AND s.last_task_id <> p_id
+		  AND (EXISTS (SELECT FROM sched.task t
+					   WHERE t.bucket = sched._id_bucket(s.last_task_id) AND t.id = s.last_task_id)
+			   OR EXISTS (SELECT FROM sched.task t WHERE t.id = s.last_task_id)) THEN
+		v_skip := pg_catalog.format('skipped: firing %s is unfinished and allow_overlap is false', s.last_task_id);
+	END IF;
+	IF v_current OR s.paused THEN
+		v_next := sched._schedule_next(s.rule, s.time_zone, s.anchor, p_run_at);
+	END IF;
+	IF v_skip IS NULL AND v_current AND s.catch_up <> 'all'
+	   AND v_next <= LEAST(v_now, coalesce(s.ends_at, 'infinity')) THEN
+		v_skip := pg_catalog.format('skipped: a later firing was due already (catch_up %s)', s.catch_up);
+	END IF;
+
+	IF s.paused THEN
+		-- sched.resume_schedule starts from the earliest firing not sent.
+		UPDATE sched.schedule x SET next_run_at = LEAST(x.next_run_at, p_run_at), task_id = NULL,
+				updated_at = v_now
+			WHERE x.name = s.name;
+		RETURN v_skip;
+	END IF;
+
+	IF v_skip IS NULL THEN
+		-- (A firing sent again after its HTTP worker died is not counted.)
+		IF v_current OR p_run_at > coalesce(s.last_run_at, '-infinity') THEN
+			s.runs := s.runs + 1;
+		END IF;
+		s.last_run_at := GREATEST(s.last_run_at, p_run_at);
+		s.last_task_id := p_id;
+	ELSIF v_skip LIKE 'skipped: a later%' THEN
+		NULL;					-- counted with the firings it is late for
+	ELSE
+		s.missed := s.missed + 1;
+	END IF;
+
+	IF v_current THEN
+		v_from := CASE WHEN v_skip LIKE 'skipped: a later%' THEN p_run_at ELSE v_next END;
+		m := sched._materialise(s, v_from, v_now, p_door);
+		s.task_id := m.task_id;
+		s.next_run_at := m.next_run_at;
+		s.missed := s.missed + m.missed;
+	ELSIF v_skip IS NULL AND p_run_at >= s.next_run_at THEN
+		-- An earlier firing of a catch-up batch: the next is the one after.
+		s.next_run_at := sched._schedule_next(s.rule, s.time_zone, s.anchor, p_run_at);
+	END IF;
+	UPDATE sched.schedule x SET runs = s.runs, missed = s.missed, last_run_at = s.last_run_at,
+			last_task_id = s.last_task_id, task_id = s.task_id, next_run_at = s.next_run_at,
+			updated_at = v_now
+		WHERE x.name = s.name;
+	RETURN v_skip;
+END
+$$;
+COMMENT ON FUNCTION sched._fire_one(bigint, timestamptz, text, smallint, boolean) IS 'internal: count a firing of a schedule being delivered and make the next; returns why it must not be sent, or NULL';
+
+/*
+ * The firings among tasks being delivered for the first time, in run_at
+ * order: sched._fire_one for each, and those that must not be sent are
+ * cancelled (with the reason as last_error).  Returns their ids.  Every
+ * path that delivers calls it in the delivering transaction, after locking
+ * the tasks.
+ */
+CREATE FUNCTION sched._fired(p_ids bigint[], p_buckets smallint[], p_run_ats timestamptz[], p_schedules text[])
+RETURNS bigint[]
+LANGUAGE plpgsql
+AS $$
+DECLARE
+	r record;
+	v_reason text;
+	v_skipped bigint[] := '{}';
+BEGIN
+	FOR r IN
+		SELECT u.id, u.bucket, u.run_at, u.schedule
+		FROM unnest(p_ids, p_buckets, p_run_ats, p_schedules) AS u(id, bucket, run_at, schedule)
+		WHERE u.schedule IS NOT NULL
+		ORDER BY u.run_at, u.id
+	LOOP
+		v_reason := sched._fire_one(r.id, r.run_at, r.schedule, sched._door(r.id));
+		IF v_reason IS NOT NULL THEN
+			PERFORM sched._finish(r.bucket, ARRAY[r.id], 'cancelled', v_reason);
+			v_skipped := v_skipped || r.id;
+		END IF;
+	END LOOP;
+	RETURN v_skipped;
+END
+$$;
+COMMENT ON FUNCTION sched._fired(bigint[], smallint[], timestamptz[], text[]) IS 'internal: make the next firings of the schedules whose firings are being delivered; returns the ids not to send';
+
+/* A schedule by name, locked, or an error naming it. */
+CREATE FUNCTION sched._schedule(p_name text) RETURNS sched.schedule
+LANGUAGE plpgsql
+AS $$
+DECLARE
+	s sched.schedule;
+BEGIN
+	PERFORM sched._require(p_name, 'name');
+	SELECT * INTO s FROM sched.schedule x WHERE x.name = p_name FOR UPDATE;
+	IF NOT FOUND THEN
+		RAISE EXCEPTION 'schedule "%" does not exist', p_name
+			USING ERRCODE = 'undefined_object',
+				  HINT = 'The schedules are listed in sched.schedules.';
+	END IF;
+	IF NOT sched._caller_is_admin() THEN
+		PERFORM sched._require_grant(s.biz_type, 'schedule');
+	END IF;
+	RETURN s;
+END
+$$;
+COMMENT ON FUNCTION sched._schedule(text) IS 'internal: look up and lock a schedule the caller may change, or raise undefined_object';
+
+CREATE FUNCTION sched.define_schedule(name text, biz_type text, schedule text, payload jsonb DEFAULT '{}',
+									  time_zone text DEFAULT 'UTC', catch_up text DEFAULT 'latest',
+									  starts_at timestamptz DEFAULT NULL, ends_at timestamptz DEFAULT NULL,
+									  allow_overlap boolean DEFAULT true)
+RETURNS timestamptz
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+	v_now timestamptz := clock_timestamp();
+	v_old sched.schedule;
+	v_anchor timestamptz;
+	v_first timestamptz;
+	v_task bigint;
+	v_paused boolean := false;
+BEGIN
+	PERFORM sched._check_name(name, 'schedule name', 'Use a lowercase identifier such as ''daily_report''.');
+	PERFORM sched._biz(biz_type);
+	IF NOT sched._caller_is_admin() THEN
+		PERFORM sched._require_grant(biz_type, 'schedule');
+	END IF;
+	PERFORM sched._require(schedule, 'schedule');
+	PERFORM sched._require(time_zone, 'time_zone');
+	PERFORM sched._check_schedule(schedule, time_zone);
+	PERFORM sched._require(catch_up, 'catch_up');
+	IF catch_up NOT IN ('latest', 'all', 'none') THEN
+		RAISE EXCEPTION 'invalid catch_up "%"', catch_up
+			USING ERRCODE = 'invalid_parameter_value',
+				  HINT = 'catch_up is ''latest'' (missed firings collapse into one), ''all'' (every missed firing is delivered) or ''none'' (missed firings are skipped).';
+	END IF;
+	PERFORM sched._require(allow_overlap, 'allow_overlap');
+	IF NOT isfinite(starts_at) THEN
+		RAISE EXCEPTION 'starts_at must be a finite timestamp, not %', starts_at
+			USING ERRCODE = 'datetime_field_overflow',
+				  HINT = 'Leave starts_at NULL to start now.';
+	END IF;
+	IF NOT isfinite(ends_at) THEN
+		RAISE EXCEPTION 'ends_at must be a finite timestamp, not %', ends_at
+			USING ERRCODE = 'datetime_field_overflow',
+				  HINT = 'Leave ends_at NULL for a schedule without end.';
+	END IF;
+	PERFORM sched._check_task(coalesce(starts_at, v_now), payload, NULL);
+	IF ends_at < starts_at THEN
+		RAISE EXCEPTION 'ends_at (%) must not be before starts_at (%)', ends_at, starts_at
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+
+	SELECT * INTO v_old FROM sched.schedule x WHERE x.name = define_schedule.name FOR UPDATE;
+	IF FOUND THEN
+		IF NOT sched._caller_is_admin() THEN
+			PERFORM sched._require_grant(v_old.biz_type, 'schedule');
+		END IF;
+		v_paused := v_old.paused;
+		-- The old definition's firings go; a replacement starts afresh.
+		UPDATE sched.schedule x SET task_id = NULL WHERE x.name = v_old.name;
+		PERFORM sched._cancel_firings(v_old.name, 'schedule redefined');
+	END IF;
+
+	-- Without starts_at, the rule counts from the second of the definition
+	-- and fires strictly after it; with it, at or after starts_at (and not
+	-- in the past).
+	v_anchor := coalesce(starts_at, date_trunc('second', v_now));
+	v_first := sched._schedule_next(schedule, time_zone, v_anchor,
+		CASE WHEN starts_at IS NULL THEN v_now
+			 ELSE GREATEST(starts_at, v_now) - interval '1 microsecond' END);
+	IF v_first > ends_at THEN
+		v_first := NULL;
+	END IF;
+	IF v_first IS NOT NULL AND NOT v_paused THEN
+		v_task := sched._insert(biz_type, v_first, payload, NULL, name);
+	END IF;
+
+	INSERT INTO sched.schedule AS x (name, biz_type, rule, time_zone, payload, catch_up, allow_overlap,
+									 paused, starts_at, ends_at, anchor, next_run_at, task_id)
+		VALUES (name, biz_type, schedule, time_zone, payload, catch_up, allow_overlap,
+				v_paused, starts_at, ends_at, v_anchor, v_first, v_task)
+	ON CONFLICT ON CONSTRAINT schedule_pkey DO UPDATE
+		SET biz_type = excluded.biz_type, rule = excluded.rule, time_zone = excluded.time_zone,
+			payload = excluded.payload, catch_up = excluded.catch_up,
+			allow_overlap = excluded.allow_overlap, starts_at = excluded.starts_at,
+			ends_at = excluded.ends_at, anchor = excluded.anchor,
+			next_run_at = excluded.next_run_at, task_id = excluded.task_id, updated_at = now();
+	RETURN v_first;
+END
+$$;
+COMMENT ON FUNCTION sched.define_schedule(text, text, text, jsonb, text, text, timestamptz, timestamptz, boolean) IS 'create or replace a recurring schedule whose firings are tasks of a business type; returns its next firing time';
+
+CREATE FUNCTION sched.drop_schedule(name text) RETURNS boolean
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+	s sched.schedule;
+BEGIN
+	PERFORM sched._require(name, 'name');
+	IF NOT EXISTS (SELECT FROM sched.schedule x WHERE x.name = drop_schedule.name) THEN
+		RETURN false;
+	END IF;
+	s := sched._schedule(name);
+	DELETE FROM sched.schedule x WHERE x.name = s.name;
+	PERFORM sched._cancel_firings(s.name, 'schedule dropped');
+	RETURN true;
+END
+$$;
+COMMENT ON FUNCTION sched.drop_schedule(text) IS 'drop a schedule and cancel its pending firing; false if there was no such schedule';
+
+CREATE FUNCTION sched.pause_schedule(name text) RETURNS boolean
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	s sched.schedule := sched._schedule(name);
+	v_first timestamptz;
+BEGIN
+	IF s.paused THEN
+		RETURN false;
+	END IF;
+	UPDATE sched.schedule x SET paused = true, task_id = NULL, updated_at = now() WHERE x.name = s.name;
+	v_first := sched._cancel_firings(s.name, 'schedule paused');
+	UPDATE sched.schedule x SET next_run_at = LEAST(x.next_run_at, v_first) WHERE x.name = s.name;
+	RETURN true;
+END
+$$;
+COMMENT ON FUNCTION sched.pause_schedule(text) IS 'stop a schedule''s firings until sched.resume_schedule; false if it was paused already';
+
+CREATE FUNCTION sched.resume_schedule(name text) RETURNS boolean
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	s sched.schedule := sched._schedule(name);
+	m record;
+BEGIN
+	IF NOT s.paused THEN
+		RETURN false;
+	END IF;
+	-- The firings missed while paused follow the catch-up policy.
+	m := sched._materialise(s, s.next_run_at, clock_timestamp(),
+							sched._door((hashtext(s.name)::bigint & 2147483647) * sched._bucket_count()));
+	UPDATE sched.schedule x SET paused = false, task_id = m.task_id, next_run_at = m.next_run_at,
+			missed = x.missed + m.missed, updated_at = now()
+		WHERE x.name = s.name;
+	RETURN true;
+END
+$$;
+COMMENT ON FUNCTION sched.resume_schedule(text) IS 'let a paused schedule fire again, catching up as its catch_up says; false if it was not paused';
+
+-------------------------------------------------------------------------------
+-- Views
+-------------------------------------------------------------------------------
+
+/*
+ * What the querying role may see (current_user is that role in a view):
+ * superusers and members of the extension's owner see every type, also the
+ * finished tasks of dropped ones (_viewer); any other role the types it
+ * holds a grant on (_viewer_types; see sched.grant_biz).  The views below
+ * filter with both: the first is computed once, the second hashed.
+ */
+CREATE VIEW sched._viewer AS
+	SELECT EXISTS (SELECT FROM pg_catalog.pg_roles r, pg_catalog.pg_extension e
+				   WHERE r.rolname = current_user AND e.extname = 'delaysched'
+					 AND (r.rolsuper OR pg_catalog.pg_has_role(r.oid, e.extowner, 'USAGE'))) AS sees_all;
+COMMENT ON VIEW sched._viewer IS 'internal: does the querying role see every business type';
+
+CREATE VIEW sched._viewer_types AS
+	SELECT DISTINCT g.biz_type FROM sched.biz_grant g
+	WHERE g.grantee IN (SELECT r.oid FROM pg_catalog.pg_roles r)
+	  AND pg_catalog.pg_has_role(current_user, g.grantee, 'USAGE');
+COMMENT ON VIEW sched._viewer_types IS 'internal: the business types the querying role holds a grant on';
+
+CREATE VIEW sched.tasks AS
+	SELECT t.id, t.biz_type, t.run_at,
+		   CASE t.state WHEN 'd' THEN 'delivered' ELSE 'pending' END AS state,
+		   t.attempt, t.payload, t.dedupe_key, t.created_at, t.delivered_at, t.last_error,
+		   t.lease_until, NULL::timestamptz AS finished_at, t.schedule
+	FROM sched.task t
+	WHERE ((SELECT v.sees_all FROM sched._viewer v) OR t.biz_type IN (SELECT vt.biz_type FROM sched._viewer_types vt))
+	UNION ALL
+	SELECT f.id, f.biz_type, f.run_at, f.state, f.attempt, f.payload, f.dedupe_key,
+		   f.created_at, f.delivered_at, f.last_error, NULL::timestamptz, f.finished_at, f.schedule
+	FROM sched.finished f
+	WHERE ((SELECT v.sees_all FROM sched._viewer v) OR f.biz_type IN (SELECT vt.biz_type FROM sched._viewer_types vt));
+COMMENT ON VIEW sched.tasks IS 'every delaysched task the querying role may see: unfinished ones, and finished ones within their retention';
+
+CREATE VIEW sched.schedules AS
+	SELECT s.name, s.biz_type, s.rule AS schedule, s.time_zone, s.catch_up, s.allow_overlap, s.paused,
+		   s.starts_at, s.ends_at,
+		   CASE WHEN NOT s.paused THEN s.next_run_at END AS next_run_at,
+		   s.last_run_at, s.last_task_id, s.runs, s.missed, s.payload, s.created_at, s.updated_at
+	FROM sched.schedule s
+	WHERE ((SELECT v.sees_all FROM sched._viewer v) OR s.biz_type IN (SELECT vt.biz_type FROM sched._viewer_types vt));
+COMMENT ON VIEW sched.schedules IS 'every recurring schedule the querying role may see: its rule, next and last firing, firings made and missed';
+
+CREATE VIEW sched.biz_stats AS
+	WITH live AS (
+		SELECT t.biz_type,
+			   count(*) FILTER (WHERE t.state IN ('p', 'r')) AS pending,
+			   count(*) FILTER (WHERE t.state IN ('p', 'r') AND t.run_at <= now()) AS due_now,
+			   count(*) FILTER (WHERE t.state = 'd') AS awaiting_ack,
+			   count(*) FILTER (WHERE t.state = 'r') AS parked
+		FROM sched.task t GROUP BY t.biz_type
+	), fin AS (
+		SELECT f.biz_type,
+			   count(*) FILTER (WHERE f.state = 'done') AS done,
+			   count(*) FILTER (WHERE f.state = 'dead') AS dead
+		FROM sched.finished f GROUP BY f.biz_type
+	), recent AS (
+		SELECT t.biz_type, t.attempt, t.delivered_at, t.delivered_at - t.run_at AS lateness
+		FROM sched.task t
+		WHERE t.state = 'd' AND t.delivered_at >= now() - interval '1 minute'
+		UNION ALL
+		SELECT f.biz_type, f.attempt, f.delivered_at, f.delivered_at - f.run_at
+		FROM sched.finished f
+		WHERE f.delivered_at >= now() - interval '1 minute'
+	), rates AS (
+		SELECT r.biz_type,
+			   round(count(*) / 60.0, 2) AS delivered_per_sec,
+			   round(count(*) FILTER (WHERE r.delivered_at >= now() - interval '10 seconds') / 10.0, 1) AS current_rate,
+			   percentile_cont(0.5) WITHIN GROUP (ORDER BY r.lateness) FILTER (WHERE r.attempt = 1) AS lateness_p50,
+			   percentile_cont(0.99) WITHIN GROUP (ORDER BY r.lateness) FILTER (WHERE r.attempt = 1) AS lateness_p99
+		FROM recent r GROUP BY r.biz_type
+	)
+	SELECT b.name AS biz_type, b.delivery, b.channel, b.paused,
+		   coalesce(live.pending, 0) AS pending,
+		   coalesce(live.due_now, 0) AS due_now,
+		   coalesce(live.awaiting_ack, 0) AS awaiting_ack,
+		   coalesce(fin.done, 0) AS done,
+		   coalesce(fin.dead, 0) AS dead,
+		   coalesce(rates.delivered_per_sec, 0) AS delivered_per_sec,
+		   rates.lateness_p50,
+		   rates.lateness_p99,
+		   b.rate_limit, b.burst, b.max_concurrency,
+		   round(sched._tokens(b.name, b.rate_limit, b.burst)::numeric, 1) AS tokens,
+		   CASE WHEN b.delivery = 'notify' AND NOT b.paused THEN coalesce(live.parked, 0) ELSE 0 END AS throttled,
+		   coalesce(rates.current_rate, 0) AS current_rate
+	FROM sched.biz b
+	LEFT JOIN live ON live.biz_type = b.name
+	LEFT JOIN fin ON fin.biz_type = b.name
+	LEFT JOIN rates ON rates.biz_type = b.name
+	WHERE ((SELECT v.sees_all FROM sched._viewer v) OR b.name IN (SELECT vt.biz_type FROM sched._viewer_types vt));
+COMMENT ON VIEW sched.biz_stats IS 'per business type: task counts, delivery rate and lateness over the last minute, limits, tokens and throttled tasks';
+
+CREATE VIEW sched.attempts AS
+	SELECT a.task_id AS id, a.biz_type, a.attempt, a.started_at, a.duration, a.http_status,
+		   a.outcome, a.error
+	FROM sched.attempt a
+	WHERE ((SELECT v.sees_all FROM sched._viewer v) OR a.biz_type IN (SELECT vt.biz_type FROM sched._viewer_types vt));
+COMMENT ON VIEW sched.attempts IS 'every HTTP request delaysched made for a task: when, how long, the status, the outcome and the error';
+
+CREATE VIEW sched.biz_grants AS
+	SELECT g.biz_type, g.grantee::regrole AS role, g.privilege, g.granted_at
+	FROM sched.biz_grant g
+	WHERE g.grantee IN (SELECT r.oid FROM pg_catalog.pg_roles r);
+COMMENT ON VIEW sched.biz_grants IS 'who may schedule, consume or read the tasks of which business type (sched.grant_biz)';
+
+CREATE VIEW sched.workers AS
+	SELECT w.worker, w.pid, w.role, w.holds, w.state, w.last_tick, w.delivered, w.ticks
+	FROM sched._workers() w;
+COMMENT ON VIEW sched.workers IS 'the delaysched background workers and the range each is working on';
+
+CREATE VIEW sched.time_pointer AS
+	SELECT p.range_id, p.pointer, p.updated_at, now() - p.pointer AS lag
+	FROM sched.pointer p;
+COMMENT ON VIEW sched.time_pointer IS 'every range''s persisted time pointer (range r is door number r) and how far behind now it is';
+
+-------------------------------------------------------------------------------
+-- Privileges: nothing for PUBLIC; administrators grant what roles need
+-- (see doc/privileges.md).
+-------------------------------------------------------------------------------
+
+REVOKE ALL ON ALL TABLES IN SCHEMA sched FROM PUBLIC;
+REVOKE ALL ON ALL SEQUENCES IN SCHEMA sched FROM PUBLIC;
+REVOKE ALL ON ALL FUNCTIONS IN SCHEMA sched FROM PUBLIC;
+
+-- Wake a scanner that was waiting for the extension to appear.
+SELECT sched._wake('-infinity');

@@ -1,0 +1,166 @@
+-- schedules: define, replace, pause, resume and drop recurring schedules;
+-- their firings are ordinary tasks that name the schedule; bad input is
+-- refused and changes nothing; per-type grants decide who may schedule.
+-- (The rule syntax and the firing instants are in schedule_rules.)
+-- try() (from setup) prints "SQLSTATE: message [DETAIL: ...] [HINT: ...]".
+SET timezone = 'UTC';
+
+SELECT sched.define_biz('sch_notify', ack_timeout => '1 hour');
+SELECT sched.define_biz('sch_pull', 'pull', ack_timeout => '1 hour');
+SELECT sched.define_biz('sch_other');
+
+-- a schedule returns its first firing, strictly after now without starts_at
+SELECT sched.define_schedule('sch_hourly', 'sch_notify', 'every 1 hour', '{"report": "hourly"}')
+       BETWEEN clock_timestamp() + interval '59 minutes' AND clock_timestamp() + interval '1 hour' AS first_in_an_hour;
+
+-- with starts_at: the first firing at or after it
+SELECT sched.define_schedule('sch_daily', 'sch_notify', '0 18 * * *', time_zone => 'Asia/Shanghai',
+                             starts_at => '2100-03-23 18:00+08') AS first_firing;
+SELECT sched.define_schedule('sch_seed', 'sch_notify',
+                             '{"every": 2, "unit": "month", "days": [3, 5, 23], "at": "18:00"}',
+                             time_zone => 'Asia/Shanghai', starts_at => '2100-03-23 17:00+08',
+                             catch_up => 'all', allow_overlap => false) AS first_firing;
+-- the next firing lies beyond ends_at: none is made
+SELECT sched.define_schedule('sch_ended', 'sch_notify', '@yearly',
+                             starts_at => '2100-03-01', ends_at => '2100-06-01') AS first_firing;
+
+-- the view: every column, and the pending firing of each
+SELECT name, biz_type, schedule, time_zone, catch_up, allow_overlap, paused, starts_at, ends_at,
+       next_run_at IS NOT NULL AS has_next, last_run_at, last_task_id, runs, missed, payload
+FROM sched.schedules ORDER BY name;
+SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute
+WHERE attrelid = 'sched.schedules'::regclass AND attnum > 0 ORDER BY attnum;
+
+-- each schedule has exactly one pending firing, a task of its type that names it
+SELECT s.name, count(t.id) AS pending, bool_and(t.run_at = s.next_run_at) AS at_next_run,
+       bool_and(t.biz_type = s.biz_type) AS of_its_type, bool_and(t.payload = s.payload) AS its_payload
+FROM sched.schedules s LEFT JOIN sched.tasks t ON t.schedule = s.name AND t.state = 'pending'
+GROUP BY s.name ORDER BY s.name;
+
+-- replacing a schedule cancels its firing and makes a new one
+SELECT id AS old_firing FROM sched.tasks WHERE schedule = 'sch_daily' AND state = 'pending' \gset
+SELECT sched.define_schedule('sch_daily', 'sch_notify', '30 9 * * mon-fri', time_zone => 'Europe/Berlin',
+                             starts_at => '2100-03-23') AS replaced_first_firing;
+SELECT state, last_error FROM sched.tasks WHERE id = :old_firing;
+SELECT count(*) AS pending FROM sched.tasks WHERE schedule = 'sch_daily' AND state = 'pending';
+SELECT schedule, time_zone, next_run_at FROM sched.schedules WHERE name = 'sch_daily';
+
+-- pause: the firing is cancelled and nothing is pending; twice is false
+SELECT sched.pause_schedule('sch_daily') AS paused, sched.pause_schedule('sch_daily') AS again;
+SELECT paused, next_run_at FROM sched.schedules WHERE name = 'sch_daily';
+SELECT count(*) AS pending FROM sched.tasks WHERE schedule = 'sch_daily' AND state = 'pending';
+-- replacing a paused schedule keeps it paused
+SELECT sched.define_schedule('sch_daily', 'sch_notify', '30 9 * * mon-fri', time_zone => 'Europe/Berlin',
+                             starts_at => '2100-03-23') AS first_firing;
+SELECT paused FROM sched.schedules WHERE name = 'sch_daily';
+SELECT count(*) AS pending FROM sched.tasks WHERE schedule = 'sch_daily' AND state = 'pending';
+-- resume: nothing was missed (the firing lies ahead), so that one is made again
+SELECT sched.resume_schedule('sch_daily') AS resumed, sched.resume_schedule('sch_daily') AS again;
+SELECT paused, next_run_at, missed FROM sched.schedules WHERE name = 'sch_daily';
+SELECT run_at FROM sched.tasks WHERE schedule = 'sch_daily' AND state = 'pending';
+
+-- a firing delivered (here claimed from a pull type) makes the next one in
+-- the same transaction, and the claim shows which schedule made it
+SELECT sched.define_schedule('sch_pulled', 'sch_pull', 'every 1 hour',
+                             starts_at => '2100-01-01 00:00+00') AS first_firing;
+SELECT sched.reschedule(id, '2000-01-01 00:00+00') AS moved
+FROM sched.tasks WHERE schedule = 'sch_pulled' AND state = 'pending';
+BEGIN;
+SELECT run_at, payload, attempt, schedule FROM sched.claim('sch_pull');
+SELECT run_at, state FROM sched.tasks WHERE schedule = 'sch_pulled' ORDER BY run_at;
+SELECT runs, missed, last_run_at, next_run_at FROM sched.schedules WHERE name = 'sch_pulled';
+COMMIT;
+-- cancelling the pending firing counts it as missed and makes the next
+SELECT sched.cancel(id) AS cancelled FROM sched.tasks WHERE schedule = 'sch_pulled' AND state = 'pending';
+SELECT runs, missed, next_run_at FROM sched.schedules WHERE name = 'sch_pulled';
+SELECT run_at, state FROM sched.tasks WHERE schedule = 'sch_pulled' ORDER BY run_at;
+
+-- the NOTIFY message and webhook body of a firing name the schedule
+SELECT sched._message(42, 'sch_notify', '2100-01-01 00:00+00', '{"n": 1}', 1, 'sch_hourly');
+SELECT sched._message(42, 'sch_notify', '2100-01-01 00:00+00', jsonb_build_object('big', repeat('x', 9000)), 1, 'sch_hourly');
+
+-- drop: its pending firing is cancelled; false for a schedule that is not there
+SELECT sched.drop_schedule('sch_ended') AS dropped, sched.drop_schedule('sch_ended') AS again;
+SELECT sched.drop_schedule('sch_hourly') AS dropped;
+SELECT state, last_error FROM sched.tasks WHERE schedule = 'sch_hourly';
+
+-- a type with schedules cannot be dropped unless told to cancel
+SELECT try($$SELECT sched.drop_biz('sch_pull')$$, true);
+SELECT try($$SELECT sched.drop_biz('sch_pull', cancel_tasks => true) IS NOT NULL$$);
+SELECT count(*) AS left_over FROM sched.schedules WHERE biz_type = 'sch_pull';
+SELECT count(*) AS unfinished FROM sched.tasks WHERE biz_type = 'sch_pull' AND finished_at IS NULL;
+
+-- bad input: each refused, nothing stored
+CREATE TEMP TABLE sch_fingerprint AS
+SELECT (SELECT string_agg(format('%s %s %s %s %s %s', name, biz_type, rule, time_zone, catch_up, task_id),
+                          ', ' ORDER BY name) FROM sched.schedule) AS schedules,
+       (SELECT count(*) FROM sched.task) AS tasks,
+       (SELECT count(*) FROM sched.finished) AS finished;
+SELECT q, try(q) FROM (VALUES
+  ($$SELECT sched.define_schedule(NULL, 'sch_notify', '@daily')$$),
+  ($$SELECT sched.define_schedule('sch_x', NULL, '@daily')$$),
+  ($$SELECT sched.define_schedule('sch_x', 'sch_notify', NULL)$$),
+  ($$SELECT sched.define_schedule('sch_x', 'sch_notify', '@daily', NULL)$$),
+  ($$SELECT sched.define_schedule('sch_x', 'sch_notify', '@daily', time_zone => NULL)$$),
+  ($$SELECT sched.define_schedule('sch_x', 'sch_notify', '@daily', catch_up => NULL)$$),
+  ($$SELECT sched.define_schedule('sch_x', 'sch_notify', '@daily', allow_overlap => NULL)$$),
+  ($$SELECT sched.define_schedule('Sch X', 'sch_notify', '@daily')$$),
+  ($$SELECT sched.define_schedule('sch_x', 'sch_nope', '@daily')$$),
+  ($$SELECT sched.define_schedule('sch_x', 'sch_notify', '*/0 * * * *')$$),
+  ($$SELECT sched.define_schedule('sch_x', 'sch_notify', '60 * * * * *')$$),
+  ($$SELECT sched.define_schedule('sch_x', 'sch_notify', 'every 0 seconds')$$),
+  ($$SELECT sched.define_schedule('sch_x', 'sch_notify', 'every -1 hour')$$),
+  ($$SELECT sched.define_schedule('sch_x', 'sch_notify', '{"unit": "day", "at": "25:00"}')$$),
+  ($$SELECT sched.define_schedule('sch_x', 'sch_notify', '{"unit": "month", "days": [32]}')$$),
+  ($$SELECT sched.define_schedule('sch_x', 'sch_notify', '{"unit": "day", "colour": "red"}')$$),
+  ($$SELECT sched.define_schedule('sch_x', 'sch_notify', '@daily', time_zone => 'Mars/Olympus')$$),
+  ($$SELECT sched.define_schedule('sch_x', 'sch_notify', '@daily', catch_up => 'some')$$),
+  ($$SELECT sched.define_schedule('sch_x', 'sch_notify', '@daily', starts_at => '2100-02-01', ends_at => '2100-01-01')$$),
+  ($$SELECT sched.define_schedule('sch_x', 'sch_notify', '@daily', starts_at => 'infinity')$$),
+  ($$SELECT sched.define_schedule('sch_x', 'sch_notify', '@daily', ends_at => 'infinity')$$),
+  ($$SELECT sched.define_schedule('sch_x', 'sch_notify', '@daily', jsonb_build_object('big', repeat('x', 1100000)))$$),
+  ($$SELECT sched.define_schedule('sch_x', 'sch_notify', repeat('*', 5000))$$),
+  ($$SELECT sched.pause_schedule(NULL)$$),
+  ($$SELECT sched.pause_schedule('sch_nope')$$),
+  ($$SELECT sched.resume_schedule('sch_nope')$$),
+  ($$SELECT sched.drop_schedule(NULL)$$)
+) AS v(q);
+-- replacing a schedule with a bad rule leaves the old one as it was
+SELECT try($$SELECT sched.define_schedule('sch_daily', 'sch_notify', '0 0 30 2 *')$$);
+SELECT (SELECT string_agg(format('%s %s %s %s %s %s', name, biz_type, rule, time_zone, catch_up, task_id),
+                          ', ' ORDER BY name) FROM sched.schedule) = f.schedules AS schedules_unchanged,
+       (SELECT count(*) FROM sched.task) = f.tasks AS tasks_unchanged,
+       (SELECT count(*) FROM sched.finished) = f.finished AS finished_unchanged
+FROM sch_fingerprint f;
+
+-- per-type grants: a role may define schedules only onto the types it may schedule
+CREATE ROLE regress_ds_sch NOLOGIN;
+GRANT USAGE ON SCHEMA sched TO regress_ds_sch;
+GRANT EXECUTE ON FUNCTION sched.define_schedule(text, text, text, jsonb, text, text, timestamptz, timestamptz, boolean),
+                          sched.drop_schedule(text), sched.pause_schedule(text), sched.resume_schedule(text)
+      TO regress_ds_sch;
+GRANT SELECT ON sched.schedules TO regress_ds_sch;
+SET ROLE regress_ds_sch;
+SELECT try($$SELECT sched.define_schedule('sch_app', 'sch_other', '@daily')$$);
+SELECT try($$SELECT sched.pause_schedule('sch_daily')$$);
+SELECT try($$SELECT sched.drop_schedule('sch_daily')$$);
+SELECT name FROM sched.schedules;
+RESET ROLE;
+SELECT sched.grant_biz('sch_other', 'regress_ds_sch');
+SET ROLE regress_ds_sch;
+SELECT sched.define_schedule('sch_app', 'sch_other', '@daily') IS NOT NULL AS defined;
+SELECT try($$SELECT sched.define_schedule('sch_daily', 'sch_other', '@daily')$$);
+SELECT sched.pause_schedule('sch_app') AS paused, sched.resume_schedule('sch_app') AS resumed;
+SELECT name FROM sched.schedules;
+SELECT sched.drop_schedule('sch_app') AS dropped;
+RESET ROLE;
+SELECT sched.revoke_biz('sch_other', 'regress_ds_sch');
+REVOKE ALL ON SCHEMA sched FROM regress_ds_sch;
+REVOKE ALL ON ALL FUNCTIONS IN SCHEMA sched FROM regress_ds_sch;
+REVOKE ALL ON sched.schedules FROM regress_ds_sch;
+DROP ROLE regress_ds_sch;
+
+-- clean up
+SELECT sched.drop_biz('sch_notify', cancel_tasks => true) >= 0 AS dropped;
+SELECT sched.drop_biz('sch_other', cancel_tasks => true) >= 0 AS dropped;
+SELECT count(*) AS schedules_left FROM sched.schedule;

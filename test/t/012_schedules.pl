@@ -1,0 +1,186 @@
+# Recurring schedules on a live server: a per-second schedule fires every
+# second with no gap and no double; a crash (stop('immediate')) across
+# several firings is caught up as each catch_up policy says; a paused
+# schedule fires nothing until it is resumed, then catches up.
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::Bin/../perl";
+use DelayschedTest;
+use Test::More;
+use Time::HiRes qw(time);
+
+my $node = DelayschedTest::new_node('schedules');
+my $SEC = 1_000_000;
+
+# The firings of a schedule that went out (delivered or done), and the ones
+# skipped, from sched.tasks: lists of { id, run_at (epoch s), state, last_error, finished_at }.
+sub firings
+{
+	my ($schedule) = @_;
+	my @rows = split /\n/, $node->safe_psql('postgres', qq{
+		SELECT id, extract(epoch FROM run_at), state, coalesce(last_error, ''),
+			   coalesce(extract(epoch FROM finished_at)::text, '')
+		FROM sched.tasks WHERE schedule = '$schedule' ORDER BY run_at, id});
+	return map {
+		my ($id, $run_at, $state, $error, $finished) = split /\|/;
+		{ id => $id, run_at => $run_at, state => $state, last_error => $error, finished_at => $finished }
+	} @rows;
+}
+
+# runs and missed of a schedule.
+sub counts
+{
+	my ($schedule) = @_;
+	return split /\|/, $node->safe_psql('postgres',
+		"SELECT runs, missed FROM sched.schedules WHERE name = '$schedule'");
+}
+
+# Every instant from the first firing that went out to the last is either
+# one firing that went out or one counted missed, and no instant went out
+# twice.  Returns (sent, distinct instants sent, span in seconds + 1).
+sub accounting
+{
+	my ($schedule) = @_;
+	my @sent = grep { $_->{state} eq 'done' || $_->{state} eq 'delivered' } firings($schedule);
+	my %instants = map { $_->{run_at} => 1 } @sent;
+	my $span = @sent ? $sent[-1]{run_at} - $sent[0]{run_at} + 1 : 0;
+	return (scalar @sent, scalar keys %instants, $span);
+}
+
+###########################################################################
+# 1. A per-second schedule fires every second for 20 seconds.
+###########################################################################
+$node->safe_psql('postgres', "SELECT sched.define_biz('tick', ack_timeout => '1 hour')");
+my $listener = DelayschedTest::Listener->start($node, 'postgres', ['--ack'], 'tick');
+$node->safe_psql('postgres', "SELECT sched.define_schedule('every_second', 'tick', '* * * * * *')");
+my @got = $listener->wait_for(21, 60);
+$listener->stop;
+cmp_ok(scalar @got, '>=', 21, 'a per-second schedule fired 21 times');
+@got = @got[0 .. 20];
+my @run_ats = map { $_->{run_at_us} } @got;
+is(scalar(grep { $_ % $SEC != 0 } @run_ats), 0, 'every firing falls on a whole second');
+my @steps = map { $run_ats[$_] - $run_ats[$_ - 1] } 1 .. $#run_ats;
+is(scalar(grep { $_ != $SEC } @steps), 0, 'one firing every second for 20 seconds: no gap, no double')
+  or diag("steps (us): @steps");
+is(scalar(grep { $_->{late_us} < 0 } @got), 0, 'no firing arrived early');
+my @late_ms = map { $_->{late_us} / 1000 } @got;
+cmp_ok(DelayschedTest::percentile(1, @late_ms), '<', 1000, 'every firing arrived within a second of its instant');
+note(sprintf('lateness p50 %.2f ms, max %.2f ms',
+	DelayschedTest::percentile(0.5, @late_ms), DelayschedTest::percentile(1, @late_ms)));
+is(scalar(grep { ($_->{message}{schedule} // '') ne 'every_second' } @got), 0,
+	'every message names its schedule');
+my ($runs, $missed) = counts('every_second');
+is($missed, 0, 'nothing missed');
+cmp_ok($runs, '>=', 21, 'runs counts the firings');
+is($node->safe_psql('postgres',
+	"SELECT count(*) FROM sched.tasks WHERE schedule = 'every_second' AND state = 'pending'"),
+	'1', 'one firing pending, never more');
+$node->safe_psql('postgres', "SELECT sched.drop_schedule('every_second')");
+
+###########################################################################
+# 2. A crash across several firings, under each catch-up policy.
+###########################################################################
+$node->safe_psql('postgres', q{
+	SELECT sched.define_biz('cu', ack_timeout => '1 hour');
+	SELECT sched.define_schedule('cu_' || p, 'cu', '* * * * * *', catch_up => p)
+	FROM unnest(ARRAY['latest', 'all', 'none']) AS p});
+$listener = DelayschedTest::Listener->start($node, 'postgres', ['--ack'], 'cu');
+ok(DelayschedTest::poll_until($node,
+	"SELECT bool_and(runs >= 3) FROM sched.schedules WHERE biz_type = 'cu'", 't', 30),
+	'each policy fired three times before the crash');
+$node->safe_psql('postgres', 'SELECT txid_current()');	# flush the WAL
+$node->stop('immediate');
+$listener->stop;
+my $down_at = time;
+# Down for four seconds while four firings of each schedule fall due.  (This
+# sleep is the scenario, not a synchronisation.)
+sleep 4;
+$node->start;
+my $up_at = time;
+note(sprintf('down for %.1f s', $up_at - $down_at));
+$listener = DelayschedTest::Listener->start($node, 'postgres', ['--ack'], 'cu');
+ok(DelayschedTest::poll_until($node, qq{
+	SELECT bool_and(last_run_at > to_timestamp($up_at) + interval '2 seconds')
+	FROM sched.schedules WHERE biz_type = 'cu'}, 't', 30),
+	'each policy fires again after the restart');
+my @after = $listener->stop;
+
+for my $policy (qw(latest all none))
+{
+	my $name = "cu_$policy";
+	my ($sent, $distinct, $span) = accounting($name);
+	my ($r, $m) = counts($name);
+	is($sent, $distinct, "$policy: no instant went out twice");
+	is($r + $m, $span, "$policy: every instant went out once or was counted missed ($r runs, $m missed)");
+	my @f = firings($name);
+	my @sent = grep { $_->{state} ne 'cancelled' && $_->{state} ne 'pending' } @f;
+	my $largest_gap = 0;
+	for my $i (1 .. $#sent)
+	{
+		my $gap = $sent[$i]{run_at} - $sent[$i - 1]{run_at};
+		$largest_gap = $gap if $gap > $largest_gap;
+	}
+	my @skipped = grep { $_->{state} eq 'cancelled' } @f;
+	if ($policy eq 'all')
+	{
+		is($m, 0, 'all: nothing missed');
+		is($largest_gap, 1, 'all: every missed firing was delivered');
+		my @order = map { $_->{run_at_us} } grep { ($_->{message}{schedule} // '') eq $name } @after;
+		is(scalar(grep { $order[$_] < $order[$_ - 1] } 1 .. $#order), 0,
+			'all: the missed firings arrived in order');
+	}
+	else
+	{
+		cmp_ok($m, '>=', 3, "$policy: the firings of the downtime were missed");
+		cmp_ok($largest_gap, '>=', 3, "$policy: no firing of the downtime went out one by one");
+		is(scalar(@skipped), 1, "$policy: the firing pending at the crash was skipped");
+		like($skipped[0]{last_error} // '', qr/catch_up $policy/, "$policy: and says why");
+		# latest delivers the latest missed instant at once; none waits
+		# for the first instant after the skip.
+		my @collapsed = grep { $_->{run_at} > $skipped[0]{run_at} && $_->{run_at} <= $skipped[0]{finished_at} } @sent;
+		is(scalar(@collapsed), $policy eq 'latest' ? 1 : 0,
+			$policy eq 'latest' ? 'latest: the missed firings collapsed into one, delivered at once'
+			: 'none: no missed firing was delivered');
+	}
+}
+$node->safe_psql('postgres', "SELECT sched.drop_biz('cu', cancel_tasks => true)");
+
+###########################################################################
+# 3. A paused schedule fires nothing; resumed, it catches up.
+###########################################################################
+$node->safe_psql('postgres', q{
+	SELECT sched.define_biz('pz', ack_timeout => '1 hour');
+	SELECT sched.define_schedule('pz_every', 'pz', '* * * * * *')});
+$listener = DelayschedTest::Listener->start($node, 'postgres', ['--ack'], 'pz');
+ok(DelayschedTest::poll_until($node,
+	"SELECT runs >= 2 FROM sched.schedules WHERE name = 'pz_every'", 't', 30), 'fired before the pause');
+my $paused_at = $node->safe_psql('postgres',
+	"SELECT sched.pause_schedule('pz_every'), extract(epoch FROM clock_timestamp())");
+$paused_at = (split /\|/, $paused_at)[1];
+is($node->safe_psql('postgres',
+	"SELECT count(*) FROM sched.tasks WHERE schedule = 'pz_every' AND state = 'pending'"),
+	'0', 'paused: no firing pending');
+# Paused for three seconds.  (The scenario.)
+sleep 3;
+my $resumed_at = $node->safe_psql('postgres',
+	"SELECT extract(epoch FROM clock_timestamp()), sched.resume_schedule('pz_every')");
+$resumed_at = (split /\|/, $resumed_at)[0];
+my $before_resume = scalar $listener->received;
+ok(DelayschedTest::poll_until($node, qq{
+	SELECT last_run_at > to_timestamp($resumed_at) + interval '1 second'
+	FROM sched.schedules WHERE name = 'pz_every'}, 't', 30), 'fires again after resume');
+my @pz = $listener->stop;
+my @during = grep { $_->{recv_us} / $SEC > $paused_at + 0.5 && $_->{recv_us} / $SEC < $resumed_at } @pz;
+is(scalar @during, 0, 'nothing arrived while paused');
+my @caught = grep { $_->{run_at_us} / $SEC > $paused_at && $_->{run_at_us} / $SEC <= $resumed_at } @pz;
+is(scalar @caught, 1, 'resume delivered one firing for the pause (catch_up latest)');
+my ($pr, $pm) = counts('pz_every');
+cmp_ok($pm, '>=', 2, "the paused firings were counted missed ($pm)");
+my ($psent, $pdistinct, $pspan) = accounting('pz_every');
+is($pr + $pm, $pspan, 'every instant went out once or was counted missed');
+is($psent, $pdistinct, 'no instant went out twice');
+
+$node->stop;
+done_testing();
