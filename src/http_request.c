@@ -383,7 +383,7 @@ delaysched_http_request_prepare(HttpRequest *request, char *error, size_t errlen
 		curl_easy_setopt(easy, CURLOPT_POSTFIELDS, request->body) == CURLE_OK &&
 		curl_easy_setopt(easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t) request->body_len) == CURLE_OK &&
 		curl_easy_setopt(easy, CURLOPT_HTTPHEADER, request->request_headers) == CURLE_OK &&
-		curl_easy_setopt(easy, CURLOPT_USERAGENT, "delaysched/0.1") == CURLE_OK &&
+		curl_easy_setopt(easy, CURLOPT_USERAGENT, "delaysched/0.2") == CURLE_OK &&
 		curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, request->def->timeout_ms) == CURLE_OK &&
 		curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L) == CURLE_OK &&
 		curl_easy_setopt(easy, CURLOPT_FOLLOWLOCATION, 0L) == CURLE_OK &&
