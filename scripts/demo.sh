@@ -5,7 +5,8 @@
 # starts a throwaway PostgreSQL cluster in /tmp (unix socket only), schedules
 # a handful of tasks over the next few seconds and shows each one arriving at
 # a LISTEN client with its lateness, and a few webhooks arriving at a local
-# receiver (test/http_receiver.py), one of them retried.  Removes the
+# receiver (test/http_receiver.py), one of them retried, and a recurring
+# schedule firing every second, and a preview of a readable rule.  Removes the
 # cluster when done.
 set -euo pipefail
 
@@ -101,6 +102,31 @@ for line in open(sys.argv[1]):
         h.get("idempotency-key"), h.get("x-delaysched-attempt"),
         "signed " + h["x-delaysched-signature"][:15] + "..." if "x-delaysched-signature" in h else ""))
 PY
+
+log "a recurring schedule, '* * * * * *' (every second), on type heartbeat: three firings"
+sql -c "SELECT sched.define_biz('heartbeat')" >/dev/null
+as_pg_user "$root/test/dslisten" --pretty --ack --count 3 --timeout 15 "$(cluster_conninfo)" heartbeat &
+listener_pid=$!
+until [ "$(sql -At -c "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'LISTEN %heartbeat%' AND state = 'idle'")" -ge 1 ]; do
+	sleep 0.05
+done
+sql -c "SELECT sched.define_schedule('every_second', 'heartbeat', '* * * * * *') AS first_firing"
+if ! wait "$listener_pid"; then
+	echo "demo: the schedule's firings did not arrive within 15 s" >&2
+	exit 1
+fi
+listener_pid=""
+sql <<'SQL'
+\pset footer off
+SELECT name, schedule, to_char(next_run_at, 'HH24:MI:SS') AS next_run, runs, missed FROM sched.schedules;
+SQL
+log "previewing a readable rule: every 2 months on the 3rd, 5th and 23rd at 18:00, Shanghai time"
+sql <<'SQL'
+\pset footer off
+SELECT to_char(t AT TIME ZONE 'Asia/Shanghai', 'YYYY-MM-DD HH24:MI Dy') AS shanghai
+FROM sched.next_runs('{"every": 2, "unit": "month", "days": [3, 5, 23], "at": "18:00"}',
+                     'Asia/Shanghai', '2022-03-23 17:59:59+08', 6, '2022-03-23 18:00+08') AS t;
+SQL
 
 log "what the database says now"
 sql <<'SQL'
