@@ -65,6 +65,7 @@ SELECT sched.define_schedule('sch_pulled', 'sch_pull', 'every 1 hour',
                              starts_at => '2100-01-01 00:00+00') AS first_firing;
 SELECT sched.reschedule(id, '2000-01-01 00:00+00') AS moved
 FROM sched.tasks WHERE schedule = 'sch_pulled' AND state = 'pending';
+SELECT wait_announced('sch_pull');
 BEGIN;
 SELECT run_at, payload, attempt, schedule FROM sched.claim('sch_pull');
 SELECT run_at, state FROM sched.tasks WHERE schedule = 'sch_pulled' ORDER BY run_at;
@@ -74,6 +75,31 @@ COMMIT;
 SELECT sched.cancel(id) AS cancelled FROM sched.tasks WHERE schedule = 'sch_pulled' AND state = 'pending';
 SELECT runs, missed, next_run_at FROM sched.schedules WHERE name = 'sch_pulled';
 SELECT run_at, state FROM sched.tasks WHERE schedule = 'sch_pulled' ORDER BY run_at;
+
+-- allow_overlap => false: a firing due while the previous one is unfinished
+-- (claimed, not acknowledged) is skipped and counted missed; the next is made
+SELECT sched.define_biz('sch_once', 'pull', ack_timeout => '1 hour');
+SELECT sched.define_schedule('sch_single', 'sch_once', 'every 1 hour', starts_at => '2100-01-01 00:00+00',
+                             allow_overlap => false) AS first_firing;
+SELECT sched.reschedule(id, '2000-01-01 00:00+00') AS moved
+FROM sched.tasks WHERE schedule = 'sch_single' AND state = 'pending';
+SELECT wait_announced('sch_once');
+SELECT id AS first_claimed, run_at FROM sched.claim('sch_once') \gset
+SELECT sched.reschedule(id, '2000-01-01 00:00:01+00') AS moved
+FROM sched.tasks WHERE schedule = 'sch_single' AND state = 'pending';
+SELECT wait_announced('sch_once');
+SELECT count(*) AS claimed_while_unfinished FROM sched.claim('sch_once');
+SELECT run_at, state, last_error ~ 'is unfinished and allow_overlap is false' AS overlap_skip
+FROM sched.tasks WHERE schedule = 'sch_single' ORDER BY run_at;
+SELECT runs, missed, next_run_at FROM sched.schedules WHERE name = 'sch_single';
+-- once the first is acknowledged, the next firing goes out
+SELECT sched.ack(:first_claimed) AS acked;
+SELECT sched.reschedule(id, '2000-01-01 00:00:02+00') AS moved
+FROM sched.tasks WHERE schedule = 'sch_single' AND state = 'pending';
+SELECT wait_announced('sch_once');
+SELECT run_at, schedule FROM sched.claim('sch_once');
+SELECT runs, missed FROM sched.schedules WHERE name = 'sch_single';
+SELECT sched.drop_biz('sch_once', cancel_tasks => true) AS dropped_unfinished;
 
 -- the NOTIFY message and webhook body of a firing name the schedule
 SELECT sched._message(42, 'sch_notify', '2100-01-01 00:00+00', '{"n": 1}', 1, 'sch_hourly');
