@@ -776,11 +776,13 @@ BEGIN
 		v_skip := 'cancelled';
 	ELSIF s.paused THEN
 		v_skip := 'skipped: the schedule is paused';
-	ELSIF NOT s.allow_overlap AND s.last_task_id IS NOT NULL AND s.last_task_id <> p_id
-		  AND (EXISTS (SELECT FROM sched.task t
-					   WHERE t.bucket = sched._id_bucket(s.last_task_id) AND t.id = s.last_task_id)
-			   OR EXISTS (SELECT FROM sched.task t WHERE t.id = s.last_task_id)) THEN
-		v_skip := pg_catalog.format('skipped: firing %s is unfinished and allow_overlap is false', s.last_task_id);
+	ELSIF NOT s.allow_overlap AND s.last_task_id IS NOT NULL AND s.last_task_id <> p_id THEN
+		-- (Asked apart: a search of every partition, planned only when needed.)
+		IF EXISTS (SELECT FROM sched.task t
+				   WHERE t.bucket = sched._id_bucket(s.last_task_id) AND t.id = s.last_task_id)
+		   OR EXISTS (SELECT FROM sched.task t WHERE t.id = s.last_task_id) THEN
+			v_skip := pg_catalog.format('skipped: firing %s is unfinished and allow_overlap is false', s.last_task_id);
+		END IF;
 	END IF;
 	IF v_current OR s.paused THEN
 		v_next := sched._schedule_next(s.rule, s.time_zone, s.anchor, p_run_at);
