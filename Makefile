@@ -69,7 +69,7 @@ test/bench/hooksink: test/bench/hooksink.c
 	$(CC) -O2 -Wall -Wextra -Werror -o $@ $<
 
 # Benchmarks (not tests): bench/run.sh; bench-smoke is the few-second run CI does.
-.PHONY: bench bench-compare bench-smoke bench-http
+.PHONY: bench bench-compare bench-smoke bench-http bench-schedules
 bench: all
 	bash bench/run.sh
 bench-compare: all
@@ -78,3 +78,5 @@ bench-smoke: all
 	bash bench/run.sh --smoke
 bench-http: all
 	bash bench/http.sh
+bench-schedules: all
+	bash bench/schedules.sh

@@ -2041,8 +2041,8 @@ COMMENT ON FUNCTION sched._cancel_firings(text, text) IS 'internal: cancel the p
  * cancelled before delivery, p_cancelled): count it, and make the next.
  * Returns why the firing must not be sent (the schedule is paused, the
  * previous firing is unfinished and overlap is not allowed, or a later
- * firing is due already and catch_up is 'latest' or 'none'), or NULL to
- * send it.  A firing that is not the schedule's pending one (an earlier
+ * firing is due already, catch_up is 'latest' or 'none' and this firing
+ * was made ahead of its instant), or NULL to send it.  A firing that is not the schedule's pending one (an earlier
  * one of a catch-up batch, a dead firing retried) only counts.
  */
 CREATE FUNCTION sched._fire_one(p_id bigint, p_run_at timestamptz, p_schedule text, p_door smallint,
@@ -2083,8 +2083,15 @@ BEGIN
 	IF v_current OR s.paused THEN
 		v_next := sched._schedule_next(s.rule, s.time_zone, s.anchor, p_run_at);
 	END IF;
+	-- Stale: a later instant fell due while this firing waited.  Only a
+	-- firing made ahead of its instant is skipped for that; one made late
+	-- (the firing that stands for a catch-up under 'latest') goes out
+	-- however late, so that a backlog longer than the period cannot skip
+	-- every firing of the schedule.
 	IF v_skip IS NULL AND v_current AND s.catch_up <> 'all'
-	   AND v_next <= LEAST(v_now, coalesce(s.ends_at, 'infinity')) THEN
+	   AND v_next <= LEAST(v_now, coalesce(s.ends_at, 'infinity'))
+	   AND EXISTS (SELECT FROM sched.task t
+				   WHERE t.bucket = sched._bucket(p_run_at) AND t.id = p_id AND t.run_at > t.created_at) THEN
 		v_skip := pg_catalog.format('skipped: a later firing was due already (catch_up %s)', s.catch_up);
 	END IF;
 

@@ -101,6 +101,26 @@ SELECT run_at, schedule FROM sched.claim('sch_once');
 SELECT runs, missed FROM sched.schedules WHERE name = 'sch_single';
 SELECT sched.drop_biz('sch_once', cancel_tasks => true) AS dropped_unfinished;
 
+-- catch_up 'latest' when a firing waits (here for a pull consumer) past the
+-- next instant: the stale firing is skipped and the latest instant due is
+-- made at once; that one goes out however late it is claimed, so a
+-- consumer slower than the period still gets firings.  (The sleeps are the
+-- scenario: a consumer that comes late.)
+SELECT sched.define_biz('sch_slow', 'pull', ack_timeout => '1 hour');
+SELECT sched.define_schedule('sch_every_second', 'sch_slow', 'every 1 second', starts_at => '2000-01-01')
+       > now() AS first_ahead;
+SELECT pg_sleep(2.2);
+SELECT wait_announced('sch_slow');
+SELECT count(*) AS claimed_stale FROM sched.claim('sch_slow');
+SELECT state, last_error FROM sched.tasks WHERE schedule = 'sch_every_second' AND state = 'cancelled';
+SELECT count(*) AS pending, bool_and(run_at <= created_at) AS made_late
+FROM sched.tasks WHERE schedule = 'sch_every_second' AND state = 'pending';
+SELECT pg_sleep(1.2);
+SELECT wait_announced('sch_slow');
+SELECT count(*) AS claimed_late_catch_up FROM sched.claim('sch_slow');
+SELECT runs, missed >= 2 AS missed_some FROM sched.schedules WHERE name = 'sch_every_second';
+SELECT sched.drop_biz('sch_slow', cancel_tasks => true) > 0 AS dropped;
+
 -- the NOTIFY message and webhook body of a firing name the schedule
 SELECT sched._message(42, 'sch_notify', '2100-01-01 00:00+00', '{"n": 1}', 1, 'sch_hourly');
 SELECT sched._message(42, 'sch_notify', '2100-01-01 00:00+00', jsonb_build_object('big', repeat('x', 9000)), 1, 'sch_hourly');
