@@ -179,7 +179,7 @@ BEGIN
 		   CASE WHEN pg_catalog.bool_or(c.schedule IS NOT NULL AND c.attempt = 0) THEN
 			   sched._fired(pg_catalog.array_agg(c.id), pg_catalog.array_agg(c.bucket),
 							pg_catalog.array_agg(c.run_at),
-							pg_catalog.array_agg(CASE WHEN c.attempt = 0 THEN c.schedule END)) END
+							pg_catalog.array_agg(CASE WHEN c.attempt = 0 THEN c.schedule END), v_now) END
 	INTO v_ids, v_buckets, v_skipped
 	FROM chosen c;
 	RETURN QUERY
@@ -306,7 +306,7 @@ BEGIN
 			   CASE WHEN pg_catalog.bool_or(c.schedule IS NOT NULL AND c.attempt = 0) THEN
 				   sched._fired(pg_catalog.array_agg(c.id), pg_catalog.array_agg(c.bucket),
 								pg_catalog.array_agg(c.run_at),
-								pg_catalog.array_agg(CASE WHEN c.attempt = 0 THEN c.schedule END)) END
+								pg_catalog.array_agg(CASE WHEN c.attempt = 0 THEN c.schedule END), v_now) END
 		INTO v_ids, v_buckets, v_skipped
 		FROM chosen c;
 		RETURN QUERY
@@ -614,6 +614,9 @@ CREATE TABLE sched.schedule (
 	-- the pending firing whose delivery makes the next one (the last of a
 	-- catch-up batch); NULL while paused or ended
 	task_id		 bigint,
+	-- when task_id was made, by the clock of the path that made it: a
+	-- firing made after its own instant stands for a catch-up
+	task_made_at timestamptz,
 	last_run_at	 timestamptz,
 	last_task_id bigint,
 	runs		 bigint NOT NULL DEFAULT 0,
@@ -746,17 +749,19 @@ COMMENT ON FUNCTION sched._cancel_firings(text, text) IS 'internal: cancel the p
  * Returns why the firing must not be sent (the schedule is paused, the
  * previous firing is unfinished and overlap is not allowed, or a later
  * firing is due already, catch_up is 'latest' or 'none' and this firing
- * was made ahead of its instant), or NULL to send it.  A firing that is not the schedule's pending one (an earlier
- * one of a catch-up batch, a dead firing retried) only counts.
+ * was made ahead of its instant), or NULL to send it.  A firing that is
+ * not the schedule's pending one (an earlier one of a catch-up batch, a
+ * dead firing retried) only counts.  p_now is the delivering path's clock
+ * (a tick's "now"), the clock itself if NULL.
  */
 CREATE FUNCTION sched._fire_one(p_id bigint, p_run_at timestamptz, p_schedule text, p_door smallint,
-								p_cancelled boolean DEFAULT false)
+								p_cancelled boolean DEFAULT false, p_now timestamptz DEFAULT NULL)
 RETURNS text
 LANGUAGE plpgsql
 AS $$
 DECLARE
 	s sched.schedule;
-	v_now timestamptz := pg_catalog.clock_timestamp();
+	v_now timestamptz := coalesce(p_now, pg_catalog.clock_timestamp());
 	v_current boolean;
 	v_next timestamptz;
 	v_skip text;
@@ -794,8 +799,7 @@ BEGIN
 	-- every firing of the schedule.
 	IF v_skip IS NULL AND v_current AND s.catch_up <> 'all'
 	   AND v_next <= LEAST(v_now, coalesce(s.ends_at, 'infinity'))
-	   AND EXISTS (SELECT FROM sched.task t
-				   WHERE t.bucket = sched._bucket(p_run_at) AND t.id = p_id AND t.run_at > t.created_at) THEN
+	   AND p_run_at > s.task_made_at THEN
 		v_skip := pg_catalog.format('skipped: a later firing was due already (catch_up %s)', s.catch_up);
 	END IF;
 
@@ -824,6 +828,7 @@ BEGIN
 		v_from := CASE WHEN v_skip LIKE 'skipped: a later%' THEN p_run_at ELSE v_next END;
 		m := sched._materialise(s, v_from, v_now, p_door);
 		s.task_id := m.task_id;
+		s.task_made_at := v_now;
 		s.next_run_at := m.next_run_at;
 		s.missed := s.missed + m.missed;
 	ELSIF v_skip IS NULL AND p_run_at >= s.next_run_at THEN
@@ -831,13 +836,14 @@ BEGIN
 		s.next_run_at := sched._schedule_next(s.rule, s.time_zone, s.anchor, p_run_at);
 	END IF;
 	UPDATE sched.schedule x SET runs = s.runs, missed = s.missed, last_run_at = s.last_run_at,
-			last_task_id = s.last_task_id, task_id = s.task_id, next_run_at = s.next_run_at,
+			last_task_id = s.last_task_id, task_id = s.task_id, task_made_at = s.task_made_at,
+			next_run_at = s.next_run_at,
 			updated_at = v_now
 		WHERE x.name = s.name;
 	RETURN v_skip;
 END
 $$;
-COMMENT ON FUNCTION sched._fire_one(bigint, timestamptz, text, smallint, boolean) IS 'internal: count a firing of a schedule being delivered and make the next; returns why it must not be sent, or NULL';
+COMMENT ON FUNCTION sched._fire_one(bigint, timestamptz, text, smallint, boolean, timestamptz) IS 'internal: count a firing of a schedule being delivered and make the next; returns why it must not be sent, or NULL';
 
 /*
  * The firings among tasks being delivered for the first time, in run_at
@@ -846,7 +852,8 @@ COMMENT ON FUNCTION sched._fire_one(bigint, timestamptz, text, smallint, boolean
  * path that delivers calls it in the delivering transaction, after locking
  * the tasks.
  */
-CREATE FUNCTION sched._fired(p_ids bigint[], p_buckets smallint[], p_run_ats timestamptz[], p_schedules text[])
+CREATE FUNCTION sched._fired(p_ids bigint[], p_buckets smallint[], p_run_ats timestamptz[], p_schedules text[],
+							 p_now timestamptz DEFAULT NULL)
 RETURNS bigint[]
 LANGUAGE plpgsql
 AS $$
@@ -861,7 +868,7 @@ BEGIN
 		WHERE u.schedule IS NOT NULL
 		ORDER BY u.run_at, u.id
 	LOOP
-		v_reason := sched._fire_one(r.id, r.run_at, r.schedule, sched._door(r.id));
+		v_reason := sched._fire_one(r.id, r.run_at, r.schedule, sched._door(r.id), false, p_now);
 		IF v_reason IS NOT NULL THEN
 			PERFORM sched._finish(r.bucket, ARRAY[r.id], 'cancelled', v_reason);
 			v_skipped := v_skipped || r.id;
@@ -870,7 +877,7 @@ BEGIN
 	RETURN v_skipped;
 END
 $$;
-COMMENT ON FUNCTION sched._fired(bigint[], smallint[], timestamptz[], text[]) IS 'internal: make the next firings of the schedules whose firings are being delivered; returns the ids not to send';
+COMMENT ON FUNCTION sched._fired(bigint[], smallint[], timestamptz[], text[], timestamptz) IS 'internal: make the next firings of the schedules whose firings are being delivered; returns the ids not to send';
 
 /* A schedule by name, locked, or an error naming it. */
 CREATE FUNCTION sched._schedule(p_name text) RETURNS sched.schedule
@@ -969,15 +976,16 @@ BEGIN
 	END IF;
 
 	INSERT INTO sched.schedule AS x (name, biz_type, rule, time_zone, payload, catch_up, allow_overlap,
-									 paused, starts_at, ends_at, anchor, next_run_at, task_id)
+									 paused, starts_at, ends_at, anchor, next_run_at, task_id, task_made_at)
 		VALUES (name, biz_type, schedule, time_zone, payload, catch_up, allow_overlap,
-				v_paused, starts_at, ends_at, v_anchor, v_first, v_task)
+				v_paused, starts_at, ends_at, v_anchor, v_first, v_task, v_now)
 	ON CONFLICT ON CONSTRAINT schedule_pkey DO UPDATE
 		SET biz_type = excluded.biz_type, rule = excluded.rule, time_zone = excluded.time_zone,
 			payload = excluded.payload, catch_up = excluded.catch_up,
 			allow_overlap = excluded.allow_overlap, starts_at = excluded.starts_at,
 			ends_at = excluded.ends_at, anchor = excluded.anchor,
-			next_run_at = excluded.next_run_at, task_id = excluded.task_id, updated_at = now();
+			next_run_at = excluded.next_run_at, task_id = excluded.task_id,
+			task_made_at = excluded.task_made_at, updated_at = now();
 	RETURN v_first;
 END
 $$;
@@ -1039,7 +1047,8 @@ BEGIN
 	-- The firings missed while paused follow the catch-up policy.
 	m := sched._materialise(s, s.next_run_at, clock_timestamp(),
 							sched._door((hashtext(s.name)::bigint & 2147483647) * sched._bucket_count()));
-	UPDATE sched.schedule x SET paused = false, task_id = m.task_id, next_run_at = m.next_run_at,
+	UPDATE sched.schedule x SET paused = false, task_id = m.task_id, task_made_at = clock_timestamp(),
+			next_run_at = m.next_run_at,
 			missed = x.missed + m.missed, updated_at = now()
 		WHERE x.name = s.name;
 	RETURN true;

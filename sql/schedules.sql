@@ -118,7 +118,7 @@ FROM sched.tasks WHERE schedule = 'sch_every_second' AND state = 'pending';
 SELECT pg_sleep(1.2);
 SELECT wait_announced('sch_slow');
 SELECT count(*) AS claimed_late_catch_up FROM sched.claim('sch_slow');
-SELECT runs, missed >= 2 AS missed_some FROM sched.schedules WHERE name = 'sch_every_second';
+SELECT runs, missed >= 1 AS missed_some FROM sched.schedules WHERE name = 'sch_every_second';
 SELECT sched.drop_biz('sch_slow', cancel_tasks => true) > 0 AS dropped;
 
 -- the NOTIFY message and webhook body of a firing name the schedule

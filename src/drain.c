@@ -370,7 +370,7 @@ deliver(DrainType *t, TimestampTz stamp)
 								   DatumGetTimestampTz(SPI_getbinval(tuple, desc, 2, &isnull)),
 								   schedule);
 	}
-	delaysched_firings_fire(&firings);
+	delaysched_firings_fire(&firings, stamp);
 
 	for (uint64 i = 0; i < nrows; i++)
 	{

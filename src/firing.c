@@ -84,15 +84,16 @@ compare_ids(const void *a, const void *b)
 }
 
 /*
- * Run sched._fired over the batch (nothing when it is empty) and keep the
- * ids it suppressed.  SPI connected; SPI_tuptable is replaced, so a caller
+ * Run sched._fired over the batch (nothing when it is empty), as of "now"
+ * (the caller's clock: a tick's now, the drain's stamp), and keep the ids
+ * it suppressed.  SPI connected; SPI_tuptable is replaced, so a caller
  * keeps its own rows' table in a variable first.
  */
 void
-delaysched_firings_fire(FiringBatch *batch)
+delaysched_firings_fire(FiringBatch *batch, TimestampTz now)
 {
 	Oid			extension;
-	Datum		values[4];
+	Datum		values[5];
 	bool		isnull;
 	Datum		result;
 
@@ -102,10 +103,11 @@ delaysched_firings_fire(FiringBatch *batch)
 	extension = get_extension_oid("delaysched", false);
 	if (plans.extension != extension)
 	{
-		Oid			types[] = {INT8ARRAYOID, INT2ARRAYOID, TIMESTAMPTZARRAYOID, TEXTARRAYOID};
+		Oid			types[] = {INT8ARRAYOID, INT2ARRAYOID, TIMESTAMPTZARRAYOID, TEXTARRAYOID,
+		TIMESTAMPTZOID};
 
 		delaysched_free_plan(&plans.fired);
-		plans.fired = delaysched_prepare_kept("SELECT sched._fired($1, $2, $3, $4)", 4, types);
+		plans.fired = delaysched_prepare_kept("SELECT sched._fired($1, $2, $3, $4, $5)", 5, types);
 		plans.extension = extension;
 	}
 
@@ -117,6 +119,7 @@ delaysched_firings_fire(FiringBatch *batch)
 												FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 	values[3] = PointerGetDatum(construct_array(batch->schedules, batch->n, TEXTOID, -1,
 												false, TYPALIGN_INT));
+	values[4] = TimestampTzGetDatum(now);
 	if (SPI_execute_plan(plans.fired, values, NULL, false, 1) != SPI_OK_SELECT ||
 		SPI_processed != 1)
 		elog(ERROR, "could not make the next firings of the schedules delivered");

@@ -29,7 +29,7 @@ typedef struct FiringBatch
 extern void delaysched_firings_init(FiringBatch *batch);
 extern void delaysched_firings_add(FiringBatch *batch, int64 id, int16 bucket,
 								   TimestampTz run_at, Datum schedule);
-extern void delaysched_firings_fire(FiringBatch *batch);
+extern void delaysched_firings_fire(FiringBatch *batch, TimestampTz now);
 extern bool delaysched_firing_suppressed(const FiringBatch *batch, int64 id);
 
 #endif							/* DELAYSCHED_FIRING_H */

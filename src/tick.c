@@ -324,10 +324,11 @@ row_flag(HeapTuple tuple, TupleDesc desc, int column)
 /*
  * The firings of schedules among the rows the statement delivered for the
  * first time (sent by NOTIFY or handed to an HTTP worker, not parked) go to
- * sched._fired, which makes their next firings.
+ * sched._fired, which makes their next firings as of the tick's now.
  */
 static void
-fire_schedules(SPITupleTable *rows, uint64 nrows, int bucket, FiringBatch *firings)
+fire_schedules(SPITupleTable *rows, uint64 nrows, int bucket, TimestampTz now,
+			   FiringBatch *firings)
 {
 	TupleDesc	desc = rows->tupdesc;
 
@@ -351,7 +352,7 @@ fire_schedules(SPITupleTable *rows, uint64 nrows, int bucket, FiringBatch *firin
 								   DatumGetTimestampTz(SPI_getbinval(tuple, desc, DC_RUN_AT, &isnull)),
 								   schedule);
 	}
-	delaysched_firings_fire(firings);
+	delaysched_firings_fire(firings, now);
 }
 
 /*
@@ -389,7 +390,7 @@ deliver(int bucket, int range, TimestampTz after, int64 after_id, TimestampTz be
 	nrows = SPI_processed;
 
 	delaysched_firings_init(&firings);
-	fire_schedules(rows, nrows, bucket, &firings);
+	fire_schedules(rows, nrows, bucket, now, &firings);
 
 	desc = rows->tupdesc;
 	for (uint64 i = 0; i < nrows; i++)
