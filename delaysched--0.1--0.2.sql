@@ -60,6 +60,8 @@ COMMENT ON FUNCTION sched.next_runs(text, text, timestamptz, int, timestamptz) I
 -------------------------------------------------------------------------------
 
 ALTER TABLE sched.finished ADD COLUMN schedule text;
+-- A schedule's history (sched.tasks WHERE schedule = ...); firings only.
+CREATE INDEX finished_schedule_idx ON sched.finished (schedule, run_at) WHERE schedule IS NOT NULL;
 ALTER TABLE sched.task ADD COLUMN schedule text;
 CREATE INDEX task_schedule_idx ON sched.task (schedule) WHERE schedule IS NOT NULL;
 
@@ -846,11 +848,19 @@ $$;
 COMMENT ON FUNCTION sched._fire_one(bigint, timestamptz, text, smallint, boolean, timestamptz) IS 'internal: count a firing of a schedule being delivered and make the next; returns why it must not be sent, or NULL';
 
 /*
- * The firings among tasks being delivered for the first time, in run_at
- * order: sched._fire_one for each, and those that must not be sent are
- * cancelled (with the reason as last_error).  Returns their ids.  Every
+ * The firings among tasks being delivered for the first time: make each
+ * schedule's next firing, count them, and cancel those that must not be
+ * sent (with the reason as last_error).  Returns the ids cancelled.  Every
  * path that delivers calls it in the delivering transaction, after locking
- * the tasks.
+ * the tasks, with its clock (p_now; NULL: the clock itself).
+ *
+ * The common case is set-based, whatever the number of firings: a
+ * schedule's pending firing delivered before its next instant is due, the
+ * schedule neither paused nor forbidding overlap, the next instant within
+ * ends_at.  The next firings are stored with one INSERT and the schedules
+ * counted with one UPDATE.  Every other firing -- a skip, a catch-up, an
+ * ended schedule, a firing that is not the pending one -- goes through
+ * sched._fire_one, in run_at order.
  */
 CREATE FUNCTION sched._fired(p_ids bigint[], p_buckets smallint[], p_run_ats timestamptz[], p_schedules text[],
 							 p_now timestamptz DEFAULT NULL)
@@ -858,17 +868,63 @@ RETURNS bigint[]
 LANGUAGE plpgsql
 AS $$
 DECLARE
+	v_now timestamptz := coalesce(p_now, pg_catalog.clock_timestamp());
+	v_done bigint[];
+	v_first timestamptz;
+	v_far timestamptz;
 	r record;
 	v_reason text;
 	v_skipped bigint[] := '{}';
 BEGIN
+	WITH fired AS MATERIALIZED (
+		SELECT u.id, u.run_at, u.schedule
+		FROM unnest(p_ids, p_run_ats, p_schedules) AS u(id, run_at, schedule)
+		WHERE u.schedule IS NOT NULL
+	), locked AS MATERIALIZED (
+		SELECT x.name, x.biz_type, x.payload, x.task_id, x.paused, x.allow_overlap, x.ends_at,
+			   x.rule, x.time_zone, x.anchor
+		FROM sched.schedule x WHERE x.name IN (SELECT fired.schedule FROM fired)
+		ORDER BY x.name
+		FOR UPDATE
+	), simple AS MATERIALIZED (
+		SELECT fired.id AS fired_id, fired.run_at AS fired_at, l.name, l.biz_type, l.payload, n.next_at,
+			   sched._bucket(n.next_at) AS bucket
+		FROM fired
+		JOIN locked l ON l.name = fired.schedule AND l.task_id = fired.id,
+		LATERAL (SELECT sched._schedule_next(l.rule, l.time_zone, l.anchor, fired.run_at) AS next_at) n
+		WHERE NOT l.paused AND l.allow_overlap
+		  AND n.next_at > v_now AND n.next_at <= coalesce(l.ends_at, 'infinity')
+	), made AS MATERIALIZED (
+		SELECT simple.*, sched._new_id(simple.bucket) AS id FROM simple
+	), stored AS (
+		INSERT INTO sched.task (id, bucket, biz_type, run_at, payload, created_at, schedule)
+		SELECT made.id, made.bucket, made.biz_type, made.next_at, made.payload, pg_catalog.clock_timestamp(), made.name
+		FROM made
+	), counted AS (
+		UPDATE sched.schedule x SET runs = x.runs + 1, last_run_at = GREATEST(x.last_run_at, made.fired_at),
+				last_task_id = made.fired_id, task_id = made.id, task_made_at = v_now,
+				next_run_at = made.next_at, updated_at = v_now
+		FROM made WHERE x.name = made.name
+	)
+	SELECT pg_catalog.array_agg(made.fired_id), min(made.next_at),
+		   min(made.next_at) FILTER (WHERE made.next_at > pg_catalog.clock_timestamp() + interval '1 second')
+	INTO v_done, v_first, v_far
+	FROM made;
+	IF v_first IS NOT NULL THEN
+		-- As sched.add_many: the new ids go through every door.
+		PERFORM sched._wake(v_first);
+		IF v_far IS NOT NULL THEN
+			PERFORM sched._wake(v_far, NULL, true);
+		END IF;
+	END IF;
+
 	FOR r IN
 		SELECT u.id, u.bucket, u.run_at, u.schedule
 		FROM unnest(p_ids, p_buckets, p_run_ats, p_schedules) AS u(id, bucket, run_at, schedule)
-		WHERE u.schedule IS NOT NULL
+		WHERE u.schedule IS NOT NULL AND u.id <> ALL (coalesce(v_done, '{}'))
 		ORDER BY u.run_at, u.id
 	LOOP
-		v_reason := sched._fire_one(r.id, r.run_at, r.schedule, sched._door(r.id), false, p_now);
+		v_reason := sched._fire_one(r.id, r.run_at, r.schedule, sched._door(r.id), false, v_now);
 		IF v_reason IS NOT NULL THEN
 			PERFORM sched._finish(r.bucket, ARRAY[r.id], 'cancelled', v_reason);
 			v_skipped := v_skipped || r.id;
