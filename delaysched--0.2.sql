@@ -1883,15 +1883,18 @@ COMMENT ON FUNCTION sched.next_runs(text, text, timestamptz, int, timestamptz) I
  * a pause or a backlog makes a batch of firings at once (catch_up 'all'),
  * or one (the latest missed, 'latest'), or none ('none').
  *
- * Locking.  sched._fired locks a schedule's row FOR UPDATE after the
- * delivering statement has locked the firing's task row.  The functions
- * that change a schedule (define, drop, pause, resume) lock its row first
- * and take its pending firings FOR UPDATE SKIP LOCKED only, never waiting
- * for a task row while they hold the schedule's: a firing a worker is
- * delivering at that moment is left to sched._fired, which sees the change
- * once it gets the row.  sched.drop_biz deletes a type's schedules before
- * it cancels the type's tasks, so that a firing made meanwhile is cancelled
- * too.
+ * Locking.  The functions that change a schedule (define, drop, pause,
+ * resume) lock its row FOR UPDATE, then take its pending firings FOR
+ * UPDATE SKIP LOCKED: a firing being delivered at that moment is left
+ * alone.  A delivering path locks the firing's task row, then
+ * (sched._fired) the schedule's row FOR UPDATE SKIP LOCKED: it never
+ * waits for a transaction that changes a schedule, and puts the firing
+ * off instead (pending again, for the next sweep).  So neither ever waits
+ * for the other while holding what the other wants, and a user's open
+ * transaction stalls no worker.  sched.cancel of a pending firing (a user,
+ * in sched._finish) does wait for the schedule's row.  sched.drop_biz
+ * deletes a type's schedules before it cancels the type's tasks, so that
+ * a firing made meanwhile is cancelled too.
  */
 CREATE TABLE sched.schedule (
 	name		 text PRIMARY KEY,
@@ -2050,7 +2053,9 @@ COMMENT ON FUNCTION sched._cancel_firings(text, text) IS 'internal: cancel the p
  * was made ahead of its instant), or NULL to send it.  A firing that is
  * not the schedule's pending one (an earlier one of a catch-up batch, a
  * dead firing retried) only counts.  p_now is the delivering path's clock
- * (a tick's "now"), the clock itself if NULL.
+ * (a tick's "now"), the clock itself if NULL.  'deferred' means the
+ * schedule's row is locked by a transaction changing it: the delivery
+ * must be put off (see sched._fired), not skipped.
  */
 CREATE FUNCTION sched._fire_one(p_id bigint, p_run_at timestamptz, p_schedule text, p_door smallint,
 								p_cancelled boolean DEFAULT false, p_now timestamptz DEFAULT NULL)
@@ -2066,7 +2071,16 @@ DECLARE
 	v_from timestamptz;
 	m record;
 BEGIN
-	SELECT * INTO s FROM sched.schedule x WHERE x.name = p_schedule FOR UPDATE;
+	IF p_cancelled THEN
+		SELECT * INTO s FROM sched.schedule x WHERE x.name = p_schedule FOR UPDATE;
+	ELSE
+		-- A delivering path never waits for a schedule that another
+		-- transaction is changing (define, pause, drop): the firing waits.
+		SELECT * INTO s FROM sched.schedule x WHERE x.name = p_schedule FOR UPDATE SKIP LOCKED;
+		IF NOT FOUND AND EXISTS (SELECT FROM sched.schedule x WHERE x.name = p_schedule) THEN
+			RETURN 'deferred';
+		END IF;
+	END IF;
 	IF NOT FOUND THEN
 		RETURN NULL;			-- dropped: an ordinary task now
 	END IF;
@@ -2146,9 +2160,11 @@ COMMENT ON FUNCTION sched._fire_one(bigint, timestamptz, text, smallint, boolean
 /*
  * The firings among tasks being delivered for the first time: make each
  * schedule's next firing, count them, and cancel those that must not be
- * sent (with the reason as last_error).  Returns the ids cancelled.  Every
- * path that delivers calls it in the delivering transaction, after locking
- * the tasks, with its clock (p_now; NULL: the clock itself).
+ * sent (with the reason as last_error).  A firing whose schedule another
+ * transaction is changing is not waited for but put off: pending again,
+ * found by the next sweep.  Returns the ids not to send, cancelled or put
+ * off.  Every path that delivers calls it in the delivering transaction,
+ * after locking the tasks, with its clock (p_now; NULL: the clock itself).
  *
  * The common case is set-based, whatever the number of firings: a
  * schedule's pending firing delivered before its next instant is due, the
@@ -2181,7 +2197,7 @@ BEGIN
 			   x.rule, x.time_zone, x.anchor
 		FROM sched.schedule x WHERE x.name IN (SELECT fired.schedule FROM fired)
 		ORDER BY x.name
-		FOR UPDATE
+		FOR UPDATE SKIP LOCKED
 	), simple AS MATERIALIZED (
 		SELECT fired.id AS fired_id, fired.run_at AS fired_at, l.name, l.biz_type, l.payload, n.next_at,
 			   sched._bucket(n.next_at) AS bucket
@@ -2221,7 +2237,13 @@ BEGIN
 		ORDER BY u.run_at, u.id
 	LOOP
 		v_reason := sched._fire_one(r.id, r.run_at, r.schedule, sched._door(r.id), false, v_now);
-		IF v_reason IS NOT NULL THEN
+		IF v_reason = 'deferred' THEN
+			-- Pending again as before this delivery, for a later sweep.
+			UPDATE sched.task t SET state = 'p', attempt = t.attempt - 1, delivered_at = NULL,
+					lease_until = NULL, lease_owner = NULL
+				WHERE t.bucket = r.bucket AND t.id = r.id AND t.state = 'd';
+			v_skipped := v_skipped || r.id;
+		ELSIF v_reason IS NOT NULL THEN
 			PERFORM sched._finish(r.bucket, ARRAY[r.id], 'cancelled', v_reason);
 			v_skipped := v_skipped || r.id;
 		END IF;
