@@ -334,6 +334,35 @@ END
 $$;
 COMMENT ON FUNCTION sched._http_claim(smallint, int, int, text[], int[]) IS 'internal: lease parked tasks of http types to an HTTP worker';
 
+/*
+ * Per-type grants (see sched._is_admin).  Granting what a role holds
+ * already, or revoking what it does not, changes nothing and says so.
+ */
+/*
+ * The checks grant_biz and revoke_biz share: the role exists (a regrole
+ * given as a bare oid is not checked by its input function, and a row for
+ * an oid no role has would arm a role created later), and the privilege
+ * is one of the three.
+ */
+CREATE FUNCTION sched._check_grant(p_role regrole, p_privilege text) RETURNS void
+LANGUAGE plpgsql
+AS $$
+BEGIN
+	PERFORM sched._require(p_role, 'role');
+	IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles r WHERE r.oid = p_role::oid) THEN
+		RAISE EXCEPTION 'role with OID % does not exist', p_role::oid
+			USING ERRCODE = 'undefined_object',
+				  HINT = 'Name the role, for example sched.grant_biz(''orders'', ''app_role'').';
+	END IF;
+	IF p_privilege NOT IN ('schedule', 'consume', 'read') THEN
+		RAISE EXCEPTION 'invalid privilege "%"', p_privilege
+			USING ERRCODE = 'invalid_parameter_value',
+				  HINT = 'A privilege is ''schedule'' (add, cancel, reschedule, retry), ''consume'' (claim, ack, nack) or ''read'' (the views).';
+	END IF;
+END
+$$;
+COMMENT ON FUNCTION sched._check_grant(regrole, text) IS 'internal: refuse a role that does not exist or an unknown privilege';
+
 -------------------------------------------------------------------------------
 -- Functions whose bodies changed
 -------------------------------------------------------------------------------
@@ -573,6 +602,52 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION sched.drop_biz(text, boolean) IS 'drop a delaysched business type; with cancel_tasks, drop its schedules and cancel its unfinished tasks';
+
+CREATE OR REPLACE FUNCTION sched.grant_biz(biz_type text, role regrole, privilege text DEFAULT 'schedule')
+RETURNS boolean
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+BEGIN
+	PERFORM sched._require(biz_type, 'biz_type');
+	PERFORM sched._require(role, 'role');
+	PERFORM sched._require(privilege, 'privilege');
+	PERFORM sched._biz(biz_type);
+	PERFORM sched._check_grant(role, privilege);
+	INSERT INTO sched.biz_grant (biz_type, grantee, privilege)
+		VALUES (biz_type, role::oid, privilege)
+		ON CONFLICT DO NOTHING;
+	RETURN FOUND;
+END
+$$;
+COMMENT ON FUNCTION sched.grant_biz(text, regrole, text) IS 'let a role schedule, consume or read the tasks of a business type; false if it could already';
+
+CREATE OR REPLACE FUNCTION sched.revoke_biz(biz_type text, role regrole, privilege text DEFAULT NULL)
+RETURNS int
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+	n int;
+BEGIN
+	PERFORM sched._require(biz_type, 'biz_type');
+	PERFORM sched._require(role, 'role');
+	PERFORM sched._biz(biz_type);
+	IF privilege IS NOT NULL THEN
+		PERFORM sched._check_grant(role, privilege);
+	END IF;
+	DELETE FROM sched.biz_grant g
+		WHERE g.biz_type = revoke_biz.biz_type AND g.grantee = role::oid
+		  AND (privilege IS NULL OR g.privilege = privilege);
+	GET DIAGNOSTICS n = ROW_COUNT;
+	RETURN n;
+END
+$$;
+COMMENT ON FUNCTION sched.revoke_biz(text, regrole, text) IS 'take back a role''s privilege on a business type (every privilege when NULL); returns how many were held';
 
 -------------------------------------------------------------------------------
 -- Schedules: recurring firings as ordinary tasks
@@ -1138,21 +1213,25 @@ COMMENT ON FUNCTION sched.resume_schedule(text) IS 'let a paused schedule fire a
 -- Views
 -------------------------------------------------------------------------------
 
-CREATE OR REPLACE VIEW sched.tasks AS
-	SELECT t.id, t.biz_type, t.run_at,
-		   CASE t.state WHEN 'd' THEN 'delivered' ELSE 'pending' END AS state,
-		   t.attempt, t.payload, t.dedupe_key, t.created_at, t.delivered_at, t.last_error,
-		   t.lease_until, NULL::timestamptz AS finished_at, t.schedule
-	FROM sched.task t
-	WHERE ((SELECT v.sees_all FROM sched._viewer v) OR t.biz_type IN (SELECT vt.biz_type FROM sched._viewer_types vt))
-	UNION ALL
-	SELECT f.id, f.biz_type, f.run_at, f.state, f.attempt, f.payload, f.dedupe_key,
-		   f.created_at, f.delivered_at, f.last_error, NULL::timestamptz, f.finished_at, f.schedule
-	FROM sched.finished f
-	WHERE ((SELECT v.sees_all FROM sched._viewer v) OR f.biz_type IN (SELECT vt.biz_type FROM sched._viewer_types vt));
+CREATE OR REPLACE VIEW sched.tasks WITH (security_barrier) AS
+	SELECT u.id, u.biz_type, u.run_at, u.state, u.attempt, u.payload, u.dedupe_key, u.created_at,
+		   u.delivered_at, u.last_error, u.lease_until, u.finished_at, u.schedule
+	FROM (SELECT t.id, t.biz_type, t.run_at,
+				 CASE t.state WHEN 'd' THEN 'delivered' ELSE 'pending' END AS state,
+				 t.attempt, t.payload, t.dedupe_key, t.created_at, t.delivered_at, t.last_error,
+				 t.lease_until, NULL::timestamptz AS finished_at, t.schedule
+		  FROM sched.task t
+		  UNION ALL
+		  SELECT f.id, f.biz_type, f.run_at, f.state, f.attempt, f.payload, f.dedupe_key,
+				 f.created_at, f.delivered_at, f.last_error, NULL::timestamptz, f.finished_at, f.schedule
+		  FROM sched.finished f) u
+	WHERE ((SELECT v.sees_all FROM sched._viewer v) OR u.biz_type IN (SELECT vt.biz_type FROM sched._viewer_types vt));
 COMMENT ON VIEW sched.tasks IS 'every delaysched task the querying role may see: unfinished ones, and finished ones within their retention';
 
-CREATE VIEW sched.schedules AS
+ALTER VIEW sched.biz_stats SET (security_barrier = true);
+ALTER VIEW sched.attempts SET (security_barrier = true);
+
+CREATE VIEW sched.schedules WITH (security_barrier) AS
 	SELECT s.name, s.biz_type, s.rule AS schedule, s.time_zone, s.catch_up, s.allow_overlap, s.paused,
 		   s.starts_at, s.ends_at,
 		   CASE WHEN NOT s.paused THEN s.next_run_at END AS next_run_at,

@@ -1401,6 +1401,31 @@ COMMENT ON FUNCTION sched.resume(text) IS 'deliver the tasks of a paused busines
  * Per-type grants (see sched._is_admin).  Granting what a role holds
  * already, or revoking what it does not, changes nothing and says so.
  */
+/*
+ * The checks grant_biz and revoke_biz share: the role exists (a regrole
+ * given as a bare oid is not checked by its input function, and a row for
+ * an oid no role has would arm a role created later), and the privilege
+ * is one of the three.
+ */
+CREATE FUNCTION sched._check_grant(p_role regrole, p_privilege text) RETURNS void
+LANGUAGE plpgsql
+AS $$
+BEGIN
+	PERFORM sched._require(p_role, 'role');
+	IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles r WHERE r.oid = p_role::oid) THEN
+		RAISE EXCEPTION 'role with OID % does not exist', p_role::oid
+			USING ERRCODE = 'undefined_object',
+				  HINT = 'Name the role, for example sched.grant_biz(''orders'', ''app_role'').';
+	END IF;
+	IF p_privilege NOT IN ('schedule', 'consume', 'read') THEN
+		RAISE EXCEPTION 'invalid privilege "%"', p_privilege
+			USING ERRCODE = 'invalid_parameter_value',
+				  HINT = 'A privilege is ''schedule'' (add, cancel, reschedule, retry), ''consume'' (claim, ack, nack) or ''read'' (the views).';
+	END IF;
+END
+$$;
+COMMENT ON FUNCTION sched._check_grant(regrole, text) IS 'internal: refuse a role that does not exist or an unknown privilege';
+
 CREATE FUNCTION sched.grant_biz(biz_type text, role regrole, privilege text DEFAULT 'schedule')
 RETURNS boolean
 LANGUAGE plpgsql
@@ -1413,11 +1438,7 @@ BEGIN
 	PERFORM sched._require(role, 'role');
 	PERFORM sched._require(privilege, 'privilege');
 	PERFORM sched._biz(biz_type);
-	IF privilege NOT IN ('schedule', 'consume', 'read') THEN
-		RAISE EXCEPTION 'invalid privilege "%"', privilege
-			USING ERRCODE = 'invalid_parameter_value',
-				  HINT = 'A privilege is ''schedule'' (add, cancel, reschedule, retry), ''consume'' (claim, ack, nack) or ''read'' (the views).';
-	END IF;
+	PERFORM sched._check_grant(role, privilege);
 	INSERT INTO sched.biz_grant (biz_type, grantee, privilege)
 		VALUES (biz_type, role::oid, privilege)
 		ON CONFLICT DO NOTHING;
@@ -1439,6 +1460,9 @@ BEGIN
 	PERFORM sched._require(biz_type, 'biz_type');
 	PERFORM sched._require(role, 'role');
 	PERFORM sched._biz(biz_type);
+	IF privilege IS NOT NULL THEN
+		PERFORM sched._check_grant(role, privilege);
+	END IF;
 	DELETE FROM sched.biz_grant g
 		WHERE g.biz_type = revoke_biz.biz_type AND g.grantee = role::oid
 		  AND (privilege IS NULL OR g.privilege = privilege);
@@ -2439,7 +2463,10 @@ COMMENT ON FUNCTION sched.resume_schedule(text) IS 'let a paused schedule fire a
  * superusers and members of the extension's owner see every type, also the
  * finished tasks of dropped ones (_viewer); any other role the types it
  * holds a grant on (_viewer_types; see sched.grant_biz).  The views below
- * filter with both: the first is computed once, the second hashed.
+ * filter with both: the first is computed once, the second hashed.  Each
+ * is a security barrier, so that a function in a query's WHERE clause --
+ * one that raises its arguments in a NOTICE, say -- sees only the rows the
+ * view lets through.
  */
 CREATE VIEW sched._viewer AS
 	SELECT EXISTS (SELECT FROM pg_catalog.pg_roles r, pg_catalog.pg_extension e
@@ -2453,21 +2480,24 @@ CREATE VIEW sched._viewer_types AS
 	  AND pg_catalog.pg_has_role(current_user, g.grantee, 'USAGE');
 COMMENT ON VIEW sched._viewer_types IS 'internal: the business types the querying role holds a grant on';
 
-CREATE VIEW sched.tasks AS
-	SELECT t.id, t.biz_type, t.run_at,
-		   CASE t.state WHEN 'd' THEN 'delivered' ELSE 'pending' END AS state,
-		   t.attempt, t.payload, t.dedupe_key, t.created_at, t.delivered_at, t.last_error,
-		   t.lease_until, NULL::timestamptz AS finished_at, t.schedule
-	FROM sched.task t
-	WHERE ((SELECT v.sees_all FROM sched._viewer v) OR t.biz_type IN (SELECT vt.biz_type FROM sched._viewer_types vt))
-	UNION ALL
-	SELECT f.id, f.biz_type, f.run_at, f.state, f.attempt, f.payload, f.dedupe_key,
-		   f.created_at, f.delivered_at, f.last_error, NULL::timestamptz, f.finished_at, f.schedule
-	FROM sched.finished f
-	WHERE ((SELECT v.sees_all FROM sched._viewer v) OR f.biz_type IN (SELECT vt.biz_type FROM sched._viewer_types vt));
+-- (A barrier on a UNION ALL would be flattened away with the union: the
+-- filter stands above it, in the one query the barrier keeps whole.)
+CREATE VIEW sched.tasks WITH (security_barrier) AS
+	SELECT u.id, u.biz_type, u.run_at, u.state, u.attempt, u.payload, u.dedupe_key, u.created_at,
+		   u.delivered_at, u.last_error, u.lease_until, u.finished_at, u.schedule
+	FROM (SELECT t.id, t.biz_type, t.run_at,
+				 CASE t.state WHEN 'd' THEN 'delivered' ELSE 'pending' END AS state,
+				 t.attempt, t.payload, t.dedupe_key, t.created_at, t.delivered_at, t.last_error,
+				 t.lease_until, NULL::timestamptz AS finished_at, t.schedule
+		  FROM sched.task t
+		  UNION ALL
+		  SELECT f.id, f.biz_type, f.run_at, f.state, f.attempt, f.payload, f.dedupe_key,
+				 f.created_at, f.delivered_at, f.last_error, NULL::timestamptz, f.finished_at, f.schedule
+		  FROM sched.finished f) u
+	WHERE ((SELECT v.sees_all FROM sched._viewer v) OR u.biz_type IN (SELECT vt.biz_type FROM sched._viewer_types vt));
 COMMENT ON VIEW sched.tasks IS 'every delaysched task the querying role may see: unfinished ones, and finished ones within their retention';
 
-CREATE VIEW sched.schedules AS
+CREATE VIEW sched.schedules WITH (security_barrier) AS
 	SELECT s.name, s.biz_type, s.rule AS schedule, s.time_zone, s.catch_up, s.allow_overlap, s.paused,
 		   s.starts_at, s.ends_at,
 		   CASE WHEN NOT s.paused THEN s.next_run_at END AS next_run_at,
@@ -2476,7 +2506,7 @@ CREATE VIEW sched.schedules AS
 	WHERE ((SELECT v.sees_all FROM sched._viewer v) OR s.biz_type IN (SELECT vt.biz_type FROM sched._viewer_types vt));
 COMMENT ON VIEW sched.schedules IS 'every recurring schedule the querying role may see: its rule, next and last firing, firings made and missed';
 
-CREATE VIEW sched.biz_stats AS
+CREATE VIEW sched.biz_stats WITH (security_barrier) AS
 	WITH live AS (
 		SELECT t.biz_type,
 			   count(*) FILTER (WHERE t.state IN ('p', 'r')) AS pending,
@@ -2525,7 +2555,7 @@ CREATE VIEW sched.biz_stats AS
 	WHERE ((SELECT v.sees_all FROM sched._viewer v) OR b.name IN (SELECT vt.biz_type FROM sched._viewer_types vt));
 COMMENT ON VIEW sched.biz_stats IS 'per business type: task counts, delivery rate and lateness over the last minute, limits, tokens and throttled tasks';
 
-CREATE VIEW sched.attempts AS
+CREATE VIEW sched.attempts WITH (security_barrier) AS
 	SELECT a.task_id AS id, a.biz_type, a.attempt, a.started_at, a.duration, a.http_status,
 		   a.outcome, a.error
 	FROM sched.attempt a

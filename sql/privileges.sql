@@ -98,8 +98,14 @@ SELECT q, try(q) FROM (VALUES
   ($$SELECT sched.grant_biz('priv_nope', 'regress_ds_app')$$),
   ($$SELECT sched.grant_biz('priv_jobs', 'regress_ds_none')$$),
   ($$SELECT sched.grant_biz('priv_jobs', NULL)$$),
-  ($$SELECT sched.revoke_biz('priv_nope', 'regress_ds_app')$$)
+  ($$SELECT sched.revoke_biz('priv_nope', 'regress_ds_app')$$),
+  -- a bare oid no role has is refused, so that no row arms a future role
+  ($$SELECT sched.grant_biz('priv_jobs', 0::regrole)$$),
+  ($$SELECT sched.grant_biz('priv_jobs', 123456::regrole)$$),
+  ($$SELECT sched.revoke_biz('priv_jobs', 'regress_ds_app', 'shedule')$$)
 ) AS v(q);
+SELECT count(*) AS grants_of_no_role FROM sched.biz_grant g
+WHERE NOT EXISTS (SELECT FROM pg_roles r WHERE r.oid = g.grantee);
 SET ROLE regress_ds_app;
 SELECT try($$SELECT sched.grant_biz('priv_jobs', 'regress_ds_app')$$);
 RESET ROLE;

@@ -102,16 +102,19 @@ delaysched_http_typedef_release(HttpTypeDef *def)
 
 /*
  * The host of url, lowercase, in buf; false if url does not parse as an
- * http(s) URL with a host and without credentials (and then, with errors,
- * a message in error).
+ * http(s) URL with a host, without credentials and without port 0 (and
+ * then, with errors, a message in error).  libcurl's parser takes
+ * "http:///x" for host "x": an empty authority is refused before it.
  */
 static bool
 url_host(const char *url, char *buf, size_t buflen, const char **error)
 {
 	CURLU	   *parsed = curl_url();
+	const char *authority = strstr(url, "://");
 	char	   *scheme = NULL;
 	char	   *host = NULL;
 	char	   *part = NULL;
+	char	   *port = NULL;
 	bool		ok = false;
 
 	*error = NULL;
@@ -125,8 +128,11 @@ url_host(const char *url, char *buf, size_t buflen, const char **error)
 	else if (curl_url_get(parsed, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
 			 (strcmp(scheme, "http") != 0 && strcmp(scheme, "https") != 0))
 		*error = "its scheme is not http or https";
-	else if (curl_url_get(parsed, CURLUPART_HOST, &host, 0) != CURLUE_OK || host[0] == '\0')
+	else if (authority == NULL || authority[3] == '/' || authority[3] == '\0' ||
+			 curl_url_get(parsed, CURLUPART_HOST, &host, 0) != CURLUE_OK || host[0] == '\0')
 		*error = "it has no host";
+	else if (curl_url_get(parsed, CURLUPART_PORT, &port, 0) == CURLUE_OK && atoi(port) == 0)
+		*error = "its port is 0";
 	else if (curl_url_get(parsed, CURLUPART_USER, &part, 0) == CURLUE_OK ||
 			 curl_url_get(parsed, CURLUPART_PASSWORD, &part, 0) == CURLUE_OK)
 		*error = "it carries credentials";
@@ -146,6 +152,7 @@ url_host(const char *url, char *buf, size_t buflen, const char **error)
 			*p = pg_tolower((unsigned char) *p);
 		ok = true;
 	}
+	curl_free(port);
 	curl_free(part);
 	curl_free(host);
 	curl_free(scheme);

@@ -20,8 +20,9 @@
  * address is not denied.  Addresses are checked after DNS resolution, at
  * every connection libcurl opens (the worker's CURLOPT_OPENSOCKETFUNCTION),
  * so a name that resolves to a denied address is refused, and so is each
- * hop of a redirect.  An IPv4 address written as IPv6 (::ffff:a.b.c.d) is
- * checked as the IPv4 address it is.
+ * hop of a redirect.  An IPv4 address written as IPv6 (::ffff:a.b.c.d,
+ * 64:ff9b::a.b.c.d of NAT64, ::a.b.c.d) is checked as the IPv4 address it
+ * is.
  *
  * The lists are parsed by the parameters' check hooks into a flat array of
  * entries (GUC "extra" data), so that the check at connection time only
@@ -311,8 +312,16 @@ delaysched_address_refusal(const struct sockaddr *addr, bool allowed_by_name,
 	{
 		const unsigned char *v6 = (const unsigned char *) &((const struct sockaddr_in6 *) addr)->sin6_addr;
 		static const unsigned char v4_mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF};
+		static const unsigned char nat64[12] = {0, 0x64, 0xFF, 0x9B, 0, 0, 0, 0, 0, 0, 0, 0};
+		static const unsigned char v4_compatible[12] = {0};
 
-		if (memcmp(v6, v4_mapped, 12) == 0)
+		/*
+		 * An IPv4 address inside IPv6: mapped (::ffff:a.b.c.d), translated
+		 * by NAT64's well-known prefix (64:ff9b::a.b.c.d), or the old
+		 * compatible form (::a.b.c.d, but not :: or ::1).
+		 */
+		if (memcmp(v6, v4_mapped, 12) == 0 || memcmp(v6, nat64, 12) == 0 ||
+			(memcmp(v6, v4_compatible, 12) == 0 && v6[12] != 0))
 		{
 			family = AF_INET;
 			memcpy(bytes, v6 + 12, 4);
