@@ -5,7 +5,10 @@
 # the unprivileged user that PostgreSQL insists on.
 
 PG_MAJOR=${PG_MAJOR:-15}
-PG_BINDIR=/usr/lib/postgresql/$PG_MAJOR/bin
+# PG_BINDIR may point at a relocated copy of the server (a private install
+# for parallel work); the packages are still Debian's.
+PG_BINDIR=${PG_BINDIR:-/usr/lib/postgresql/$PG_MAJOR/bin}
+PG_PKGLIBDIR=$(dirname "$PG_BINDIR")/lib
 PG_USER=${PG_USER:-postgres}
 PACKAGES="make gcc libc6-dev postgresql-$PG_MAJOR postgresql-server-dev-$PG_MAJOR libpq-dev libipc-run-perl libcurl4-openssl-dev python3"
 

@@ -47,8 +47,8 @@ done
 # TAP: every assertion counts.
 log "TAP tests"
 (cd "$work" && as_pg_user env \
-	PERL5LIB="/usr/lib/postgresql/$PG_MAJOR/lib/pgxs/src/test/perl" \
-	PG_REGRESS="/usr/lib/postgresql/$PG_MAJOR/lib/pgxs/src/test/regress/pg_regress" \
+	PERL5LIB="$PG_PKGLIBDIR/pgxs/src/test/perl" \
+	PG_REGRESS="$PG_PKGLIBDIR/pgxs/src/test/regress/pg_regress" \
 	TESTDIR="$work" \
 	DSLISTEN="$work/test/dslisten" \
 	prove -v test/t/*.pl) >"$logs/tap.log" 2>&1
