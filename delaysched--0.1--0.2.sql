@@ -617,7 +617,7 @@ BEGIN
 	PERFORM sched._biz(biz_type);
 	PERFORM sched._check_grant(role, privilege);
 	INSERT INTO sched.biz_grant (biz_type, grantee, privilege)
-		VALUES (biz_type, role::oid, privilege)
+		VALUES (biz_type, role, privilege)
 		ON CONFLICT DO NOTHING;
 	RETURN FOUND;
 END
@@ -641,7 +641,7 @@ BEGIN
 		PERFORM sched._check_grant(role, privilege);
 	END IF;
 	DELETE FROM sched.biz_grant g
-		WHERE g.biz_type = revoke_biz.biz_type AND g.grantee = role::oid
+		WHERE g.biz_type = revoke_biz.biz_type AND g.grantee = role
 		  AND (privilege IS NULL OR g.privilege = privilege);
 	GET DIAGNOSTICS n = ROW_COUNT;
 	RETURN n;
@@ -1210,6 +1210,79 @@ $$;
 COMMENT ON FUNCTION sched.resume_schedule(text) IS 'let a paused schedule fire again, catching up as its catch_up says; false if it was not paused';
 
 -------------------------------------------------------------------------------
+-- Per-type grants: by role name in a dump, decided by the session's role
+-------------------------------------------------------------------------------
+
+-- The grantee becomes a regrole.  The two views that read the column stand
+-- aside (as empty views of the same columns) while its type changes.
+CREATE OR REPLACE VIEW sched._viewer_types AS SELECT NULL::text AS biz_type WHERE false;
+CREATE OR REPLACE VIEW sched.biz_grants AS
+	SELECT NULL::text AS biz_type, NULL::regrole AS role, NULL::text AS privilege,
+		   NULL::timestamptz AS granted_at
+	WHERE false;
+ALTER TABLE sched.biz_grant ALTER COLUMN grantee TYPE regrole;
+-- Dumped with the role's name (regrole), so that a restore into another
+-- cluster finds the role of that name; a dropped role's grants, not yet
+-- removed by the sweep (sched._purge), are left out.
+SELECT pg_catalog.pg_extension_config_dump('sched.biz_grant',
+	'WHERE grantee IN (SELECT r.oid FROM pg_catalog.pg_roles r)');
+
+CREATE OR REPLACE VIEW sched._viewer AS
+	SELECT EXISTS (SELECT FROM pg_catalog.pg_roles r, pg_catalog.pg_extension e
+				   WHERE r.oid = sched._caller() AND e.extname = 'delaysched'
+					 AND (r.rolsuper OR pg_catalog.pg_has_role(r.oid, e.extowner, 'USAGE'))) AS sees_all;
+COMMENT ON VIEW sched._viewer IS 'internal: does the querying role see every business type';
+
+CREATE OR REPLACE VIEW sched._viewer_types AS
+	SELECT DISTINCT g.biz_type FROM sched.biz_grant g
+	WHERE g.grantee IN (SELECT r.oid FROM pg_catalog.pg_roles r)
+	  AND pg_catalog.pg_has_role(sched._caller(), g.grantee, 'USAGE');
+COMMENT ON VIEW sched._viewer_types IS 'internal: the business types the querying role holds a grant on';
+
+CREATE OR REPLACE VIEW sched.biz_grants AS
+	SELECT g.biz_type, g.grantee AS role, g.privilege, g.granted_at
+	FROM sched.biz_grant g
+	WHERE g.grantee IN (SELECT r.oid FROM pg_catalog.pg_roles r);
+COMMENT ON VIEW sched.biz_grants IS 'who may schedule, consume or read the tasks of which business type (sched.grant_biz)';
+
+CREATE OR REPLACE FUNCTION sched._purge(p_now timestamptz, p_retention_s int, p_dead_retention_s int, p_batch int)
+RETURNS int
+LANGUAGE plpgsql
+AS $$
+DECLARE
+	n int;
+	n_attempts int;
+BEGIN
+	-- By primary key: joining the delete to the chosen rows could plan a
+	-- hash join over the whole table.
+	DELETE FROM sched.finished f WHERE f.id = ANY (ARRAY(
+		SELECT o.id FROM sched.finished o
+		WHERE o.finished_at < p_now - pg_catalog.make_interval(secs => LEAST(p_retention_s, p_dead_retention_s))
+		  AND o.finished_at < p_now - pg_catalog.make_interval(secs =>
+				CASE WHEN o.state = 'dead' THEN p_dead_retention_s ELSE p_retention_s END)
+		ORDER BY o.finished_at
+		LIMIT p_batch));
+	GET DIAGNOSTICS n = ROW_COUNT;
+	-- HTTP attempts, as long as the longer retention (a dead task keeps its
+	-- history while it is kept).
+	DELETE FROM sched.attempt a WHERE a.ctid = ANY (ARRAY(
+		SELECT o.ctid FROM sched.attempt o
+		WHERE o.started_at < p_now - pg_catalog.make_interval(secs => GREATEST(p_retention_s, p_dead_retention_s))
+		LIMIT p_batch));
+	GET DIAGNOSTICS n_attempts = ROW_COUNT;
+	-- The grants of roles dropped since the last sweep (DROP ROLE cannot
+	-- reach this table), long before the OID counter could come round to
+	-- give a dropped role's OID to a new role.
+	DELETE FROM sched.biz_grant g WHERE g.ctid = ANY (ARRAY(
+		SELECT o.ctid FROM sched.biz_grant o
+		WHERE NOT EXISTS (SELECT FROM pg_catalog.pg_roles r WHERE r.oid = o.grantee)
+		FOR UPDATE SKIP LOCKED));
+	RETURN GREATEST(n, n_attempts);
+END
+$$;
+COMMENT ON FUNCTION sched._purge(timestamptz, int, int, int) IS 'internal: remove finished tasks and HTTP attempts past their retention';
+
+-------------------------------------------------------------------------------
 -- Views
 -------------------------------------------------------------------------------
 
@@ -1247,6 +1320,9 @@ COMMENT ON VIEW sched.schedules IS 'every recurring schedule the querying role m
 REVOKE ALL ON ALL TABLES IN SCHEMA sched FROM PUBLIC;
 REVOKE ALL ON ALL SEQUENCES IN SCHEMA sched FROM PUBLIC;
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA sched FROM PUBLIC;
+-- The views call it, as the role reading them: it only tells a role which
+-- role it is running as (see src/caller.c).
+GRANT EXECUTE ON FUNCTION sched._caller() TO PUBLIC;
 
 -- Wake the workers, which waited while the database was at 0.1.
 SELECT sched._wake('-infinity');

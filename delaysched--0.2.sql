@@ -143,12 +143,17 @@ CREATE INDEX attempt_started_at_idx ON sched.attempt USING brin (started_at);
 -- read the tasks of which type.
 CREATE TABLE sched.biz_grant (
 	biz_type	 text NOT NULL REFERENCES sched.biz (name) ON DELETE CASCADE,
-	grantee		 oid NOT NULL,
+	grantee		 regrole NOT NULL,
 	privilege	 text NOT NULL CHECK (privilege IN ('schedule', 'consume', 'read')),
 	granted_at	 timestamptz NOT NULL DEFAULT pg_catalog.now(),
 	PRIMARY KEY (biz_type, grantee, privilege)
 );
 COMMENT ON TABLE sched.biz_grant IS 'per-type grants of delaysched; change with sched.grant_biz and sched.revoke_biz';
+-- Dumped with the role's name (regrole), so that a restore into another
+-- cluster finds the role of that name; a dropped role's grants, not yet
+-- removed by the sweep (sched._purge), are left out.
+SELECT pg_catalog.pg_extension_config_dump('sched.biz_grant',
+	'WHERE grantee IN (SELECT r.oid FROM pg_catalog.pg_roles r)');
 
 CREATE TABLE sched.dedupe (
 	biz_type	 text NOT NULL,
@@ -878,6 +883,13 @@ BEGIN
 		WHERE o.started_at < p_now - pg_catalog.make_interval(secs => GREATEST(p_retention_s, p_dead_retention_s))
 		LIMIT p_batch));
 	GET DIAGNOSTICS n_attempts = ROW_COUNT;
+	-- The grants of roles dropped since the last sweep (DROP ROLE cannot
+	-- reach this table), long before the OID counter could come round to
+	-- give a dropped role's OID to a new role.
+	DELETE FROM sched.biz_grant g WHERE g.ctid = ANY (ARRAY(
+		SELECT o.ctid FROM sched.biz_grant o
+		WHERE NOT EXISTS (SELECT FROM pg_catalog.pg_roles r WHERE r.oid = o.grantee)
+		FOR UPDATE SKIP LOCKED));
 	RETURN GREATEST(n, n_attempts);
 END
 $$;
@@ -1440,7 +1452,7 @@ BEGIN
 	PERFORM sched._biz(biz_type);
 	PERFORM sched._check_grant(role, privilege);
 	INSERT INTO sched.biz_grant (biz_type, grantee, privilege)
-		VALUES (biz_type, role::oid, privilege)
+		VALUES (biz_type, role, privilege)
 		ON CONFLICT DO NOTHING;
 	RETURN FOUND;
 END
@@ -1464,7 +1476,7 @@ BEGIN
 		PERFORM sched._check_grant(role, privilege);
 	END IF;
 	DELETE FROM sched.biz_grant g
-		WHERE g.biz_type = revoke_biz.biz_type AND g.grantee = role::oid
+		WHERE g.biz_type = revoke_biz.biz_type AND g.grantee = role
 		  AND (privilege IS NULL OR g.privilege = privilege);
 	GET DIAGNOSTICS n = ROW_COUNT;
 	RETURN n;
@@ -2459,7 +2471,9 @@ COMMENT ON FUNCTION sched.resume_schedule(text) IS 'let a paused schedule fire a
 -------------------------------------------------------------------------------
 
 /*
- * What the querying role may see (current_user is that role in a view):
+ * What the querying role may see.  As in the functions, that role is the
+ * session's (sched._caller(): the login role, or the one set with SET ROLE),
+ * also when a SECURITY DEFINER function of the user's reads the view:
  * superusers and members of the extension's owner see every type, also the
  * finished tasks of dropped ones (_viewer); any other role the types it
  * holds a grant on (_viewer_types; see sched.grant_biz).  The views below
@@ -2470,14 +2484,14 @@ COMMENT ON FUNCTION sched.resume_schedule(text) IS 'let a paused schedule fire a
  */
 CREATE VIEW sched._viewer AS
 	SELECT EXISTS (SELECT FROM pg_catalog.pg_roles r, pg_catalog.pg_extension e
-				   WHERE r.rolname = current_user AND e.extname = 'delaysched'
+				   WHERE r.oid = sched._caller() AND e.extname = 'delaysched'
 					 AND (r.rolsuper OR pg_catalog.pg_has_role(r.oid, e.extowner, 'USAGE'))) AS sees_all;
 COMMENT ON VIEW sched._viewer IS 'internal: does the querying role see every business type';
 
 CREATE VIEW sched._viewer_types AS
 	SELECT DISTINCT g.biz_type FROM sched.biz_grant g
 	WHERE g.grantee IN (SELECT r.oid FROM pg_catalog.pg_roles r)
-	  AND pg_catalog.pg_has_role(current_user, g.grantee, 'USAGE');
+	  AND pg_catalog.pg_has_role(sched._caller(), g.grantee, 'USAGE');
 COMMENT ON VIEW sched._viewer_types IS 'internal: the business types the querying role holds a grant on';
 
 -- (A barrier on a UNION ALL would be flattened away with the union: the
@@ -2563,7 +2577,7 @@ CREATE VIEW sched.attempts WITH (security_barrier) AS
 COMMENT ON VIEW sched.attempts IS 'every HTTP request delaysched made for a task: when, how long, the status, the outcome and the error';
 
 CREATE VIEW sched.biz_grants AS
-	SELECT g.biz_type, g.grantee::regrole AS role, g.privilege, g.granted_at
+	SELECT g.biz_type, g.grantee AS role, g.privilege, g.granted_at
 	FROM sched.biz_grant g
 	WHERE g.grantee IN (SELECT r.oid FROM pg_catalog.pg_roles r);
 COMMENT ON VIEW sched.biz_grants IS 'who may schedule, consume or read the tasks of which business type (sched.grant_biz)';
@@ -2586,6 +2600,9 @@ COMMENT ON VIEW sched.time_pointer IS 'every range''s persisted time pointer (ra
 REVOKE ALL ON ALL TABLES IN SCHEMA sched FROM PUBLIC;
 REVOKE ALL ON ALL SEQUENCES IN SCHEMA sched FROM PUBLIC;
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA sched FROM PUBLIC;
+-- The views call it, as the role reading them: it only tells a role which
+-- role it is running as (see src/caller.c).
+GRANT EXECUTE ON FUNCTION sched._caller() TO PUBLIC;
 
 -- Wake a scanner that was waiting for the extension to appear.
 SELECT sched._wake('-infinity');

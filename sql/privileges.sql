@@ -18,12 +18,16 @@ SELECT count(*) AS internal_definer FROM pg_proc p
 WHERE p.pronamespace = 'sched'::regnamespace AND p.prosecdef AND p.proname ~ '^_';
 
 -- no function in sched is executable by PUBLIC (a NULL ACL would mean it is)
+-- but sched._caller(), which the views call and which only tells a role
+-- which role it runs as
+SELECT p.oid::regprocedure AS public_function FROM pg_proc p
+WHERE p.pronamespace = 'sched'::regnamespace AND has_function_privilege('public', p.oid, 'EXECUTE');
 SELECT count(*) AS functions,
        count(*) FILTER (WHERE has_function_privilege('public', p.oid, 'EXECUTE')) AS public_execute,
        count(*) FILTER (WHERE p.proacl IS NULL
                            OR EXISTS (SELECT FROM aclexplode(p.proacl) a WHERE a.grantee = 0)) AS public_acl,
        count(*) FILTER (WHERE has_function_privilege('regress_ds_nobody', p.oid, 'EXECUTE')) AS nobody_execute
-FROM pg_proc p WHERE p.pronamespace = 'sched'::regnamespace;
+FROM pg_proc p WHERE p.pronamespace = 'sched'::regnamespace AND p.proname <> '_caller';
 
 -- no table, view, partition or sequence in sched is open to PUBLIC or a role without grants
 SELECT count(*) AS relations,
@@ -216,6 +220,31 @@ SELECT sched.revoke_biz('priv_other', 'regress_ds_team', 'schedule');
 SET ROLE regress_ds_nobody;
 SELECT try($$SELECT sched.add('priv_other', '2100-01-01')$$) AS after_revoke;
 RESET ROLE;
+-- One rule decides, in the functions and the views alike: the session's
+-- role.  A SECURITY DEFINER function owned by regress_ds_app (which holds
+-- 'schedule' on priv_other) lends regress_ds_nobody (which holds nothing)
+-- neither the rows of the view nor the right to add.
+SELECT sched.grant_biz('priv_other', 'regress_ds_app', 'schedule');
+SET ROLE regress_ds_app;
+CREATE FUNCTION pg_temp.priv_lend() RETURNS TABLE (seen bigint, added text)
+LANGUAGE sql SECURITY DEFINER
+AS $f$ SELECT (SELECT count(*) FROM sched.tasks WHERE biz_type = 'priv_other'),
+              public.try($q$SELECT sched.add('priv_other', '2100-01-01') > 0$q$, true) $f$;
+SELECT seen > 0 AS owner_sees, added AS owner_adds FROM pg_temp.priv_lend();
+RESET ROLE;
+GRANT EXECUTE ON FUNCTION pg_temp.priv_lend() TO regress_ds_nobody;
+SET ROLE regress_ds_nobody;
+SELECT seen AS caller_sees, added AS caller_adds FROM pg_temp.priv_lend();
+RESET ROLE;
+-- a dropped role's grants go with it: the sweep removes them (DROP ROLE
+-- cannot), and until then they count for no one and are not dumped
+CREATE ROLE regress_ds_gone NOLOGIN;
+SELECT sched.grant_biz('priv_other', 'regress_ds_gone', 'read');
+DROP ROLE regress_ds_gone;
+SELECT count(*) AS shown FROM sched.biz_grants WHERE role::text !~ '^regress';
+SELECT wait_until($c$NOT EXISTS (SELECT FROM sched.biz_grant g
+                                 WHERE NOT EXISTS (SELECT FROM pg_roles r WHERE r.oid = g.grantee))$c$)
+       AS swept;
 -- dropping a type drops its grants
 SELECT sched.drop_biz('priv_other', cancel_tasks => true) > 0 AS dropped;
 SELECT count(*) AS grants_left FROM sched.biz_grants WHERE biz_type = 'priv_other';
