@@ -74,6 +74,8 @@ DROP FUNCTION sched._insert(text, timestamptz, jsonb, text);
 DROP FUNCTION sched.claim(text, int);
 DROP FUNCTION sched._claim(text, int);
 DROP FUNCTION sched._http_claim(smallint, int, int, text[], int[]);
+DROP FUNCTION sched._http_record(smallint, bigint[], smallint[], text[], int[], text[],
+								 timestamptz[], int[], text[], timestamptz[], float8[]);
 
 CREATE FUNCTION sched._message(p_id bigint, p_biz text, p_run_at timestamptz, p_payload jsonb, p_attempt int,
 							   p_schedule text DEFAULT NULL)
@@ -275,7 +277,13 @@ BEGIN
 		SELECT * INTO b FROM sched.biz x WHERE x.name = v_name;
 		IF b.max_concurrency IS NOT NULL THEN
 			-- As sched.claim: one claim at a time counts the type's leases.
-			SELECT * INTO b FROM sched.biz x WHERE x.name = v_name FOR NO KEY UPDATE;
+			-- (An administrator's open transaction changing the type holds
+			-- the row: try the type again at the next claim.)
+			SELECT * INTO b FROM sched.biz x WHERE x.name = v_name FOR NO KEY UPDATE SKIP LOCKED;
+			IF NOT FOUND THEN
+				v_held := true;
+				CONTINUE;
+			END IF;
 			v_want := LEAST(v_want, b.max_concurrency - (
 				SELECT count(*) FROM (SELECT FROM sched.task t
 									  WHERE t.biz_type = b.name AND t.state = 'd'
@@ -1254,21 +1262,24 @@ DECLARE
 	n_attempts int;
 BEGIN
 	-- By primary key: joining the delete to the chosen rows could plan a
-	-- hash join over the whole table.
+	-- hash join over the whole table.  Rows another transaction holds (a
+	-- retry not committed yet) wait for a later sweep.
 	DELETE FROM sched.finished f WHERE f.id = ANY (ARRAY(
 		SELECT o.id FROM sched.finished o
 		WHERE o.finished_at < p_now - pg_catalog.make_interval(secs => LEAST(p_retention_s, p_dead_retention_s))
 		  AND o.finished_at < p_now - pg_catalog.make_interval(secs =>
 				CASE WHEN o.state = 'dead' THEN p_dead_retention_s ELSE p_retention_s END)
 		ORDER BY o.finished_at
-		LIMIT p_batch));
+		LIMIT p_batch
+		FOR UPDATE SKIP LOCKED));
 	GET DIAGNOSTICS n = ROW_COUNT;
 	-- HTTP attempts, as long as the longer retention (a dead task keeps its
 	-- history while it is kept).
 	DELETE FROM sched.attempt a WHERE a.ctid = ANY (ARRAY(
 		SELECT o.ctid FROM sched.attempt o
 		WHERE o.started_at < p_now - pg_catalog.make_interval(secs => GREATEST(p_retention_s, p_dead_retention_s))
-		LIMIT p_batch));
+		LIMIT p_batch
+		FOR UPDATE SKIP LOCKED));
 	GET DIAGNOSTICS n_attempts = ROW_COUNT;
 	-- The grants of roles dropped since the last sweep (DROP ROLE cannot
 	-- reach this table), long before the OID counter could come round to
@@ -1281,6 +1292,109 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION sched._purge(timestamptz, int, int, int) IS 'internal: remove finished tasks and HTTP attempts past their retention';
+
+CREATE FUNCTION sched._http_record(p_worker smallint, p_ids bigint[], p_buckets smallint[],
+								   p_biz_types text[], p_attempts int[], p_outcomes text[],
+								   p_retry_at timestamptz[], p_status int[], p_errors text[],
+								   p_started timestamptz[], p_duration_ms float8[])
+RETURNS int[]
+LANGUAGE plpgsql
+AS $$
+DECLARE
+	r record;
+	g record;
+	v_outcomes text[] := p_outcomes;
+	v_errors text[] := p_errors;
+	v_applied boolean[] := pg_catalog.array_fill(false, ARRAY[pg_catalog.cardinality(p_ids)]);
+	v_locked bigint[];
+	v_held int[];
+BEGIN
+	-- The tasks' rows, locked now; a row another transaction holds (an
+	-- acknowledgement or a cancellation not committed yet, say) is skipped,
+	-- and its result left for the worker to record later.
+	v_locked := ARRAY(SELECT t.id FROM sched.task t
+					  WHERE t.bucket = ANY (p_buckets) AND t.id = ANY (p_ids)
+					  FOR UPDATE SKIP LOCKED);
+	v_held := ARRAY(SELECT u.ord
+					FROM unnest(p_ids, p_buckets) WITH ORDINALITY AS u(id, bucket, ord)
+					JOIN sched.task t ON t.bucket = u.bucket AND t.id = u.id
+					WHERE t.id <> ALL (v_locked));
+
+	-- Successes, a bucket at a time: every one whose task awaits a result.
+	FOR g IN
+		SELECT u.bucket, pg_catalog.array_agg(u.id) AS ids
+		FROM unnest(p_ids, p_buckets, p_outcomes) WITH ORDINALITY AS u(id, bucket, outcome, ord)
+		WHERE u.outcome = 'done' AND u.ord <> ALL (v_held)
+		GROUP BY u.bucket
+	LOOP
+		PERFORM sched._finish(g.bucket, g.ids, 'done', NULL, 'd');
+	END LOOP;
+
+	-- Failures, one by one, if the lease is still this request's.  (Most
+	-- batches have none: do not even plan the search.)
+	IF 'done' = ALL (p_outcomes) THEN
+		NULL;
+	ELSE
+	FOR r IN
+		SELECT u.ord, u.id, u.bucket, u.attempt, u.outcome, u.retry_at, b.max_attempts
+		FROM unnest(p_ids, p_buckets, p_attempts, p_outcomes, p_retry_at)
+				WITH ORDINALITY AS u(id, bucket, attempt, outcome, retry_at, ord)
+		JOIN sched.task t ON t.bucket = u.bucket AND t.id = u.id
+		JOIN sched.biz b ON b.name = t.biz_type
+		WHERE u.outcome <> 'done' AND t.state = 'd' AND t.attempt = u.attempt
+		  AND t.lease_owner = p_worker AND u.ord <> ALL (v_held)
+		ORDER BY u.ord
+	LOOP
+		IF r.outcome = 'retry' AND r.attempt >= r.max_attempts THEN
+			v_outcomes[r.ord] := 'dead';
+			v_errors[r.ord] := pg_catalog.format('%s (attempt %s of %s)', v_errors[r.ord], r.attempt, r.max_attempts);
+		END IF;
+		v_applied[r.ord] := true;
+		IF v_outcomes[r.ord] = 'dead' THEN
+			PERFORM sched._finish(r.bucket, ARRAY[r.id], 'dead', v_errors[r.ord], 'd');
+		ELSIF r.outcome = 'retry' THEN
+			PERFORM sched._move(r.bucket, r.id, r.retry_at, v_errors[r.ord]);
+		ELSE
+			-- requeued: parked again for the next claim, the attempt not counted
+			UPDATE sched.task t SET state = 'r', attempt = t.attempt - 1, lease_until = NULL,
+					lease_owner = NULL, last_error = v_errors[r.ord]
+				WHERE t.bucket = r.bucket AND t.id = r.id;
+		END IF;
+	END LOOP;
+	END IF;
+
+	INSERT INTO sched.attempt (task_id, attempt, biz_type, started_at, duration, http_status, error, outcome)
+	SELECT u.id, u.attempt, u.biz_type, u.started, pg_catalog.make_interval(secs => u.duration_ms / 1000.0),
+		   u.status, u.error,
+		   CASE WHEN u.outcome = 'done' OR u.applied THEN u.outcome ELSE 'stale' END
+	FROM unnest(p_ids, p_attempts, p_biz_types, p_started, p_duration_ms, p_status,
+				v_errors, v_outcomes, v_applied) WITH ORDINALITY
+			AS u(id, attempt, biz_type, started, duration_ms, status, error, outcome, applied, ord)
+	WHERE u.ord <> ALL (v_held);
+	RETURN v_held;
+END
+$$;
+COMMENT ON FUNCTION sched._http_record(smallint, bigint[], smallint[], text[], int[], text[], timestamptz[], int[], text[], timestamptz[], float8[]) IS 'internal: record the results of HTTP requests';
+
+CREATE OR REPLACE FUNCTION sched._http_release(p_worker smallint) RETURNS int
+LANGUAGE plpgsql
+AS $$
+DECLARE
+	n int;
+BEGIN
+	-- A row another transaction holds is left to the sweep, which parks it
+	-- again when its lease runs out.
+	UPDATE sched.task t SET state = 'r', attempt = t.attempt - 1, lease_until = NULL,
+			lease_owner = NULL,
+			last_error = 'the HTTP worker stopped before the request finished; sent again'
+		WHERE (t.bucket, t.id) IN (SELECT o.bucket, o.id FROM sched.task o
+								   WHERE o.state = 'd' AND o.lease_owner = p_worker
+								   FOR UPDATE SKIP LOCKED);
+	GET DIAGNOSTICS n = ROW_COUNT;
+	RETURN n;
+END
+$$;
+COMMENT ON FUNCTION sched._http_release(smallint) IS 'internal: park again the requests an HTTP worker had in flight when it stopped';
 
 -------------------------------------------------------------------------------
 -- Views

@@ -67,6 +67,9 @@
 /* While a type waits for a slot: look again this often even if no ack wakes us. */
 #define SLOT_RECHECK_MS			1000
 
+/* While a parked task is held by another transaction: look again this often. */
+#define HELD_ROW_RECHECK_MS		1000
+
 /* While hints remain: look again at least this often. */
 #define HINT_RECHECK_MS			5000
 
@@ -105,6 +108,7 @@ static struct
 	SPIPlanPtr	types;
 	SPIPlanPtr	in_flight;
 	SPIPlanPtr	deliver;
+	SPIPlanPtr	parked_left;
 } plans;
 
 /*
@@ -145,6 +149,14 @@ static const char deliver_sql[] =
 "  RETURNING t.id, t.run_at, t.payload, t.attempt, t.schedule, t.bucket"
 ") SELECT * FROM taken ORDER BY taken.run_at, taken.id";
 
+/*
+ * $1 type: after its share found fewer parked tasks than it could take, are
+ * some left?  Only rows another transaction holds (a cancellation not
+ * committed yet, say), which the deliver statement skipped.
+ */
+static const char parked_left_sql[] =
+"SELECT (EXISTS (SELECT FROM sched.task t WHERE t.biz_type = $1 AND t.state = 'r'))::int";
+
 static void
 prepare_plans(void)
 {
@@ -155,6 +167,7 @@ prepare_plans(void)
 	delaysched_free_plan(&plans.types);
 	delaysched_free_plan(&plans.in_flight);
 	delaysched_free_plan(&plans.deliver);
+	delaysched_free_plan(&plans.parked_left);
 	plans.extension = InvalidOid;
 	{
 		Oid			types[] = {BOOLOID, TEXTARRAYOID};
@@ -166,6 +179,7 @@ prepare_plans(void)
 
 		plans.in_flight = delaysched_prepare_kept(in_flight_sql, 2, types);
 		plans.deliver = delaysched_prepare_kept(deliver_sql, 4, types);
+		plans.parked_left = delaysched_prepare_kept(parked_left_sql, 1, types);
 	}
 	plans.extension = extension;
 }
@@ -459,9 +473,22 @@ delaysched_drain(TimestampTz now, int batch, DrainResult *result)
 			delaysched_return_tokens(t->name, t->tokens_taken - sent);
 		if (t->share > 0 && sent < t->share)
 		{
-			/* Its backlog ran out. */
-			if (t->hinted)
-				delaysched_backlog_drained(t->name, t->marks);
+			Datum		name = CStringGetTextDatum(t->name);
+
+			/*
+			 * Its backlog ran out, unless it skipped rows that others hold:
+			 * those keep the hint, and the drain comes back for them (no
+			 * commit will wake it when such a transaction rolls back).
+			 */
+			if (delaysched_fetch_int(plans.parked_left, &name) == 0)
+			{
+				if (t->hinted)
+					delaysched_backlog_drained(t->name, t->marks);
+				continue;
+			}
+			if (!t->hinted)
+				delaysched_note_parked(t->name);
+			next = Min(next, TimestampTzPlusMilliseconds(now, HELD_ROW_RECHECK_MS));
 			continue;
 		}
 

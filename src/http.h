@@ -70,6 +70,8 @@ typedef struct HttpResult
 	char	   *error;			/* NULL on success; palloc'd */
 	TimestampTz started;
 	double		duration_ms;
+	bool		held;			/* not recorded: another transaction holds
+								 * the task's row (sched._http_record) */
 } HttpResult;
 
 /* One task leased to this worker, as the claim returned it. */

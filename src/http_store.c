@@ -540,10 +540,18 @@ array_of(Datum *values, bool *isnull, int n, Oid type)
 											  typlen, typbyval, typalign));
 }
 
-/* Record n results (see sched._http_record). */
-void
-delaysched_http_record(Oid extension, int worker, const HttpResult *results, int n)
+/*
+ * Record n results (see sched._http_record).  A result whose task's row
+ * another transaction holds is not recorded: it is marked held, for the
+ * worker to record again later.  Returns how many are.
+ */
+int
+delaysched_http_record(Oid extension, int worker, HttpResult *results, int n)
 {
+	bool		isnull;
+	Datum		held;
+	int			n_held = 0;
+
 	Datum		args[11];
 	Datum	   *v[10];
 	bool	   *nulls[10];
@@ -578,9 +586,32 @@ delaysched_http_record(Oid extension, int worker, const HttpResult *results, int
 	args[0] = Int16GetDatum((int16) worker);
 	for (int c = 0; c < 10; c++)
 		args[c + 1] = array_of(v[c], nulls[c], n, types_of[c]);
-	if (SPI_execute_plan(plans.record, args, NULL, false, 0) != SPI_OK_SELECT)
+	if (SPI_execute_plan(plans.record, args, NULL, false, 0) != SPI_OK_SELECT ||
+		SPI_processed != 1)
 		elog(ERROR, "sched._http_record failed");
+	held = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	if (!isnull)
+	{
+		ArrayType  *positions = DatumGetArrayTypeP(held);
+		Datum	   *elems;
+		bool	   *elem_nulls;
+		int			count;
+
+		deconstruct_array(positions, INT4OID, sizeof(int32), true, TYPALIGN_INT,
+						  &elems, &elem_nulls, &count);
+		for (int i = 0; i < count; i++)
+		{
+			int			position = DatumGetInt32(elems[i]);
+
+			if (!elem_nulls[i] && position >= 1 && position <= n && !results[position - 1].held)
+			{
+				results[position - 1].held = true;
+				n_held++;
+			}
+		}
+	}
 	SPI_freetuptable(SPI_tuptable);
+	return n_held;
 }
 
 /* Park again what a previous run of this worker had in flight. */

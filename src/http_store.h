@@ -16,7 +16,7 @@ extern int	delaysched_http_claim(Oid extension, int worker, int room, int max_in
 								  HttpRequest ***requests, TimestampTz *next_claim, bool *held_back);
 extern int	delaysched_http_fetch(Oid extension, int worker, HttpHandoff *handed, int n,
 								  HttpRequest ***requests);
-extern void delaysched_http_record(Oid extension, int worker, const HttpResult *results, int n);
+extern int	delaysched_http_record(Oid extension, int worker, HttpResult *results, int n);
 extern int	delaysched_http_release(Oid extension, int worker);
 extern void delaysched_http_count_in_flight(const char *biz_type, int delta);
 

@@ -87,6 +87,8 @@
 #define RECORD_BATCH		1000
 /* A claim records the results first when this many wait (a burst). */
 #define RECORD_ALONG		100
+/* A result whose task's row a user's transaction held: try again this much later. */
+#define HELD_RESULT_RETRY_MS	500
 /* After a local failure (no descriptor, no memory), claim again after this. */
 #define LOCAL_FAILURE_PAUSE_MS 200
 /* Descriptors kept free beyond PostgreSQL's own files. */
@@ -99,7 +101,8 @@ static Oid	extension_oid = InvalidOid;
 static HttpResult *results = NULL;
 static int	n_results = 0;
 static int	results_size = 0;
-static TimestampTz first_result_at = 0;
+/* When the results waiting should be recorded (see add_result). */
+static TimestampTz record_at = 0;
 static bool local_failure = false;
 /* Requests that ended since the last claim (their slots are free). */
 static int	ended_since_claim = 0;
@@ -186,10 +189,12 @@ add_result(const HttpResult *result)
 			: repalloc(results, sizeof(HttpResult) * results_size);
 	}
 	if (n_results == 0)
-		first_result_at = GetCurrentTimestamp();
+		record_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), RECORD_WAIT_MS);
 	if (result->outcome == HTTP_REQUEUED)
 		local_failure = true;
-	results[n_results++] = *result;
+	results[n_results] = *result;
+	results[n_results].held = false;
+	n_results++;
 }
 
 /* A request is over (or could not start): its result, and free it. */
@@ -296,6 +301,32 @@ forget_results(void)
 		if (results[i].error != NULL)
 			pfree(results[i].error);
 	n_results = 0;
+}
+
+/*
+ * After a transaction that recorded the results: forget the recorded ones,
+ * and keep those whose task's row another transaction held, to record them
+ * HELD_RESULT_RETRY_MS later.
+ */
+static void
+forget_recorded_results(void)
+{
+	int			kept = 0;
+
+	for (int i = 0; i < n_results; i++)
+	{
+		if (results[i].held)
+		{
+			results[kept] = results[i];
+			results[kept].held = false;
+			kept++;
+		}
+		else if (results[i].error != NULL)
+			pfree(results[i].error);
+	}
+	n_results = kept;
+	if (kept > 0)
+		record_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), HELD_RESULT_RETRY_MS);
 }
 
 /*
@@ -453,7 +484,7 @@ delaysched_http_main(Datum main_arg)
 		claim_due = room > 0 && (want_claim || now >= next_poll) && now >= claim_not_before;
 		record_due = n_results > 0 &&
 			(n_results >= RECORD_BATCH ||
-			 now >= TimestampTzPlusMilliseconds(first_result_at, RECORD_WAIT_MS));
+			 now >= record_at);
 
 		if (!released || claim_due)
 		{
@@ -475,7 +506,7 @@ delaysched_http_main(Datum main_arg)
 			{
 				released = true;
 				if (call.record)
-					forget_results();
+					forget_recorded_results();
 				if (claim_due)
 					ended_since_claim = 0;
 				start_requests(call.claimed, call.n_claimed, false);
@@ -495,8 +526,10 @@ delaysched_http_main(Datum main_arg)
 		{
 			StoreCall	call = {false, true, 0, cap, NULL, 0, DT_NOEND, false};
 
-			(void) delaysched_run_in_transaction("delaysched: recording HTTP results", store_work, &call);
-			forget_results();
+			if (delaysched_run_in_transaction("delaysched: recording HTTP results", store_work, &call))
+				forget_recorded_results();
+			else
+				forget_results();	/* the leases run out, and the sweep sends again */
 			/* The requests that ended freed slots (and concurrency caps). */
 			if (maybe_more)
 				want_claim = true;
@@ -513,7 +546,7 @@ delaysched_http_main(Datum main_arg)
 		if (delaysched_http_driver_in_flight() < cap)
 			wake = Min(wake, Max(want_claim ? now : next_poll, claim_not_before));
 		if (n_results > 0)
-			wake = Min(wake, TimestampTzPlusMilliseconds(first_result_at, RECORD_WAIT_MS));
+			wake = Min(wake, record_at);
 		pgstat_report_activity(STATE_IDLE, NULL);
 		n = WaitEventSetWait(set, wake == DT_NOEND ? -1 : ms_until(wake, now),
 							 events, lengthof(events), PG_WAIT_EXTENSION);

@@ -17,7 +17,7 @@
  *
  *	 ..., "attempt" : 1, "schedule" : "nightly_report"}
  *
- * A NOTIFY payload must be shorter than 8000 bytes; a message that would
+ * A NOTIFY payload must be shorter than 8000 bytes (BLCKSZ 8192); one that would
  * not fit goes with "payload_omitted" : true instead of its payload.
  *
  *-------------------------------------------------------------------------
@@ -35,8 +35,16 @@
 
 #include "message.h"
 
-/* NOTIFY refuses payloads of NOTIFY_PAYLOAD_MAX_LENGTH (8000) bytes or more. */
-#define LARGEST_NOTIFY_PAYLOAD	7999
+/*
+ * NOTIFY refuses a payload of NOTIFY_PAYLOAD_MAX_LENGTH bytes or more.
+ * async.c defines that limit but no header exports it; it is made of build
+ * constants, the same here, so that a server built with another block size
+ * is followed.
+ */
+#ifndef NOTIFY_PAYLOAD_MAX_LENGTH
+#define NOTIFY_PAYLOAD_MAX_LENGTH	(BLCKSZ - NAMEDATALEN - 128)
+#endif
+#define LARGEST_NOTIFY_PAYLOAD	(NOTIFY_PAYLOAD_MAX_LENGTH - 1)
 
 PG_FUNCTION_INFO_V1(delaysched_message);
 PG_FUNCTION_INFO_V1(delaysched_announcement);

@@ -238,8 +238,9 @@ delaysched_host_allowed_by_name(const char *host)
 {
 	size_t		host_len = strlen(host);
 
+	/* No list (its parameter never parsed): fail closed. */
 	if (allowed_list == NULL)
-		return true;
+		return false;
 	for (int i = 0; i < allowed_list->count; i++)
 	{
 		const HostEntry *e = &allowed_list->entries[i];
@@ -281,14 +282,10 @@ network_contains(const HostEntry *e, int family, const unsigned char *bytes)
 	return true;
 }
 
+/* The caller sees to a NULL list (see delaysched_address_refusal). */
 static bool
 list_contains(const HostList *list, int family, const unsigned char *bytes)
 {
-	if (list == NULL)
-	{
-		GUC_check_errcode(ERRCODE_OUT_OF_MEMORY);
-		return false;
-	}
 	for (int i = 0; i < list->count; i++)
 		if (network_contains(&list->entries[i], family, bytes))
 			return true;
@@ -340,6 +337,16 @@ delaysched_address_refusal(const struct sockaddr *addr, bool allowed_by_name,
 
 	if (inet_ntop(family, bytes, shown, sizeof(shown)) == NULL)
 		strlcpy(shown, "?", sizeof(shown));
+
+	/*
+	 * Either list missing (its parameter never parsed; cannot happen once
+	 * the parameters are defined): fail closed, whatever the other says.
+	 */
+	if (denied_list == NULL || allowed_list == NULL)
+	{
+		snprintf(buf, buflen, "destination %s refused: the perimeter's lists are not loaded", shown);
+		return buf;
+	}
 	if (list_contains(denied_list, family, bytes))
 	{
 		snprintf(buf, buflen, "destination %s is blocked by delaysched.http_denied_hosts", shown);

@@ -64,6 +64,7 @@
 #include "utils/guc.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
+#include "utils/timeout.h"
 #include "utils/timestamp.h"
 
 #include "compat.h"
@@ -78,6 +79,10 @@
 
 /* How long to wait before trying again a range another transaction holds. */
 #define HELD_RANGE_RETRY_MS		100
+/* How long a worker waits for a lock at most (see delaysched_setup_worker_session). */
+#define WORKER_LOCK_TIMEOUT		"500ms"
+/* After an error in a worker's transaction, go on this much later. */
+#define ERROR_PAUSE_MS			1000
 
 static int	my_index = -1;
 
@@ -267,29 +272,74 @@ delaysched_schema_ready(void)
 }
 
 /*
+ * Wait ERROR_PAUSE_MS after an error, or less if the latch is set (a
+ * SIGTERM, for the HTTP workers, sets it).
+ */
+static void
+pause_after_error(void)
+{
+	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+					 ERROR_PAUSE_MS, PG_WAIT_EXTENSION);
+	ResetLatch(MyLatch);
+	CHECK_FOR_INTERRUPTS();
+}
+
+/*
  * Run "work" in a transaction of its own, with a snapshot, shown in
  * pg_stat_activity as "activity".  Returns false, having done nothing, if
- * the extension is not installed.  (The HTTP workers use it too.)
+ * the extension is not installed, or having rolled back, if the work raised
+ * an error.  (The HTTP workers use it too.)
+ *
+ * An error does not end the worker, which the postmaster would start again
+ * only to meet the same error: a database default that the workers cannot
+ * override, a lock that lock_timeout gave up on, a full disk.  It goes to
+ * the log, the transaction rolls back (nothing of it happened: every task
+ * it touched is as it was), and the worker pauses for a second before it
+ * goes on, so that an error that persists costs one line a second and
+ * nothing else.
  */
 bool
 delaysched_run_in_transaction(const char *activity, void (*work) (void *), void *arg)
 {
-	bool		extension_present;
+	MemoryContext caller_context = CurrentMemoryContext;
+	volatile bool done = false;
 
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
-	PushActiveSnapshot(GetTransactionSnapshot());
-	pgstat_report_activity(STATE_RUNNING, activity);
+	PG_TRY();
+	{
+		PushActiveSnapshot(GetTransactionSnapshot());
+		pgstat_report_activity(STATE_RUNNING, activity);
 
-	extension_present = delaysched_schema_ready();
-	if (extension_present)
-		work(arg);
+		if (delaysched_schema_ready())
+		{
+			work(arg);
+			done = true;
+		}
 
-	PopActiveSnapshot();
-	CommitTransactionCommand();
+		PopActiveSnapshot();
+		CommitTransactionCommand();
+	}
+	PG_CATCH();
+	{
+		/* As PostgreSQL's own error recovery in a backend's main loop. */
+		HOLD_INTERRUPTS();
+		MemoryContextSwitchTo(caller_context);
+		EmitErrorReport();
+		FlushErrorState();
+		disable_all_timeouts(false);
+		QueryCancelPending = false;
+		AbortCurrentTransaction();
+		RESUME_INTERRUPTS();
+		done = false;
+		pgstat_report_activity(STATE_IDLE, NULL);
+		pause_after_error();
+		return false;
+	}
+	PG_END_TRY();
 	pgstat_report_stat(false);
 	pgstat_report_activity(STATE_IDLE, NULL);
-	return extension_present;
+	return done;
 }
 
 typedef struct TickCall
@@ -596,6 +646,18 @@ delaysched_setup_worker_session(void)
 	SetConfigOption("default_transaction_isolation", "read committed", PGC_SUSET, PGC_S_OVERRIDE);
 	SetConfigOption("default_transaction_read_only", "off", PGC_SUSET, PGC_S_OVERRIDE);
 	SetConfigOption("statement_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE);
+
+	/*
+	 * No worker waits on a row a user's transaction holds: the statements
+	 * skip such rows (SKIP LOCKED) and come back to them.  This is the
+	 * backstop for a lock nobody foresaw (a type's row held by an open
+	 * drop_biz, say): the statement gives up, the transaction rolls back,
+	 * and the worker tries again a second later (see
+	 * delaysched_run_in_transaction).  It also bounds how long a worker
+	 * that waits on a lock takes to notice a SIGTERM.
+	 */
+	SetConfigOption("lock_timeout", WORKER_LOCK_TIMEOUT, PGC_SUSET, PGC_S_OVERRIDE);
+	SetConfigOption("idle_in_transaction_session_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE);
 }
 
 /*

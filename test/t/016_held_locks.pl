@@ -1,0 +1,279 @@
+# A user's transaction that merely stays open, holding the row of one task,
+# stalls no worker.  For each kind of worker -- the scanner's walk, the
+# drain, the HTTP worker, the sweep (lease expiry) -- one task is held for
+# 20 seconds while 1,000 others fall due: the others are delivered on time,
+# the held one is delivered once after the lock goes, and
+# pg_terminate_backend of the worker meanwhile ends it within a second.
+# Also: the HTTP worker records the results of later requests while a
+# superuser holds the row of one whose request is in flight.
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::Bin/../perl";
+use DelayschedTest;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time usleep);
+
+my $HOLD = 20;					# seconds a task is held
+my $OTHERS = 1000;
+my $ON_TIME = 3.0;				# seconds: loose, for a busy machine
+
+my $node = DelayschedTest::new_node('held', extra_conf => <<'EOC');
+delaysched.workers = 2
+delaysched.http_workers = 1
+EOC
+my $receiver = DelayschedTest::Receiver->start(PostgreSQL::Test::Utils::tempdir);
+my $base = $receiver->url;
+
+sub sql { return $node->safe_psql('postgres', $_[0]) }
+
+# Add $OTHERS tasks of $type due over the seconds from $from to $to ahead.
+sub add_others
+{
+	my ($type, $from, $to) = @_;
+	sql(qq{SELECT count(sched.add('$type', clock_timestamp()
+	        + ($from + ($to - $from) * i / $OTHERS.0) * interval '1 second', jsonb_build_object('i', i)))
+	       FROM generate_series(1, $OTHERS) i});
+}
+
+# pg_terminate_backend every worker named $appname; how long until all
+# were gone (seconds), and how many there were.
+sub terminate_workers
+{
+	my ($appname) = @_;
+	my @pids = split /\n/, sql(qq{SELECT pid FROM pg_stat_activity WHERE application_name = '$appname'});
+	my $start = time;
+	sql(qq{SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = '$appname'});
+	my $list = join(',', @pids) || '0';
+	while (time - $start < 10)
+	{
+		last if sql(qq{SELECT count(*) FROM pg_stat_activity WHERE pid IN ($list)}) eq '0';
+		usleep(10_000);
+	}
+	return (time - $start, scalar @pids);
+}
+
+# Wait until a worker named $appname runs again (after bgw_restart_time).
+sub wait_worker
+{
+	my ($appname) = @_;
+	return DelayschedTest::poll_until($node,
+		qq{SELECT count(*) > 0 FROM pg_stat_activity WHERE application_name = '$appname'}, 't', 30);
+}
+
+# Notifications of $listener for task ids in %$ids, received so far.
+sub received_of
+{
+	my ($listener, $ids) = @_;
+	return grep { $ids->{ $_->{id} } } $listener->received;
+}
+
+sub ids_of_type
+{
+	my ($type) = @_;
+	return map { $_ => 1 } split /\n/, sql(qq{SELECT id FROM sched.tasks WHERE biz_type = '$type'});
+}
+
+# --- the scanner's walk ---
+{
+	sql(q{SELECT sched.define_biz('walk', ack_timeout => '1 hour')});
+	my $listener = DelayschedTest::Listener->start($node, 'postgres', [], 'walk');
+	my $held = sql(q{SELECT sched.add('walk', clock_timestamp() + interval '2 seconds', '{"held": true}')});
+	my $hold = DelayschedTest::hold_in_transaction($node, "SELECT sched.cancel($held)");
+	my $held_since = time;
+	add_others('walk', 2, 8);
+	my %others = ids_of_type('walk');
+	delete $others{$held};
+	my @got;
+	my $deadline = time + 30;
+	while (time < $deadline && (@got = received_of($listener, \%others)) < $OTHERS) { usleep(20_000) }
+	is(scalar @got, $OTHERS, 'walk: the 1,000 others were delivered while one task was held');
+	my $late = DelayschedTest::percentile(1, map { $_->{late_us} / 1e6 } @got);
+	cmp_ok($late, '<', $ON_TIME, 'walk: each on time');
+	note(sprintf('walk: latest %.3f s after its run_at', $late));
+	is(scalar(grep { $_->{id} == $held } $listener->received), 0, 'walk: not the held one');
+	my ($took, $n) = terminate_workers('delaysched scanner');
+	cmp_ok($n, '>', 0, 'walk: the scanners run');
+	cmp_ok($took, '<', 1.0, 'walk: pg_terminate_backend ends the scanners within a second');
+	note(sprintf('walk: %d scanners gone %.3f s after pg_terminate_backend', $n, $took));
+	ok(time - $held_since < $HOLD, 'walk: all this while the task was held');
+	usleep(1e6 * ($HOLD - (time - $held_since))) if time - $held_since < $HOLD;
+	DelayschedTest::release_session($hold);
+	my @held_got;
+	$deadline = time + 30;
+	while (time < $deadline && !(@held_got = grep { $_->{id} == $held } $listener->received)) { usleep(20_000) }
+	is(scalar @held_got, 1, 'walk: the held task was delivered after the lock went');
+	usleep(1_500_000);			# a duplicate would come within a sweep or two
+	is(scalar(grep { $_->{id} == $held } $listener->received), 1, 'walk: once');
+	$listener->stop;
+	ok(wait_worker('delaysched scanner'), 'walk: the scanners are back');
+}
+
+# --- the drain: a parked task held while the drain delivers 1,000 others ---
+{
+	# drain_held has one slot: taken by "first" (never acknowledged here
+	# until we say), so the held task waits parked for the drain.
+	sql(q{SELECT sched.define_biz('drain_held', max_concurrency => 1, ack_timeout => '1 hour')});
+	sql(q{SELECT sched.define_biz('drained', rate_limit => 100000, ack_timeout => '1 hour')});
+	my $listener = DelayschedTest::Listener->start($node, 'postgres', [], 'drain_held', 'drained');
+	my $first = sql(q{SELECT sched.add('drain_held', clock_timestamp())});
+	ok(DelayschedTest::poll_until($node, "SELECT state FROM sched.tasks WHERE id = $first", 'delivered', 30),
+		'drain: the first task takes the slot');
+	my $held = sql(q{SELECT sched.add('drain_held', clock_timestamp())});
+	ok(DelayschedTest::poll_until($node, "SELECT t.state FROM sched.task t WHERE t.id = $held", 'r', 30),
+		'drain: the next one is parked');
+	my $hold = DelayschedTest::hold_in_transaction($node, "SELECT sched.cancel($held)");
+	my $held_since = time;
+	sql("SELECT sched.ack($first)");	# the slot is free: the drain tries the held task
+	add_others('drained', 2, 8);
+	my %others = ids_of_type('drained');
+	my @got;
+	my $deadline = time + 30;
+	while (time < $deadline && (@got = received_of($listener, \%others)) < $OTHERS) { usleep(20_000) }
+	is(scalar @got, $OTHERS, 'drain: the 1,000 others were delivered while one parked task was held');
+	my $late = DelayschedTest::percentile(1, map { $_->{late_us} / 1e6 } @got);
+	cmp_ok($late, '<', $ON_TIME, 'drain: each on time');
+	note(sprintf('drain: latest %.3f s after its run_at', $late));
+	is(scalar(grep { $_->{id} == $held } $listener->received), 0, 'drain: not the held one');
+	my ($took, $n) = terminate_workers('delaysched scanner');
+	cmp_ok($took, '<', 1.0, 'drain: pg_terminate_backend ends the scanners (and the drainer) within a second');
+	ok(time - $held_since < $HOLD, 'drain: all this while the task was held');
+	usleep(1e6 * ($HOLD - (time - $held_since))) if time - $held_since < $HOLD;
+	DelayschedTest::release_session($hold);
+	my @held_got;
+	$deadline = time + 30;
+	while (time < $deadline && !(@held_got = grep { $_->{id} == $held } $listener->received)) { usleep(20_000) }
+	is(scalar @held_got, 1, 'drain: the held task was delivered after the lock went');
+	usleep(1_500_000);
+	is(scalar(grep { $_->{id} == $held } $listener->received), 1, 'drain: once');
+	$listener->stop;
+	ok(wait_worker('delaysched scanner'), 'drain: the scanners are back');
+}
+
+# --- the HTTP worker ---
+{
+	sql(qq{SELECT sched.define_biz('hooks', 'http', url => '$base/ok/hooks')});
+	my $held = sql(q{SELECT sched.add('hooks', clock_timestamp() + interval '2 seconds', '{"held": true}')});
+	my $hold = DelayschedTest::hold_in_transaction($node, "SELECT sched.cancel($held)");
+	my $held_since = time;
+	my %run_at = map { split /\|/ } split /\n/, sql(qq{
+		SELECT sched.add('hooks', r) || '|' || extract(epoch FROM r)
+		FROM (SELECT clock_timestamp() + (2 + 6 * i / $OTHERS.0) * interval '1 second' AS r
+		      FROM generate_series(1, $OTHERS) i) s});
+	my @got = $receiver->wait_requests('/ok/hooks', $OTHERS, 30);
+	is(scalar @got, $OTHERS, 'http: the 1,000 others were POSTed while one task was held');
+	my @late = map { $_->{t} - $run_at{ $_->{json}{id} } } grep { $_->{json} && $run_at{ $_->{json}{id} } } @got;
+	is(scalar @late, $OTHERS, 'http: and only they');
+	cmp_ok(DelayschedTest::percentile(1, @late), '<', $ON_TIME, 'http: each on time');
+	note(sprintf('http: latest %.3f s after its run_at', DelayschedTest::percentile(1, @late)));
+	my ($took, $n) = terminate_workers('delaysched http');
+	is($n, 1, 'http: the HTTP worker runs');
+	cmp_ok($took, '<', 1.0, 'http: pg_terminate_backend ends it within a second');
+	ok(time - $held_since < $HOLD, 'http: all this while the task was held');
+	usleep(1e6 * ($HOLD - (time - $held_since))) if time - $held_since < $HOLD;
+	DelayschedTest::release_session($hold);
+	ok(DelayschedTest::poll_until($node, "SELECT state FROM sched.tasks WHERE id = $held", 'done', 30),
+		'http: the held task was POSTed after the lock went');
+	is(scalar(grep { $_->{json} && $_->{json}{id} == $held } $receiver->requests), 1, 'http: once');
+
+	# A superuser holds the row of a task whose request is in flight: the
+	# worker records the later requests' results and this one's after.
+	sql(qq{SELECT sched.define_biz('slow', 'http', url => '$base/slow/2000/slow')});
+	my $slow = sql(q{SELECT sched.add('slow', clock_timestamp())});
+	ok(scalar($receiver->wait_requests('/slow/2000/slow', 1, 30)), 'http: the slow request is in flight');
+	my $lock = DelayschedTest::hold_in_transaction($node,
+		"SELECT 1 FROM sched.task WHERE id = $slow FOR UPDATE");
+	$held_since = time;
+	sql(q{SELECT sched.add('hooks', clock_timestamp() + i * interval '10 milliseconds')
+	      FROM generate_series(1, 200) i});
+	ok(DelayschedTest::poll_until($node,
+		q{SELECT count(*) FROM sched.tasks WHERE biz_type = 'hooks' AND state = 'done'},
+		$OTHERS + 1 + 200, 15), 'http: the later requests are recorded done while the row is held');
+	is(sql("SELECT state FROM sched.tasks WHERE id = $slow"), 'delivered', 'http: the held one waits');
+	ok(time - $held_since < $HOLD, 'http: all this while the row was held');
+	DelayschedTest::release_session($lock);
+	ok(DelayschedTest::poll_until($node, "SELECT state FROM sched.tasks WHERE id = $slow", 'done', 30),
+		'http: its result is recorded once the lock goes');
+	is(scalar $receiver->requests('/slow/2000/slow'), 1, 'http: it was sent once');
+
+	# The same, and the worker is stopped while the row is held: it ends
+	# within a second (the result it could not record is lost with it, so
+	# the request goes again: a duplicate after a worker's end), and the
+	# next worker sends everything else meanwhile.
+	ok(wait_worker('delaysched http'), 'http: the HTTP worker runs');
+	$slow = sql(q{SELECT sched.add('slow', clock_timestamp())});
+	ok(scalar($receiver->wait_requests('/slow/2000/slow', 2, 30)), 'http: another slow request is in flight');
+	$lock = DelayschedTest::hold_in_transaction($node,
+		"SELECT 1 FROM sched.task WHERE id = $slow FOR UPDATE");
+	usleep(3_000_000);			# its answer has come; the worker tries to record it
+	my ($took_held, $n_held) = terminate_workers('delaysched http');
+	cmp_ok($took_held, '<', 1.0, 'http: pg_terminate_backend ends it within a second while a row it must record is held');
+	ok(wait_worker('delaysched http'), 'http: a new worker starts');
+	sql(q{SELECT sched.add('hooks', clock_timestamp() + i * interval '10 milliseconds')
+	      FROM generate_series(1, 100) i});
+	ok(DelayschedTest::poll_until($node,
+		q{SELECT count(*) FROM sched.tasks WHERE biz_type = 'hooks' AND state = 'done'},
+		$OTHERS + 1 + 300, 15), 'http: the new worker delivers while the row is held');
+	DelayschedTest::release_session($lock);
+	ok(DelayschedTest::poll_until($node, "SELECT state FROM sched.tasks WHERE id = $slow", 'done', 120),
+		'http: the held task is done once the lock goes');
+}
+
+# --- the sweep: leases run out while one delivered task is held ---
+{
+	sql(q{SELECT sched.define_biz('leases', ack_timeout => '3 seconds')});
+	my $listener = DelayschedTest::Listener->start($node, 'postgres', [], 'leases');
+	my $held = sql(q{SELECT sched.add('leases', clock_timestamp())});
+	add_others('leases', 0, 1);
+	my %all = ids_of_type('leases');
+	my $deadline = time + 30;
+	my @first;
+	while (time < $deadline && (@first = grep { $_->{attempt} == 1 } received_of($listener, \%all)) < $OTHERS + 1)
+	{
+		usleep(20_000);
+	}
+	is(scalar @first, $OTHERS + 1, 'sweep: every task delivered a first time (never acknowledged)');
+	# An application acknowledges one and does not commit.
+	my $hold = DelayschedTest::hold_in_transaction($node, "SELECT sched.ack($held)");
+	my $held_since = time;
+	my %first_at = map { $_->{id} => $_->{recv_us} / 1e6 } @first;
+	my %others = %all;
+	delete $others{$held};
+	my @again;
+	$deadline = time + 30;
+	while (time < $deadline
+		&& (@again = grep { $_->{attempt} == 2 } received_of($listener, \%others)) < $OTHERS)
+	{
+		usleep(20_000);
+	}
+	is(scalar @again, $OTHERS, 'sweep: the 1,000 others were delivered again when their leases ran out');
+	my @late = map { $_->{recv_us} / 1e6 - $first_at{ $_->{id} } - 3 } @again;
+	cmp_ok(DelayschedTest::percentile(1, @late), '<', $ON_TIME, 'sweep: each on time');
+	note(sprintf('sweep: latest %.3f s after its lease ran out', DelayschedTest::percentile(1, @late)));
+	is(scalar(grep { $_->{id} == $held && $_->{attempt} > 1 } $listener->received), 0,
+		'sweep: not the held one');
+	my ($took, $n) = terminate_workers('delaysched scanner');
+	cmp_ok($took, '<', 1.0, 'sweep: pg_terminate_backend ends the scanners within a second');
+	ok(time - $held_since < $HOLD, 'sweep: all this while the task was held');
+	usleep(1e6 * ($HOLD - (time - $held_since))) if time - $held_since < $HOLD;
+	DelayschedTest::release_session($hold);
+	my @held_got;
+	$deadline = time + 30;
+	while (time < $deadline
+		&& !(@held_got = grep { $_->{id} == $held && $_->{attempt} == 2 } $listener->received))
+	{
+		usleep(20_000);
+	}
+	is(scalar @held_got, 1, 'sweep: the held task was delivered again after the lock went');
+	usleep(1_000_000);
+	is(scalar(grep { $_->{id} == $held && $_->{attempt} == 2 } $listener->received), 1, 'sweep: once');
+	$listener->stop;
+}
+
+my $log = slurp_file($node->logfile);
+is(scalar(() = $log =~ /terminated by signal/g), 0, 'no worker crashed');
+$receiver->stop;
+$node->stop;
+done_testing();
