@@ -34,11 +34,13 @@
  * time sets one worker's latch (see wake.c), so a task added for "in 200
  * ms" is delivered in 200 ms, not at the next sweep.
  *
- * Errors: an ERROR inside a tick ends the worker; the postmaster restarts it
- * after bgw_restart_time (1 s), and its range is free at once (the row lock
- * went with the transaction, the holder mark with the process; see
- * worker_detach).  The tick's transaction rolls back, so no delivery is
- * half-done, and the range's persisted pointer resumes the walk.
+ * Errors: an ERROR inside a tick is caught (delaysched_run_in_transaction):
+ * it is logged, the tick's transaction rolls back, so no delivery is
+ * half-done, the worker lets go of its range and pauses a second, and the
+ * range's persisted pointer resumes the walk.  A worker that ends anyway
+ * (FATAL, SIGTERM) is started again after bgw_restart_time (1 s), and its
+ * range is free at once (the row lock went with the transaction, the holder
+ * mark with the process; see worker_detach).
  *
  *-------------------------------------------------------------------------
  */
