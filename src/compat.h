@@ -5,7 +5,8 @@
  *		place.  Code elsewhere calls the names defined here and never tests
  *		PG_VERSION_NUM itself.
  *
- * Supported: PostgreSQL 13 to 17 (developed against 15); libcurl 7.68 on.
+ * Supported: PostgreSQL 13 to 17 (developed against 15).  (libcurl's own
+ * version checks are in http_request.c, the one file that needs them.)
  *
  *-------------------------------------------------------------------------
  */
@@ -97,21 +98,6 @@ delaysched_init_materialized_srf(FunctionCallInfo fcinfo)
  */
 #if PG_VERSION_NUM >= 140000
 #define DELAYSCHED_HAS_HMAC 1
-#endif
-
-/*
- * libcurl: the protocol lists as strings arrived in 7.85 and the bit masks
- * were deprecated then.  http_request.c restricts requests to http(s).
- */
-#include <curl/curl.h>
-#if LIBCURL_VERSION_NUM >= 0x075500
-#define delaysched_curl_http_only(easy) \
-	(curl_easy_setopt((easy), CURLOPT_PROTOCOLS_STR, "http,https") == CURLE_OK && \
-	 curl_easy_setopt((easy), CURLOPT_REDIR_PROTOCOLS_STR, "http,https") == CURLE_OK)
-#else
-#define delaysched_curl_http_only(easy) \
-	(curl_easy_setopt((easy), CURLOPT_PROTOCOLS, (long) (CURLPROTO_HTTP | CURLPROTO_HTTPS)) == CURLE_OK && \
-	 curl_easy_setopt((easy), CURLOPT_REDIR_PROTOCOLS, (long) (CURLPROTO_HTTP | CURLPROTO_HTTPS)) == CURLE_OK)
 #endif
 
 #endif							/* DELAYSCHED_COMPAT_H */

@@ -64,6 +64,20 @@
 #include "message.h"
 #include "perimeter.h"
 
+/*
+ * libcurl 7.68 on.  It takes the protocols a request may use as strings
+ * from 7.85, which deprecated the bit masks: requests use http(s) only.
+ */
+#if LIBCURL_VERSION_NUM >= 0x075500
+#define delaysched_curl_http_only(easy) \
+	(curl_easy_setopt((easy), CURLOPT_PROTOCOLS_STR, "http,https") == CURLE_OK && \
+	 curl_easy_setopt((easy), CURLOPT_REDIR_PROTOCOLS_STR, "http,https") == CURLE_OK)
+#else
+#define delaysched_curl_http_only(easy) \
+	(curl_easy_setopt((easy), CURLOPT_PROTOCOLS, (long) (CURLPROTO_HTTP | CURLPROTO_HTTPS)) == CURLE_OK && \
+	 curl_easy_setopt((easy), CURLOPT_REDIR_PROTOCOLS, (long) (CURLPROTO_HTTP | CURLPROTO_HTTPS)) == CURLE_OK)
+#endif
+
 #ifdef DELAYSCHED_HAS_HMAC
 #include "common/hmac.h"
 #include "common/sha2.h"
