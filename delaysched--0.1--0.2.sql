@@ -363,7 +363,7 @@ BEGIN
 				  HINT = 'Name the role, for example sched.grant_biz(''orders'', ''app_role'').';
 	END IF;
 	IF p_privilege NOT IN ('schedule', 'consume', 'read') THEN
-		RAISE EXCEPTION 'invalid privilege "%"', p_privilege
+		RAISE EXCEPTION 'invalid privilege "%"', sched._clip(p_privilege)
 			USING ERRCODE = 'invalid_parameter_value',
 				  HINT = 'A privilege is ''schedule'' (add, cancel, reschedule, retry), ''consume'' (claim, ack, nack) or ''read'' (the views).';
 	END IF;
@@ -1050,7 +1050,7 @@ BEGIN
 	PERFORM sched._require(p_name, 'name');
 	SELECT * INTO s FROM sched.schedule x WHERE x.name = p_name FOR UPDATE;
 	IF NOT FOUND THEN
-		RAISE EXCEPTION 'schedule "%" does not exist', p_name
+		RAISE EXCEPTION 'schedule "%" does not exist', sched._clip(p_name)
 			USING ERRCODE = 'undefined_object',
 				  HINT = 'The schedules are listed in sched.schedules.';
 	END IF;
@@ -1090,7 +1090,7 @@ BEGIN
 	PERFORM sched._check_schedule(schedule, time_zone);
 	PERFORM sched._require(catch_up, 'catch_up');
 	IF catch_up NOT IN ('latest', 'all', 'none') THEN
-		RAISE EXCEPTION 'invalid catch_up "%"', catch_up
+		RAISE EXCEPTION 'invalid catch_up "%"', sched._clip(catch_up)
 			USING ERRCODE = 'invalid_parameter_value',
 				  HINT = 'catch_up is ''latest'' (missed firings collapse into one), ''all'' (every missed firing is delivered) or ''none'' (missed firings are skipped).';
 	END IF;
@@ -1395,6 +1395,246 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION sched._http_release(smallint) IS 'internal: park again the requests an HTTP worker had in flight when it stopped';
+
+CREATE OR REPLACE FUNCTION sched._clip(p_value text) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT CASE WHEN pg_catalog.length(p_value) > 64
+				 THEN pg_catalog.left(p_value, 64) || '...' ELSE p_value END $$;
+COMMENT ON FUNCTION sched._clip(text) IS 'internal: a value as an error message quotes it (its first 64 characters)';
+
+CREATE OR REPLACE FUNCTION sched._check_name(name text, what text, hint text) RETURNS void
+LANGUAGE plpgsql IMMUTABLE
+AS $$
+BEGIN
+	PERFORM sched._require(name, what);
+	IF name !~ '^[a-z_][a-z0-9_]*$' OR pg_catalog.octet_length(name) > 63 THEN
+		RAISE EXCEPTION 'invalid % "%"', what, sched._clip(name)
+			USING ERRCODE = 'invalid_name',
+				  DETAIL = 'A ' || what || ' is a lowercase identifier: a letter or underscore, then letters, digits or underscores, at most 63 bytes.',
+				  HINT = hint;
+	END IF;
+END
+$$;
+COMMENT ON FUNCTION sched._check_name(text, text, text) IS 'internal: refuse a name that is not a lowercase identifier';
+
+CREATE OR REPLACE FUNCTION sched._biz(biz_type text) RETURNS sched.biz
+LANGUAGE plpgsql VOLATILE
+AS $$
+DECLARE
+	b sched.biz;
+BEGIN
+	PERFORM sched._require(biz_type, 'biz_type');
+	SELECT * INTO b FROM sched.biz WHERE name = biz_type FOR KEY SHARE;
+	IF NOT FOUND THEN
+		RAISE EXCEPTION 'business type "%" does not exist', sched._clip(biz_type)
+			USING ERRCODE = 'undefined_object',
+				  HINT = pg_catalog.format('Define it first with SELECT sched.define_biz(%L);', sched._clip(biz_type));
+	END IF;
+	RETURN b;
+END
+$$;
+COMMENT ON FUNCTION sched._biz(text) IS 'internal: look up a business type or raise undefined_object';
+
+CREATE OR REPLACE FUNCTION sched._check_http(url text, headers jsonb, timeout interval, min_backoff interval,
+								  max_backoff interval, secret text, follow_redirects boolean)
+RETURNS void
+LANGUAGE plpgsql
+AS $$
+DECLARE
+	h record;
+BEGIN
+	PERFORM sched._require(url, 'url');
+	PERFORM sched._check_url(url);
+	IF headers IS NOT NULL THEN
+		IF pg_catalog.jsonb_typeof(headers) <> 'object' THEN
+			RAISE EXCEPTION 'headers must be a JSON object of header names and string values'
+				USING ERRCODE = 'invalid_parameter_value',
+					  HINT = 'For example: {"Authorization": "Bearer ..."}';
+		END IF;
+		FOR h IN SELECT e.key, e.value FROM pg_catalog.jsonb_each(headers) e LOOP
+			IF h.key !~ '^[A-Za-z0-9!#$%&''*+.^_`|~-]{1,100}$' THEN
+				RAISE EXCEPTION 'invalid header name "%"', sched._clip(h.key)
+					USING ERRCODE = 'invalid_parameter_value',
+						  HINT = 'A header name is 1 to 100 letters, digits and !#$%&''*+.^_`|~- (RFC 9110 token).';
+			END IF;
+			IF pg_catalog.lower(h.key) IN ('host', 'content-length', 'transfer-encoding', 'connection',
+										   'expect', 'te', 'upgrade', 'idempotency-key')
+			   OR pg_catalog.lower(h.key) LIKE 'x-delaysched-%' THEN
+				RAISE EXCEPTION 'header "%" is set by delaysched and cannot be configured', sched._clip(h.key)
+					USING ERRCODE = 'invalid_parameter_value';
+			END IF;
+			IF pg_catalog.jsonb_typeof(h.value) <> 'string' THEN
+				RAISE EXCEPTION 'the value of header "%" must be a string, not %', sched._clip(h.key), pg_catalog.jsonb_typeof(h.value)
+					USING ERRCODE = 'invalid_parameter_value';
+			END IF;
+			IF (h.value #>> '{}') ~ '[\x00-\x08\x0a-\x1f\x7f]' OR pg_catalog.octet_length(h.value #>> '{}') > 8192 THEN
+				RAISE EXCEPTION 'the value of header "%" must be at most 8192 bytes without line breaks or control characters', sched._clip(h.key)
+					USING ERRCODE = 'invalid_parameter_value';
+			END IF;
+		END LOOP;
+	END IF;
+	PERFORM sched._check_interval(timeout, 'timeout', interval '100 milliseconds', interval '10 minutes');
+	PERFORM sched._check_interval(min_backoff, 'min_backoff', interval '10 milliseconds', interval '1 day');
+	PERFORM sched._check_interval(max_backoff, 'max_backoff', interval '10 milliseconds', interval '7 days');
+	IF max_backoff < min_backoff THEN
+		RAISE EXCEPTION 'max_backoff (%) must not be less than min_backoff (%)', max_backoff, min_backoff
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	IF secret IS NOT NULL AND (pg_catalog.octet_length(secret) < 16 OR pg_catalog.octet_length(secret) > 1024) THEN
+		RAISE EXCEPTION 'secret must be 16 to 1024 bytes long'
+			USING ERRCODE = 'invalid_parameter_value',
+				  HINT = 'Use a random string, for example encode(gen_random_bytes(32), ''hex'') from pgcrypto.';
+	END IF;
+	PERFORM sched._require(follow_redirects, 'follow_redirects');
+END
+$$;
+COMMENT ON FUNCTION sched._check_http(text, jsonb, interval, interval, interval, text, boolean) IS 'internal: refuse the arguments of an http type that could not work';
+
+CREATE OR REPLACE FUNCTION sched.define_biz(
+	name text,
+	delivery text DEFAULT 'notify',
+	channel text DEFAULT NULL,
+	max_attempts int DEFAULT 10,
+	ack_timeout interval DEFAULT '30 seconds',
+	rate_limit float8 DEFAULT NULL,
+	burst int DEFAULT NULL,
+	max_concurrency int DEFAULT NULL,
+	url text DEFAULT NULL,
+	headers jsonb DEFAULT NULL,
+	timeout interval DEFAULT '10 seconds',
+	min_backoff interval DEFAULT '1 second',
+	max_backoff interval DEFAULT '1 hour',
+	secret text DEFAULT NULL,
+	follow_redirects boolean DEFAULT false)
+RETURNS void
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+	v_channel text := coalesce(channel, name);
+	v_old_delivery text;
+	v_old_rate float8;
+	v_max_types int;
+BEGIN
+	PERFORM sched._check_name(name, 'business type name',
+		'Use a lowercase identifier such as ''order_timeout''.');
+	PERFORM sched._require(delivery, 'delivery');
+	IF delivery NOT IN ('notify', 'pull', 'http') THEN
+		RAISE EXCEPTION 'invalid delivery "%"', sched._clip(delivery)
+			USING ERRCODE = 'invalid_parameter_value',
+				  HINT = 'delivery is ''notify'' (push to LISTENers), ''pull'' (announce, then sched.claim) or ''http'' (POST to url).';
+	END IF;
+	IF delivery = 'http' THEN
+		PERFORM sched._check_http(url, headers, timeout, min_backoff, max_backoff, secret, follow_redirects);
+	ELSE
+		IF url IS NOT NULL OR headers IS NOT NULL OR secret IS NOT NULL OR follow_redirects THEN
+			RAISE EXCEPTION 'url, headers, secret and follow_redirects are for delivery ''http'' only'
+				USING ERRCODE = 'invalid_parameter_value';
+		END IF;
+		timeout := NULL;
+		min_backoff := NULL;
+		max_backoff := NULL;
+	END IF;
+	PERFORM sched._check_name(v_channel, 'channel name',
+		'LISTEN folds unquoted names to lower case, so a channel is a lowercase identifier.');
+	PERFORM sched._require(max_attempts, 'max_attempts');
+	IF max_attempts < 1 OR max_attempts > 1000 THEN
+		RAISE EXCEPTION 'max_attempts must be between 1 and 1000, not %', max_attempts
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	PERFORM sched._check_interval(ack_timeout, 'ack_timeout', interval '1 second', interval '7 days');
+	IF rate_limit IS NOT NULL THEN
+		IF rate_limit = 'NaN' OR rate_limit IN ('Infinity', '-Infinity') THEN
+			RAISE EXCEPTION 'rate_limit must be a finite number, not %', rate_limit
+				USING ERRCODE = 'invalid_parameter_value';
+		ELSIF rate_limit <= 0 THEN
+			RAISE EXCEPTION 'rate_limit must be between 0.001 and 1000000 deliveries per second, not %', rate_limit
+				USING ERRCODE = 'invalid_parameter_value',
+					  HINT = 'To stop a type''s deliveries for a while, use sched.pause.';
+		ELSIF rate_limit < 0.001 OR rate_limit > 1000000 THEN
+			RAISE EXCEPTION 'rate_limit must be between 0.001 and 1000000 deliveries per second, not %', rate_limit
+				USING ERRCODE = 'invalid_parameter_value';
+		END IF;
+		-- Enough for one second of the rate, at least one.
+		burst := coalesce(burst, GREATEST(1, pg_catalog.ceil(rate_limit))::int);
+	ELSIF burst IS NOT NULL THEN
+		RAISE EXCEPTION 'burst needs a rate_limit'
+			USING ERRCODE = 'invalid_parameter_value',
+				  HINT = 'burst is the size of the token bucket that rate_limit fills.';
+	END IF;
+	IF burst < 1 OR burst > 1000000 THEN
+		RAISE EXCEPTION 'burst must be between 1 and 1000000, not %', burst
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	IF max_concurrency < 1 OR max_concurrency > 100000 THEN
+		RAISE EXCEPTION 'max_concurrency must be between 1 and 100000, not %', max_concurrency
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+
+	SELECT b.delivery, b.rate_limit INTO v_old_delivery, v_old_rate
+		FROM sched.biz b WHERE b.name = define_biz.name
+		FOR NO KEY UPDATE;
+	IF rate_limit IS NOT NULL AND v_old_rate IS NULL THEN
+		-- Every rate-limited type has a token bucket in shared memory.
+		v_max_types := pg_catalog.current_setting('delaysched.max_biz_types')::int;
+		IF (SELECT count(*) FROM sched.biz b WHERE b.rate_limit IS NOT NULL) >= v_max_types THEN
+			RAISE EXCEPTION 'too many rate-limited business types'
+				USING ERRCODE = 'configuration_limit_exceeded',
+					  DETAIL = pg_catalog.format('delaysched.max_biz_types is %s.', v_max_types),
+					  HINT = 'Raise delaysched.max_biz_types (a restart is needed), or remove the rate limit of a type that does not need it.';
+		END IF;
+	END IF;
+	IF v_old_delivery IN ('pull', 'http') AND delivery = 'notify' THEN
+		-- Until this commits the workers still see a pull type and may mark
+		-- more of its tasks announced ('r'), which the reset below would not
+		-- see.  Hold every range's pointer row, which every tick locks
+		-- first: ticks under way finish before this goes on, and none starts
+		-- until this transaction ends.
+		PERFORM 1 FROM sched.pointer p ORDER BY p.range_id FOR UPDATE;
+	END IF;
+
+	INSERT INTO sched.biz AS b (name, delivery, channel, max_attempts, ack_timeout,
+								rate_limit, burst, max_concurrency,
+								url, headers, timeout, min_backoff, max_backoff, secret,
+								follow_redirects)
+		VALUES (name, delivery, v_channel, max_attempts, ack_timeout,
+				rate_limit, burst, max_concurrency,
+				url, headers, timeout, min_backoff, max_backoff, secret,
+				coalesce(follow_redirects, false))
+	ON CONFLICT ON CONSTRAINT biz_pkey DO UPDATE
+		SET delivery = excluded.delivery, channel = excluded.channel,
+			max_attempts = excluded.max_attempts, ack_timeout = excluded.ack_timeout,
+			rate_limit = excluded.rate_limit, burst = excluded.burst,
+			max_concurrency = excluded.max_concurrency,
+			url = excluded.url, headers = excluded.headers, timeout = excluded.timeout,
+			min_backoff = excluded.min_backoff, max_backoff = excluded.max_backoff,
+			secret = excluded.secret, follow_redirects = excluded.follow_redirects,
+			updated_at = now();
+	-- The HTTP workers read the definitions afresh when they claim.
+	IF delivery = 'http' OR v_old_delivery = 'http' THEN
+		PERFORM sched._wake_http();
+	END IF;
+	IF rate_limit IS NULL AND v_old_rate IS NOT NULL THEN
+		PERFORM sched._forget_bucket(name, false);
+	END IF;
+	-- The drain reads the limits afresh: let it look at once, with the new ones.
+	PERFORM sched._wake_drain();
+
+	-- A pull or http type turned notify: its announced or parked tasks ('r')
+	-- wait for a claim that no consumer will make; make them pending again,
+	-- behind the pointer, for the sweep to deliver by NOTIFY.
+	IF v_old_delivery IN ('pull', 'http') AND delivery = 'notify' THEN
+		UPDATE sched.task t SET state = 'p' WHERE t.biz_type = define_biz.name AND t.state = 'r';
+		IF FOUND THEN
+			PERFORM sched._wake('-infinity');
+		END IF;
+	END IF;
+END
+$$;
+COMMENT ON FUNCTION sched.define_biz(text, text, text, int, interval, float8, int, int,
+									 text, jsonb, interval, interval, interval, text, boolean) IS 'create or replace a delaysched business type';
 
 -------------------------------------------------------------------------------
 -- Views

@@ -376,13 +376,21 @@ END
 $$;
 COMMENT ON FUNCTION sched._require(anyelement, text) IS 'internal: refuse a NULL argument';
 
+-- A value quoted in an error message: at most 64 characters of it, so that
+-- a megabyte of bad input does not make a megabyte of message.
+CREATE FUNCTION sched._clip(p_value text) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT CASE WHEN pg_catalog.length(p_value) > 64
+				 THEN pg_catalog.left(p_value, 64) || '...' ELSE p_value END $$;
+COMMENT ON FUNCTION sched._clip(text) IS 'internal: a value as an error message quotes it (its first 64 characters)';
+
 CREATE FUNCTION sched._check_name(name text, what text, hint text) RETURNS void
 LANGUAGE plpgsql IMMUTABLE
 AS $$
 BEGIN
 	PERFORM sched._require(name, what);
 	IF name !~ '^[a-z_][a-z0-9_]*$' OR pg_catalog.octet_length(name) > 63 THEN
-		RAISE EXCEPTION 'invalid % "%"', what, name
+		RAISE EXCEPTION 'invalid % "%"', what, sched._clip(name)
 			USING ERRCODE = 'invalid_name',
 				  DETAIL = 'A ' || what || ' is a lowercase identifier: a letter or underscore, then letters, digits or underscores, at most 63 bytes.',
 				  HINT = hint;
@@ -406,9 +414,9 @@ BEGIN
 	PERFORM sched._require(biz_type, 'biz_type');
 	SELECT * INTO b FROM sched.biz WHERE name = biz_type FOR KEY SHARE;
 	IF NOT FOUND THEN
-		RAISE EXCEPTION 'business type "%" does not exist', biz_type
+		RAISE EXCEPTION 'business type "%" does not exist', sched._clip(biz_type)
 			USING ERRCODE = 'undefined_object',
-				  HINT = pg_catalog.format('Define it first with SELECT sched.define_biz(%L);', biz_type);
+				  HINT = pg_catalog.format('Define it first with SELECT sched.define_biz(%L);', sched._clip(biz_type));
 	END IF;
 	RETURN b;
 END
@@ -504,22 +512,22 @@ BEGIN
 		END IF;
 		FOR h IN SELECT e.key, e.value FROM pg_catalog.jsonb_each(headers) e LOOP
 			IF h.key !~ '^[A-Za-z0-9!#$%&''*+.^_`|~-]{1,100}$' THEN
-				RAISE EXCEPTION 'invalid header name "%"', h.key
+				RAISE EXCEPTION 'invalid header name "%"', sched._clip(h.key)
 					USING ERRCODE = 'invalid_parameter_value',
 						  HINT = 'A header name is 1 to 100 letters, digits and !#$%&''*+.^_`|~- (RFC 9110 token).';
 			END IF;
 			IF pg_catalog.lower(h.key) IN ('host', 'content-length', 'transfer-encoding', 'connection',
 										   'expect', 'te', 'upgrade', 'idempotency-key')
 			   OR pg_catalog.lower(h.key) LIKE 'x-delaysched-%' THEN
-				RAISE EXCEPTION 'header "%" is set by delaysched and cannot be configured', h.key
+				RAISE EXCEPTION 'header "%" is set by delaysched and cannot be configured', sched._clip(h.key)
 					USING ERRCODE = 'invalid_parameter_value';
 			END IF;
 			IF pg_catalog.jsonb_typeof(h.value) <> 'string' THEN
-				RAISE EXCEPTION 'the value of header "%" must be a string, not %', h.key, pg_catalog.jsonb_typeof(h.value)
+				RAISE EXCEPTION 'the value of header "%" must be a string, not %', sched._clip(h.key), pg_catalog.jsonb_typeof(h.value)
 					USING ERRCODE = 'invalid_parameter_value';
 			END IF;
 			IF (h.value #>> '{}') ~ '[\x00-\x08\x0a-\x1f\x7f]' OR pg_catalog.octet_length(h.value #>> '{}') > 8192 THEN
-				RAISE EXCEPTION 'the value of header "%" must be at most 8192 bytes without line breaks or control characters', h.key
+				RAISE EXCEPTION 'the value of header "%" must be at most 8192 bytes without line breaks or control characters', sched._clip(h.key)
 					USING ERRCODE = 'invalid_parameter_value';
 			END IF;
 		END LOOP;
@@ -1206,7 +1214,7 @@ BEGIN
 		'Use a lowercase identifier such as ''order_timeout''.');
 	PERFORM sched._require(delivery, 'delivery');
 	IF delivery NOT IN ('notify', 'pull', 'http') THEN
-		RAISE EXCEPTION 'invalid delivery "%"', delivery
+		RAISE EXCEPTION 'invalid delivery "%"', sched._clip(delivery)
 			USING ERRCODE = 'invalid_parameter_value',
 				  HINT = 'delivery is ''notify'' (push to LISTENers), ''pull'' (announce, then sched.claim) or ''http'' (POST to url).';
 	END IF;
@@ -1459,7 +1467,7 @@ BEGIN
 				  HINT = 'Name the role, for example sched.grant_biz(''orders'', ''app_role'').';
 	END IF;
 	IF p_privilege NOT IN ('schedule', 'consume', 'read') THEN
-		RAISE EXCEPTION 'invalid privilege "%"', p_privilege
+		RAISE EXCEPTION 'invalid privilege "%"', sched._clip(p_privilege)
 			USING ERRCODE = 'invalid_parameter_value',
 				  HINT = 'A privilege is ''schedule'' (add, cancel, reschedule, retry), ''consume'' (claim, ack, nack) or ''read'' (the views).';
 	END IF;
@@ -2328,7 +2336,7 @@ BEGIN
 	PERFORM sched._require(p_name, 'name');
 	SELECT * INTO s FROM sched.schedule x WHERE x.name = p_name FOR UPDATE;
 	IF NOT FOUND THEN
-		RAISE EXCEPTION 'schedule "%" does not exist', p_name
+		RAISE EXCEPTION 'schedule "%" does not exist', sched._clip(p_name)
 			USING ERRCODE = 'undefined_object',
 				  HINT = 'The schedules are listed in sched.schedules.';
 	END IF;
@@ -2368,7 +2376,7 @@ BEGIN
 	PERFORM sched._check_schedule(schedule, time_zone);
 	PERFORM sched._require(catch_up, 'catch_up');
 	IF catch_up NOT IN ('latest', 'all', 'none') THEN
-		RAISE EXCEPTION 'invalid catch_up "%"', catch_up
+		RAISE EXCEPTION 'invalid catch_up "%"', sched._clip(catch_up)
 			USING ERRCODE = 'invalid_parameter_value',
 				  HINT = 'catch_up is ''latest'' (missed firings collapse into one), ''all'' (every missed firing is delivered) or ''none'' (missed firings are skipped).';
 	END IF;

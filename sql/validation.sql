@@ -240,3 +240,9 @@ SELECT held, delivered FROM sched._tick(999::smallint, now(), 10, true, 60, 60, 
 -- clean up
 SELECT sched.drop_biz('val_notify', cancel_tasks => true);
 SELECT sched.drop_biz('val_pull');
+
+-- a megabyte of bad input makes a short message: the value is quoted clipped
+SELECT length(try($$SELECT sched.define_biz(repeat('X', 1000000))$$)) < 400 AS short_message,
+       try($$SELECT sched.define_biz(repeat('X', 1000000))$$) LIKE '%XXX...%' AS clipped;
+SELECT length(try($$SELECT sched.add(repeat('x', 1000000), now())$$)) < 400 AS short_message;
+SELECT length(try($$SELECT sched.drop_schedule(repeat('x', 1000000))$$)) < 400 AS short_message;
