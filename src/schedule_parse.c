@@ -205,6 +205,16 @@ delaysched_schedule_kind_name(const ScheduleRule *rule)
  */
 
 /*
+ * The character at p, whole (a multibyte one is several bytes), for an
+ * error message to quote.
+ */
+static char *
+character_at(const char *p)
+{
+	return pnstrdup(p, pg_mblen(p));
+}
+
+/*
  * Read a value of a cron field at *pp: digits, or a name the field knows.
  * Advances *pp past it.
  */
@@ -236,8 +246,9 @@ cron_value(const char *text, const CronField *field, const char **pp)
 		const char *start = p;
 		int			i;
 
-		while (isalpha((unsigned char) *p))
-			p++;
+		/* A word, letters beyond ASCII included, so that it is named whole. */
+		while (isalpha((unsigned char) *p) || IS_HIGHBIT_SET(*p))
+			p += pg_mblen(p);
 		for (i = 0; field->names[i] != NULL; i++)
 		{
 			if (p - start == 3 && pg_strncasecmp(start, field->names[i], 3) == 0)
@@ -252,8 +263,8 @@ cron_value(const char *text, const CronField *field, const char **pp)
 		schedule_error(text, CRON_HINT, "a value is missing in the %s field",
 					   field->name);
 	else
-		schedule_error(text, CRON_HINT, "unexpected \"%c\" in the %s field",
-					   *p, field->name);
+		schedule_error(text, CRON_HINT, "unexpected \"%s\" in the %s field",
+					   character_at(p), field->name);
 	*pp = p;
 	return value;
 }
@@ -329,8 +340,8 @@ parse_cron_field(const char *text, const char *ftext, int fieldno)
 							   step, field->name, field->max - field->min + 1);
 		}
 		if (*p != ',' && *p != '\0')
-			schedule_error(text, CRON_HINT, "unexpected \"%c\" in the %s field",
-						   *p, field->name);
+			schedule_error(text, CRON_HINT, "unexpected \"%s\" in the %s field",
+						   character_at(p), field->name);
 
 		for (v = lo; v <= hi; v += step)
 			mask |= UINT64CONST(1) << ((fieldno == CRON_WDAY && v == 7) ? 0 : v);
