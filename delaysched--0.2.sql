@@ -427,8 +427,22 @@ CREATE FUNCTION sched._check_interval(value interval, what text, lowest interval
 RETURNS void
 LANGUAGE plpgsql IMMUTABLE
 AS $$
+DECLARE
+	v_months float8;
+	v_days float8;
+	v_time float8;
 BEGIN
 	PERFORM sched._require(value, what);
+	-- '1 month -29 days' compares as one day, but added to a date in
+	-- February it goes back: a length must not mix signs.
+	v_months := EXTRACT(year FROM value) * 12 + EXTRACT(month FROM value);
+	v_days := EXTRACT(day FROM value);
+	v_time := EXTRACT(epoch FROM value) - (v_months * 30 + v_days) * 86400;
+	IF (v_months > 0 OR v_days > 0 OR v_time > 0) AND (v_months < 0 OR v_days < 0 OR v_time < 0) THEN
+		RAISE EXCEPTION '% must not mix positive and negative parts, not %', what, value
+			USING ERRCODE = 'invalid_parameter_value',
+				  HINT = 'Months and days are not of fixed length: give the length in one unit, or parts of one sign.';
+	END IF;
 	IF value < lowest OR value > highest THEN
 		RAISE EXCEPTION '% must be between % and %, not %', what, lowest, highest, value
 			USING ERRCODE = 'invalid_parameter_value';
