@@ -12,6 +12,7 @@ OBJS = \
 	src/firing.o \
 	src/guc.o \
 	src/handoff.o \
+	src/http_shmem.o \
 	src/http_request.o \
 	src/http_store.o \
 	src/http_transfer.o \
