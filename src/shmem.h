@@ -46,17 +46,15 @@
  * The wake-up protocol (which the one spinlock used to give for free).  A
  * committing backend (wake.c) first lowers the ranges' wake_at (and
  * drain_at), then issues a full memory barrier, then reads the workers'
- * sleep_until.  A worker looking for work (worker.c, pick_range) first sets
- * its sleep_until to DELAYSCHED_PICKING with an atomic exchange (a full
- * barrier), then reads the ranges, then sets sleep_until to when it will
- * wake, or to 0 when it took a range.  So either the worker's walk sees the
- * backend's time, or the backend sees the worker picking or asleep: it sets
- * the latch of every picking worker it meets and of one asleep past its
- * earliest time.  A latch set while a worker picks only makes its next sleep
- * return at once.  A worker's latch pointer is set at its start, before its
- * sleep_until is first made non-zero, and never cleared (its PGPROC's latch
- * outlives it), so a backend may read it without a lock after reading a
- * non-zero sleep_until.
+ * sleep_until and sets the latch of one that would sleep past its earliest
+ * time.  A worker about to sleep (worker.c, pick_range) first publishes its
+ * sleep_until with an atomic exchange (a full barrier), then reads once more
+ * the wake_at of the ranges its walk found free, and drain_at, and sleeps
+ * no later than the earliest.  So either the worker sees the backend's time,
+ * or the backend sees the worker's sleep_until.  A worker's latch pointer is
+ * set at its start, before its sleep_until is first made non-zero, and
+ * never cleared (its PGPROC's latch outlives it), so a backend may read it
+ * without a lock after reading a non-zero sleep_until.
  *
  *-------------------------------------------------------------------------
  */
@@ -90,9 +88,6 @@ typedef enum ScannerStatus
 	SCANNER_SLEEPING
 } ScannerStatus;
 
-/* sleep_until of a worker walking the ranges (see the wake-up protocol). */
-#define DELAYSCHED_PICKING	DT_NOEND
-
 /* One scanner worker. */
 typedef struct WorkerSlot
 {
@@ -104,9 +99,8 @@ typedef struct WorkerSlot
 	bool		draining;		/* running the drain (drain.c) */
 
 	/*
-	 * When the sleeping worker will wake by itself; 0 while it works,
-	 * DELAYSCHED_PICKING while it walks the ranges.  A backend whose task is
-	 * due before this sets the worker's latch.
+	 * When the sleeping worker will wake by itself; 0 while it works.  A
+	 * backend whose task is due before this sets the worker's latch.
 	 */
 	pg_atomic_uint64 sleep_until;
 

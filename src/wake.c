@@ -89,26 +89,25 @@ forget_pending(void)
 }
 
 /*
- * Wake the scanner workers that need it for a task due at "earliest",
- * whose time this backend has just published: every worker walking the
- * ranges right now, and one sleeping past that time (see the wake-up
- * protocol in shmem.h).  No lock: the caller has issued the barrier.
+ * Wake one sleeping scanner worker that would sleep past "earliest", a time
+ * this backend has just published (see the wake-up protocol in shmem.h).
+ * No lock: the caller has issued the barrier.
  */
 static void
-wake_scanners(TimestampTz earliest)
+wake_scanner(TimestampTz earliest)
 {
 	for (int i = 0; i < delaysched_workers; i++)
 	{
 		WorkerSlot *worker = &delaysched_shared->workers[i];
 		TimestampTz sleep_until = delaysched_read_time(&worker->sleep_until);
 
-		if (sleep_until == 0 || earliest >= sleep_until)
-			continue;
-		/* The latch was set before sleep_until was first made non-zero. */
-		pg_read_barrier();
-		SetLatch(worker->latch);
-		if (sleep_until != DELAYSCHED_PICKING)
+		if (sleep_until != 0 && earliest < sleep_until)
+		{
+			/* Its latch was set before sleep_until was first non-zero. */
+			pg_read_barrier();
+			SetLatch(worker->latch);
 			break;
+		}
 	}
 }
 
@@ -184,7 +183,7 @@ wake_xact_callback(XactEvent event, void *arg)
 	{
 		/* The times above before the workers' sleep_until (see shmem.h). */
 		pg_memory_barrier();
-		wake_scanners(pending_earliest);
+		wake_scanner(pending_earliest);
 	}
 	if (pending_http)
 		delaysched_http_wake_all();

@@ -434,8 +434,10 @@ range_due_at(RangeState *range, TimestampTz sweep_every)
  * earliest time one will be (for a free range; a held one is its holder's
  * business), and this worker marked sleeping until then.
  *
- * Takes ranges_lock for the walk, then workers_lock for this worker's slot;
- * around them, the wake-up protocol of shmem.h.
+ * Takes ranges_lock for the walk, then workers_lock for this worker's slot.
+ * Before it sleeps, the worker's side of the wake-up protocol (shmem.h):
+ * publish sleep_until, then look again, without a lock, at the wake times
+ * that backends lower.
  */
 static int
 pick_range(TimestampTz now, TimestampTz sweep_every, TimestampTz *next,
@@ -443,20 +445,22 @@ pick_range(TimestampTz now, TimestampTz sweep_every, TimestampTz *next,
 {
 	int			best = -1;
 	TimestampTz best_due = DT_NOEND;
-	TimestampTz drain_at;
+	int			nranges;
+	bool		drain_free;
+	TimestampTz soonest;
+
+	/* Per range seen free: its retry time; DT_NOEND for a held one. */
+	TimestampTz not_before[DELAYSCHED_MAX_RANGES];
 
 	*next = now + sweep_every;
-
-	/* Picking: a full barrier before reading any wake time. */
-	(void) pg_atomic_exchange_u64(&MY_SLOT->sleep_until, (uint64) DELAYSCHED_PICKING);
-	drain_at = delaysched_read_time(&delaysched_shared->drain_at);
-
 	LWLockAcquire(delaysched_shared->ranges_lock, LW_EXCLUSIVE);
-	for (int r = 0; r < delaysched_shared->nranges; r++)
+	nranges = delaysched_shared->nranges;
+	for (int r = 0; r < nranges; r++)
 	{
 		RangeState *range = &delaysched_shared->ranges[r];
 		TimestampTz due;
 
+		not_before[r] = range->holder >= 0 ? DT_NOEND : range->retry_at;
 		if (range->holder >= 0)
 			continue;
 		due = range_due_at(range, sweep_every);
@@ -485,13 +489,39 @@ pick_range(TimestampTz now, TimestampTz sweep_every, TimestampTz *next,
 
 	LWLockAcquire(delaysched_shared->workers_lock, LW_EXCLUSIVE);
 	/* While a worker drains, the drain's time is its business. */
-	if (delaysched_shared->drainer < 0)
-		*next = Min(*next, drain_at);
+	drain_free = delaysched_shared->drainer < 0;
 	MY_SLOT->range = best;
 	MY_SLOT->status = best >= 0 ? SCANNER_DELIVERING : SCANNER_SLEEPING;
 	LWLockRelease(delaysched_shared->workers_lock);
-	pg_atomic_write_u64(&MY_SLOT->sleep_until, best >= 0 ? 0 : (uint64) *next);
-	return best;
+
+	if (best >= 0)
+	{
+		pg_atomic_write_u64(&MY_SLOT->sleep_until, 0);
+		return best;
+	}
+
+	/*
+	 * Publish the wake-up time (the exchange is a full barrier), then look
+	 * again: a backend that lowered a time after the walk either reads this
+	 * sleep_until and sets the latch, or its time is seen here.
+	 */
+	(void) pg_atomic_exchange_u64(&MY_SLOT->sleep_until, (uint64) *next);
+	soonest = *next;
+	for (int r = 0; r < nranges; r++)
+	{
+		if (not_before[r] == DT_NOEND)
+			continue;
+		soonest = Min(soonest, Max(delaysched_read_time(&delaysched_shared->ranges[r].wake_at),
+								   not_before[r]));
+	}
+	if (drain_free)
+		soonest = Min(soonest, delaysched_read_time(&delaysched_shared->drain_at));
+	if (soonest < *next)
+	{
+		*next = soonest;
+		pg_atomic_write_u64(&MY_SLOT->sleep_until, (uint64) soonest);
+	}
+	return -1;
 }
 
 /*
