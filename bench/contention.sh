@@ -3,6 +3,7 @@
 # beside a baseline revision, in one run, so that every figure is a ratio.
 #
 #   bash bench/contention.sh [--smoke] [--baseline REV] [--rounds N] [--seconds S]
+#                            [--workloads "2 8 32 burst"]
 #   make bench-contention      (make bench-contention-smoke: a few seconds)
 #
 # Two workloads, each on a throwaway cluster of its own:
@@ -43,7 +44,8 @@ while [ $# -gt 0 ]; do
 		--baseline) baseline=$2; shift ;;
 		--rounds) rounds=$2; shift ;;
 		--seconds) seconds=$2; shift ;;
-		*) echo "usage: bench/contention.sh [--smoke] [--baseline REV] [--rounds N] [--seconds S]" >&2; exit 2 ;;
+		--workloads) read -r -a workloads <<<"$2"; shift ;;
+		*) echo "usage: bench/contention.sh [--smoke] [--baseline REV] [--rounds N] [--seconds S] [--workloads LIST]" >&2; exit 2 ;;
 	esac
 	shift
 done
@@ -52,7 +54,7 @@ if [ -n "$smoke" ]; then
 else
 	rounds=${rounds:-3}; seconds=${seconds:-20}; burst_size=50000
 fi
-clients=(2 8 32)
+[ -n "${workloads+set}" ] || workloads=(2 8 32 burst)
 
 ensure_packages
 new_bindir=$PG_BINDIR
@@ -144,7 +146,7 @@ log "old = $base_rev, new = $new_rev; $rounds rounds of ${seconds} s pgbench run
 started=$(date +%s)
 for round in $(seq 1 "$rounds"); do
 	if [ $((round % 2)) -eq 1 ]; then order="old new"; else order="new old"; fi
-	for workload in "${clients[@]}" burst; do
+	for workload in "${workloads[@]}"; do
 		for system in $order; do
 			run_system "$system" "$round" "$workload"
 		done
@@ -162,17 +164,23 @@ def values(system, workload, field):
 def med(system, workload, field):
     v = list(values(system, workload, field).values())
     return statistics.median(v) if v else float("nan")
-def ratio(workload, field):
+def ratios(workload, field):
     o, n = values("old", workload, field), values("new", workload, field)
-    v = [n[k] / o[k] for k in o if k in n and o[k]]
+    return [n[k] / o[k] for k in o if k in n and o[k]]
+def ratio(workload, field):
+    v = ratios(workload, field)
     return statistics.median(v) if v else float("nan")
+def better(workload, field):
+    v = ratios(workload, field)
+    higher = field in ("tps", "deliver_per_s")
+    return f"{sum(1 for x in v if (x > 1 if higher else x < 1))} of {len(v)}"
 print(f"sched.add under contention and a 4-worker burst: medians of {rounds} round(s),"
       f" old = {old_rev}, new = {new_rev}")
-print("new / old is the median of the rounds' own ratios; tps and deliveries/s: higher is")
-print("better; latency and drain time: lower is better")
+print("new / old is the median of the rounds' own ratios, \"new better\" in how many rounds;")
+print("tps and deliveries/s: higher is better; latency and drain time: lower is better")
 print()
-print(f"| {'workload':<9} | {'figure':<16} | {'old':>10} | {'new':>10} | {'new / old':>9} |")
-print(f"|{'-' * 11}|{'-' * 18}|{'-' * 12}|{'-' * 12}|{'-' * 11}|")
+print(f"| {'workload':<9} | {'figure':<16} | {'old':>10} | {'new':>10} | {'new / old':>9} | {'new better':>10} |")
+print(f"|{'-' * 11}|{'-' * 18}|{'-' * 12}|{'-' * 12}|{'-' * 11}|{'-' * 12}|")
 workloads = sorted({r["workload"] for r in rows},
                    key=lambda w: (w.startswith("burst"), int(w.split("-")[1]) if w.startswith("add") else 0))
 for w in workloads:
@@ -183,6 +191,6 @@ for w in workloads:
     for field, name in figures:
         o, n = med("old", w, field), med("new", w, field)
         fmt = "{:10.0f}" if field in ("tps", "deliver_per_s") else "{:10.3f}"
-        print(f"| {w:<9} | {name:<16} | {fmt.format(o)} | {fmt.format(n)} | {ratio(w, field):9.3f} |")
+        print(f"| {w:<9} | {name:<16} | {fmt.format(o)} | {fmt.format(n)} | {ratio(w, field):9.3f} | {better(w, field):>10} |")
 PY
 echo "results: $out"
