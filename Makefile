@@ -12,6 +12,7 @@ OBJS = \
 	src/firing.o \
 	src/guc.o \
 	src/handoff.o \
+	src/http_shmem.o \
 	src/http_request.o \
 	src/http_store.o \
 	src/http_transfer.o \
@@ -69,7 +70,7 @@ test/bench/hooksink: test/bench/hooksink.c
 	$(CC) -O2 -Wall -Wextra -Werror -o $@ $<
 
 # Benchmarks (not tests): bench/run.sh; bench-smoke is the few-second run CI does.
-.PHONY: bench bench-compare bench-smoke bench-http bench-schedules
+.PHONY: bench bench-compare bench-smoke bench-http bench-schedules bench-contention bench-contention-smoke
 bench: all
 	bash bench/run.sh
 bench-compare: all
@@ -80,3 +81,8 @@ bench-http: all
 	bash bench/http.sh
 bench-schedules: all
 	bash bench/schedules.sh
+# Shared-memory contention: this tree beside a baseline revision (BASELINE=rev).
+bench-contention: all
+	bash bench/contention.sh $(if $(BASELINE),--baseline $(BASELINE))
+bench-contention-smoke: all
+	bash bench/contention.sh --smoke $(if $(BASELINE),--baseline $(BASELINE))

@@ -260,9 +260,9 @@ allow(DrainType *t, int batch, TimestampTz stamp, bool *waits_for_slot)
 		 */
 		if (!*waits_for_slot)
 		{
-			SpinLockAcquire(&delaysched_shared->mutex);
-			delaysched_shared->drain_waits_for_slot = true;
-			SpinLockRelease(&delaysched_shared->mutex);
+			pg_atomic_write_u32(&delaysched_shared->drain_waits_for_slot, 1);
+			/* Before the count below (an acknowledgement reads the flag). */
+			pg_memory_barrier();
 			*waits_for_slot = true;
 		}
 		values[0] = CStringGetTextDatum(t->name);
@@ -521,9 +521,7 @@ delaysched_drain(TimestampTz now, int batch, DrainResult *result)
 
 	if (!slot_limited)
 	{
-		SpinLockAcquire(&delaysched_shared->mutex);
-		delaysched_shared->drain_waits_for_slot = false;
-		SpinLockRelease(&delaysched_shared->mutex);
+		pg_atomic_write_u32(&delaysched_shared->drain_waits_for_slot, 0);
 	}
 
 	/*

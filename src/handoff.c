@@ -32,8 +32,10 @@
  * commit and the ring leaves a lease that runs out (timeout + 30 s) and is
  * parked by the sweep: late, never lost.
  *
- * Every field of the ring is under delaysched_shared->mutex; a commit
- * copies at most one tick's batch into it.
+ * Locking: each worker's slot and ring has an LWLock of its own; the rules
+ * are in http_shmem.h.  A commit copies at most its transaction's
+ * reservation into the ring with the lock held; the worker copies what it
+ * takes without it.
  *
  *-------------------------------------------------------------------------
  */
@@ -43,8 +45,9 @@
 #include "fmgr.h"
 #include "utils/memutils.h"
 
+#include "guc.h"
 #include "handoff.h"
-#include "shmem.h"
+#include "http_shmem.h"
 
 /* The most tasks one delivery statement hands over. */
 #define HANDOFF_MAX			64
@@ -71,7 +74,7 @@ static void handoff_xact_callback(XactEvent event, void *arg);
 
 PG_FUNCTION_INFO_V1(delaysched_handoff_lease);
 
-/* The places a worker's ring could give one more task now; mutex held. */
+/* The places a worker's ring could give one more task now; its lock held. */
 static int
 free_places(const HttpWorkerSlot *slot)
 {
@@ -85,7 +88,7 @@ free_places(const HttpWorkerSlot *slot)
 	return Max(0, Min(in_ring, in_slots));
 }
 
-/* Give back n of this transaction's reserved places; mutex held. */
+/* Give back n of this transaction's reserved places; the slot's lock held exclusive. */
 static void
 give_back(HttpWorkerSlot *slot, int n)
 {
@@ -97,7 +100,8 @@ give_back(HttpWorkerSlot *slot, int n)
  * Reserve up to "want" places for the tasks a delivery statement is about
  * to lease (sched._handoff_lease hands them out).  Returns the HTTP worker
  * they are for, or -1 when no worker has room (the tasks are parked).  The
- * tasks of one transaction all go to one worker.
+ * tasks of one transaction all go to one worker.  Takes each worker's lock
+ * shared in turn to choose, then the chosen one's exclusive.
  */
 int
 delaysched_handoff_reserve(int want)
@@ -106,7 +110,7 @@ delaysched_handoff_reserve(int want)
 	int			granted = 0;
 
 	stmt_places = stmt_nleased = 0;
-	if (delaysched_shared == NULL || want <= 0)
+	if (delaysched_http_slots == NULL || want <= 0)
 		return -1;
 	if (!callback_registered)
 	{
@@ -114,17 +118,20 @@ delaysched_handoff_reserve(int want)
 		callback_registered = true;
 	}
 
-	SpinLockAcquire(&delaysched_shared->mutex);
 	if (xact_worker >= 0)
 		worker = xact_worker;
 	else
 	{
 		int			best = 0;
 
-		for (int i = 0; i < DELAYSCHED_MAX_HTTP_WORKERS; i++)
+		for (int i = 0; i < delaysched_http_workers; i++)
 		{
-			int			places = free_places(&delaysched_shared->http_workers[i]);
+			HttpWorkerSlot *slot = &delaysched_http_slots[i];
+			int			places;
 
+			LWLockAcquire(slot->lock, LW_SHARED);
+			places = free_places(slot);
+			LWLockRelease(slot->lock);
 			if (places > best)
 			{
 				best = places;
@@ -134,7 +141,9 @@ delaysched_handoff_reserve(int want)
 	}
 	if (worker >= 0)
 	{
-		HttpWorkerSlot *slot = &delaysched_shared->http_workers[worker];
+		HttpWorkerSlot *slot = &delaysched_http_slots[worker];
+
+		LWLockAcquire(slot->lock, LW_EXCLUSIVE);
 
 		/*
 		 * Half of what is free at most: another scanner's statement may be
@@ -147,8 +156,8 @@ delaysched_handoff_reserve(int want)
 		slot->handoff_reserved += granted;
 		xact_reserved += granted;
 		xact_worker = worker;
+		LWLockRelease(slot->lock);
 	}
-	SpinLockRelease(&delaysched_shared->mutex);
 	stmt_places = granted;
 	return granted > 0 ? worker : -1;
 }
@@ -193,16 +202,22 @@ delaysched_handoff_add(int64 id, int16 bucket, int32 attempt)
 	xact_ntasks++;
 }
 
-/* After a statement: give back the places no task was leased for. */
+/*
+ * After a statement: give back the places no task was leased for.  Takes
+ * the worker's lock.
+ */
 void
 delaysched_handoff_settle(void)
 {
+	HttpWorkerSlot *slot;
+
 	stmt_places = stmt_nleased = 0;
 	if (xact_worker < 0 || xact_reserved == xact_ntasks)
 		return;
-	SpinLockAcquire(&delaysched_shared->mutex);
-	give_back(&delaysched_shared->http_workers[xact_worker], xact_reserved - xact_ntasks);
-	SpinLockRelease(&delaysched_shared->mutex);
+	slot = &delaysched_http_slots[xact_worker];
+	LWLockAcquire(slot->lock, LW_EXCLUSIVE);
+	give_back(slot, xact_reserved - xact_ntasks);
+	LWLockRelease(slot->lock);
 }
 
 static void
@@ -223,6 +238,7 @@ forget(void)
  * At commit, the tasks go into the ring and the worker is woken; at an
  * abort (or a PREPARE: the leases commit later, elsewhere, and run out
  * unless that commit comes first) only the reservation is given back.
+ * Takes the worker's lock; sets its latch after releasing it.
  */
 static void
 handoff_xact_callback(XactEvent event, void *arg)
@@ -232,7 +248,7 @@ handoff_xact_callback(XactEvent event, void *arg)
 
 	if (xact_worker < 0)
 		return;
-	slot = &delaysched_shared->http_workers[xact_worker];
+	slot = &delaysched_http_slots[xact_worker];
 	switch (event)
 	{
 		case XACT_EVENT_COMMIT:
@@ -240,23 +256,23 @@ handoff_xact_callback(XactEvent event, void *arg)
 			/* Most ticks hold nothing by now: no webhook was due. */
 			if (xact_ntasks == 0 && xact_reserved == 0)
 				break;
-			SpinLockAcquire(&delaysched_shared->mutex);
+			LWLockAcquire(slot->lock, LW_EXCLUSIVE);
 			for (int i = 0; i < xact_ntasks; i++)
 				slot->handoff[(slot->handoff_head + i) % HTTP_HANDOFF_RING] = xact_tasks[i];
 			slot->handoff_head += xact_ntasks;
 			give_back(slot, xact_reserved);
 			if (xact_ntasks > 0)
 				latch = slot->latch;
-			SpinLockRelease(&delaysched_shared->mutex);
+			LWLockRelease(slot->lock);
 			break;
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
 		case XACT_EVENT_PREPARE:
 			if (xact_reserved == 0)
 				break;
-			SpinLockAcquire(&delaysched_shared->mutex);
+			LWLockAcquire(slot->lock, LW_EXCLUSIVE);
 			give_back(slot, xact_reserved);
-			SpinLockRelease(&delaysched_shared->mutex);
+			LWLockRelease(slot->lock);
 			break;
 		default:
 			return;
@@ -268,30 +284,43 @@ handoff_xact_callback(XactEvent event, void *arg)
 
 /*
  * An HTTP worker starting: what its ring holds was for its previous run,
- * whose leases sched._http_release parks.
+ * whose leases sched._http_release parks.  Takes the worker's lock.
  */
 void
 delaysched_handoff_clear(int worker)
 {
-	HttpWorkerSlot *slot = &delaysched_shared->http_workers[worker];
+	HttpWorkerSlot *slot = &delaysched_http_slots[worker];
 
-	SpinLockAcquire(&delaysched_shared->mutex);
+	LWLockAcquire(slot->lock, LW_EXCLUSIVE);
 	slot->handoff_tail = slot->handoff_head;
-	SpinLockRelease(&delaysched_shared->mutex);
+	LWLockRelease(slot->lock);
 }
 
-/* Take up to max tasks from a worker's ring into out; returns how many. */
+/*
+ * Take up to max tasks from a worker's ring into out; returns how many.
+ * Only the worker itself calls it: it reads the ends of the ring under its
+ * lock, copies the entries between them without it (no one writes there
+ * until handoff_tail moves, see http_shmem.h), then moves handoff_tail.
+ */
 int
 delaysched_handoff_take(int worker, HttpHandoff *out, int max)
 {
-	HttpWorkerSlot *slot = &delaysched_shared->http_workers[worker];
+	HttpWorkerSlot *slot = &delaysched_http_slots[worker];
+	uint64		tail;
 	int			n;
 
-	SpinLockAcquire(&delaysched_shared->mutex);
-	n = Min(max, (int) (slot->handoff_head - slot->handoff_tail));
+	LWLockAcquire(slot->lock, LW_SHARED);
+	tail = slot->handoff_tail;
+	n = Min(max, (int) (slot->handoff_head - tail));
+	LWLockRelease(slot->lock);
+	if (n <= 0)
+		return 0;
+
 	for (int i = 0; i < n; i++)
-		out[i] = slot->handoff[(slot->handoff_tail + i) % HTTP_HANDOFF_RING];
-	slot->handoff_tail += n;
-	SpinLockRelease(&delaysched_shared->mutex);
-	return Max(n, 0);
+		out[i] = slot->handoff[(tail + i) % HTTP_HANDOFF_RING];
+
+	LWLockAcquire(slot->lock, LW_EXCLUSIVE);
+	slot->handoff_tail = tail + n;
+	LWLockRelease(slot->lock);
+	return n;
 }

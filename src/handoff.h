@@ -11,7 +11,7 @@
 
 #include "fmgr.h"
 
-#include "shmem.h"
+#include "http_shmem.h"
 
 /* The scanner's side, in a tick's transaction. */
 extern int	delaysched_handoff_reserve(int want);

@@ -75,8 +75,8 @@
 #include "http.h"
 #include "http_store.h"
 #include "http_transfer.h"
+#include "http_shmem.h"
 #include "http_worker.h"
-#include "shmem.h"
 #include "worker.h"
 
 /* Look for parked tasks this often even if no commit said so. */
@@ -107,7 +107,8 @@ static bool local_failure = false;
 /* Requests that ended since the last claim (their slots are free). */
 static int	ended_since_claim = 0;
 
-#define MY_SLOT (&delaysched_shared->http_workers[my_index])
+/* Shorthand: this worker's slot (see http_shmem.h for its locking). */
+#define MY_SLOT (&delaysched_http_slots[my_index])
 
 /*
  * Register the HTTP workers with the postmaster; called from _PG_init.
@@ -118,29 +119,40 @@ delaysched_register_http_workers(void)
 	delaysched_register_workers(delaysched_http_workers, "delaysched_http_main", "http");
 }
 
+/* before_shmem_exit callback: this worker is gone.  Takes its slot's lock. */
 static void
 http_detach(int code, Datum arg)
 {
-	SpinLockAcquire(&delaysched_shared->mutex);
+	LWLockAcquire(MY_SLOT->lock, LW_EXCLUSIVE);
 	MY_SLOT->pid = 0;
 	MY_SLOT->latch = NULL;
 	MY_SLOT->in_flight = 0;
-	SpinLockRelease(&delaysched_shared->mutex);
+	LWLockRelease(MY_SLOT->lock);
 }
 
+/*
+ * Take slot "index" for this process, its counters at zero.  Takes its
+ * slot's lock.
+ */
 static void
 http_attach(int index, int max_in_flight)
 {
 	my_index = index;
 	/* What the previous run was handed is for sched._http_release. */
 	delaysched_handoff_clear(my_index);
-	SpinLockAcquire(&delaysched_shared->mutex);
+	pg_atomic_write_u64(&MY_SLOT->last_claim, 0);
+	pg_atomic_write_u64(&MY_SLOT->sent, 0);
+	pg_atomic_write_u64(&MY_SLOT->succeeded, 0);
+	pg_atomic_write_u64(&MY_SLOT->handed, 0);
+	pg_atomic_write_u64(&MY_SLOT->claimed, 0);
+	pg_atomic_write_u32(&MY_SLOT->claim_wanted, 0);
 	/* Not the ring: scanners' open transactions hold places in it. */
-	memset(MY_SLOT, 0, offsetof(HttpWorkerSlot, handoff_head));
+	LWLockAcquire(MY_SLOT->lock, LW_EXCLUSIVE);
 	MY_SLOT->pid = MyProcPid;
 	MY_SLOT->latch = MyLatch;
+	MY_SLOT->in_flight = 0;
 	MY_SLOT->max_in_flight = max_in_flight;
-	SpinLockRelease(&delaysched_shared->mutex);
+	LWLockRelease(MY_SLOT->lock);
 	before_shmem_exit(http_detach, (Datum) 0);
 }
 
@@ -205,11 +217,9 @@ finish_request(HttpRequest *request, const HttpResult *result)
 	ended_since_claim++;
 	delaysched_http_count_in_flight(request->def->name, -1);
 	delaysched_http_request_free(request);
-	SpinLockAcquire(&delaysched_shared->mutex);
-	MY_SLOT->sent++;
+	pg_atomic_fetch_add_u64(&MY_SLOT->sent, 1);
 	if (result->outcome == HTTP_DONE)
-		MY_SLOT->succeeded++;
-	SpinLockRelease(&delaysched_shared->mutex);
+		pg_atomic_fetch_add_u64(&MY_SLOT->succeeded, 1);
 }
 
 /* The transfer driver's callback: a transfer ended. */
@@ -336,12 +346,7 @@ forget_recorded_results(void)
 static void
 start_requests(HttpRequest **requests, int n, bool handed)
 {
-	SpinLockAcquire(&delaysched_shared->mutex);
-	if (handed)
-		MY_SLOT->handed += n;
-	else
-		MY_SLOT->claimed += n;
-	SpinLockRelease(&delaysched_shared->mutex);
+	pg_atomic_fetch_add_u64(handed ? &MY_SLOT->handed : &MY_SLOT->claimed, n);
 	for (int i = 0; i < n; i++)
 	{
 		HttpRequest *request = requests[i];
@@ -375,9 +380,7 @@ start_handed(int room)
 	if (delaysched_run_in_transaction("delaysched: reading handed-over HTTP requests",
 									  fetch_work, &call))
 		start_requests(call.requests, call.n_requests, true);
-	SpinLockAcquire(&delaysched_shared->mutex);
-	MY_SLOT->last_claim = GetCurrentTimestamp();
-	SpinLockRelease(&delaysched_shared->mutex);
+	delaysched_write_time(&MY_SLOT->last_claim, GetCurrentTimestamp());
 	delaysched_http_driver_run(on_done, NULL);
 	return true;
 }
@@ -515,9 +518,7 @@ delaysched_http_main(Datum main_arg)
 				/* Held back by a limit, or took some: claim again when slots free. */
 				maybe_more = call.n_claimed > 0 || call.held_back;
 				next_poll = Min(TimestampTzPlusMilliseconds(now, POLL_MS), call.next_token);
-				SpinLockAcquire(&delaysched_shared->mutex);
-				MY_SLOT->last_claim = now;
-				SpinLockRelease(&delaysched_shared->mutex);
+				delaysched_write_time(&MY_SLOT->last_claim, now);
 			}
 			/* Send what was claimed before anything else. */
 			delaysched_http_driver_run(on_done, NULL);
@@ -535,10 +536,11 @@ delaysched_http_main(Datum main_arg)
 				want_claim = true;
 		}
 
-		SpinLockAcquire(&delaysched_shared->mutex);
-		MY_SLOT->in_flight = delaysched_http_driver_in_flight();
+		in_flight = delaysched_http_driver_in_flight();
+		LWLockAcquire(MY_SLOT->lock, LW_EXCLUSIVE);
+		MY_SLOT->in_flight = in_flight;
 		MY_SLOT->max_in_flight = cap;
-		SpinLockRelease(&delaysched_shared->mutex);
+		LWLockRelease(MY_SLOT->lock);
 
 		/* Sleep until something needs doing. */
 		now = GetCurrentTimestamp();
@@ -556,13 +558,8 @@ delaysched_http_main(Datum main_arg)
 			{
 				/* A hand-off is taken at the top of the loop; a park wants a claim. */
 				ResetLatch(MyLatch);
-				SpinLockAcquire(&delaysched_shared->mutex);
-				if (MY_SLOT->claim_wanted)
-				{
+				if (pg_atomic_exchange_u32(&MY_SLOT->claim_wanted, 0) != 0)
 					want_claim = true;
-					MY_SLOT->claim_wanted = false;
-				}
-				SpinLockRelease(&delaysched_shared->mutex);
 			}
 		}
 		delaysched_http_driver_run(on_done, NULL);

@@ -26,7 +26,8 @@
  * all), the drain probes every type instead ("probe_all"), and it also does
  * so now and then as a backstop.
  *
- * Locking: one LWLock guards the hash table and the global bucket.  It is
+ * Locking: one LWLock (DELAYSCHED_LWLOCK_LIMITER of the "delaysched"
+ * tranche, see shmem.h) guards the hash table and the global bucket.  It is
  * held for a lookup and a few arithmetic operations, never across anything
  * that can fail.
  *
@@ -47,6 +48,7 @@
 #include "compat.h"
 #include "guc.h"
 #include "limiter.h"
+#include "shmem.h"
 #include "wake.h"
 
 /* How often the drain probes every type, hinted or not. */
@@ -93,12 +95,6 @@ delaysched_limiter_shmem_size(void)
 					hash_estimate_size(delaysched_max_biz_types, sizeof(TypeBucket)));
 }
 
-void
-delaysched_limiter_request_lock(void)
-{
-	RequestNamedLWLockTranche("delaysched", 1);
-}
-
 /* Create or attach; called with AddinShmemInitLock held. */
 void
 delaysched_limiter_shmem_init(void)
@@ -110,7 +106,7 @@ delaysched_limiter_shmem_init(void)
 	if (!found)
 	{
 		memset(limiter, 0, sizeof(LimiterShared));
-		limiter->lock = &(GetNamedLWLockTranche("delaysched"))->lock;
+		limiter->lock = delaysched_lwlock(DELAYSCHED_LWLOCK_LIMITER);
 		limiter->probe_all = true;	/* hints do not survive a restart */
 	}
 	memset(&info, 0, sizeof(info));

@@ -23,7 +23,6 @@ typedef struct BacklogHint
 } BacklogHint;
 
 extern Size delaysched_limiter_shmem_size(void);
-extern void delaysched_limiter_request_lock(void);
 extern void delaysched_limiter_shmem_init(void);
 
 /*

@@ -3,10 +3,11 @@
  * shmem.c
  *		Allocation and initialisation of delaysched's shared memory.
  *
- * Locking: DelayschedShared is one struct guarded by its spinlock (see
- * shmem.h); the token buckets (limiter.c) have an LWLock of their own.
- * Both are created once, under AddinShmemInitLock, by whichever process
- * attaches first.
+ * Three structs: DelayschedShared (ranges, scanner workers, drain; see
+ * shmem.h for its locking rules), the HTTP workers' slots (http_shmem.h)
+ * and the token buckets (limiter.c).  Their LWLocks are one named tranche,
+ * "delaysched", requested here.  All are created once, under
+ * AddinShmemInitLock, by whichever process attaches first.
  *
  *-------------------------------------------------------------------------
  */
@@ -18,6 +19,7 @@
 #include "storage/shmem.h"
 
 #include "compat.h"
+#include "http_shmem.h"
 #include "limiter.h"
 #include "shmem.h"
 
@@ -28,9 +30,23 @@ static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 static void
 request_shmem(void)
 {
-	RequestAddinShmemSpace(add_size(MAXALIGN(sizeof(DelayschedShared)),
-									delaysched_limiter_shmem_size()));
-	delaysched_limiter_request_lock();
+	Size		size = MAXALIGN(sizeof(DelayschedShared));
+
+	size = add_size(size, MAXALIGN(delaysched_http_shmem_size()));
+	size = add_size(size, delaysched_limiter_shmem_size());
+	RequestAddinShmemSpace(size);
+	RequestNamedLWLockTranche("delaysched", DELAYSCHED_NUM_LWLOCKS);
+}
+
+/*
+ * One of the LWLocks of the "delaysched" tranche (DELAYSCHED_LWLOCK_*).
+ * Only while the shared structs are created: they keep the pointers.
+ */
+LWLock *
+delaysched_lwlock(int index)
+{
+	Assert(index >= 0 && index < DELAYSCHED_NUM_LWLOCKS);
+	return &(GetNamedLWLockTranche("delaysched"))[index].lock;
 }
 
 #ifdef DELAYSCHED_HAS_SHMEM_REQUEST_HOOK
@@ -63,30 +79,47 @@ delaysched_shmem_startup(void)
 	if (!found)
 	{
 		memset(delaysched_shared, 0, sizeof(DelayschedShared));
-		SpinLockInit(&delaysched_shared->mutex);
-		delaysched_shared->drain_at = DT_NOBEGIN;
+		delaysched_shared->ranges_lock = delaysched_lwlock(DELAYSCHED_LWLOCK_RANGES);
+		delaysched_shared->workers_lock = delaysched_lwlock(DELAYSCHED_LWLOCK_WORKERS);
+		pg_atomic_init_u64(&delaysched_shared->drain_at, (uint64) DT_NOBEGIN);
 		delaysched_shared->drainer = -1;
+		pg_atomic_init_u32(&delaysched_shared->drain_waits_for_slot, 0);
+		pg_atomic_init_u32(&delaysched_shared->old_schema_reported, 0);
 		for (int i = 0; i < DELAYSCHED_MAX_WORKERS; i++)
 		{
-			delaysched_shared->workers[i].status = SCANNER_STOPPED;
-			delaysched_shared->workers[i].range = -1;
+			WorkerSlot *worker = &delaysched_shared->workers[i];
+
+			worker->status = SCANNER_STOPPED;
+			worker->range = -1;
+			pg_atomic_init_u64(&worker->sleep_until, 0);
+			pg_atomic_init_u64(&worker->last_tick, 0);
+			pg_atomic_init_u64(&worker->delivered, 0);
+			pg_atomic_init_u64(&worker->ticks, 0);
 		}
 		for (int i = 0; i < DELAYSCHED_MAX_RANGES; i++)
-			delaysched_reset_range(&delaysched_shared->ranges[i]);
+		{
+			RangeState *range = &delaysched_shared->ranges[i];
+
+			pg_atomic_init_u64(&range->wake_at, (uint64) DT_NOEND);
+			pg_atomic_init_u64(&range->far_added, (uint64) DT_NOEND);
+			delaysched_reset_range(range);
+		}
 	}
+	delaysched_http_shmem_init();
 	delaysched_limiter_shmem_init();
 	LWLockRelease(AddinShmemInitLock);
 }
 
 /*
  * Forget what the workers knew of a range: its next tick looks afresh.
- * Called with the mutex held (or before anyone else can see the struct).
+ * Called with ranges_lock held exclusive (or before anyone else can see the
+ * struct, its atomics initialised).
  */
 void
 delaysched_reset_range(RangeState *range)
 {
 	range->holder = -1;
-	range->wake_at = DT_NOEND;
+	delaysched_write_time(&range->wake_at, DT_NOEND);
 	range->next_due = DT_NOBEGIN;
 	range->next_sweep = DT_NOEND;
 	range->last_sweep = 0;
@@ -95,7 +128,7 @@ delaysched_reset_range(RangeState *range)
 	range->cursor_valid = false;
 	range->far_due = DT_NOEND;
 	range->far_checked_at = 0;
-	range->far_added = DT_NOEND;
+	delaysched_write_time(&range->far_added, DT_NOEND);
 }
 
 /*

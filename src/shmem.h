@@ -1,7 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * shmem.h
- *		State shared between the scanner workers and ordinary backends.
+ *		State shared between the scanner workers and ordinary backends: the
+ *		ranges, the scanner workers and the drain.  (The HTTP workers' slots
+ *		and rings are in http_shmem.h, the token buckets in limiter.c.)
  *
  * The workers share the ranges (door numbers, one row each in
  * sched.pointer) through this struct: a worker picks a range that is due,
@@ -11,13 +13,57 @@
  * its transaction); the holder field only keeps two workers from picking
  * the same range at the same moment.
  *
+ * Locking.  delaysched's LWLocks are one named tranche, "delaysched"
+ * (DELAYSCHED_LWLOCK_*, see delaysched_lwlock()).  Here:
+ *
+ *	 ranges_lock (LWLock) guards nranges and every RangeState field but the
+ *		two atomics.  Only workers take it, exclusive: to pick a range (a walk
+ *		of at most 256), to record a tick, to reset the table.
+ *
+ *	 workers_lock (LWLock) guards the WorkerSlot fields that are not atomics
+ *		(pid, latch, status, range, draining) and drainer.  A worker takes it
+ *		exclusive to change its own slot; sched.workers shared, to copy slots.
+ *		Each worker writes only its own slot; drainer is set by the worker
+ *		that takes the drain and cleared by it or at its exit or restart.
+ *
+ *	 Never hold both, nor either across anything that can fail; hold them
+ *	 for a walk or a few assignments, never while reading the clock or
+ *	 setting a latch.
+ *
+ *	 Atomics, read and written without a lock:
+ *	   RangeState.wake_at and far_added: backends lower them after commit
+ *		 (delaysched_lower_time, a compare-and-swap loop); the range's holder
+ *		 takes (exchanges) or resets them, with ranges_lock held.
+ *	   drain_at: lowered by backends and by the drainer; reset by the worker
+ *		 that takes the drain, with workers_lock held.
+ *	   WorkerSlot.sleep_until, last_tick, delivered, ticks: written by the
+ *		 slot's worker only.
+ *	   drain_waits_for_slot, old_schema_reported: flags (0 or 1).
+ *	 Time stamps are stored as their int64 bit pattern in a pg_atomic_uint64
+ *	 and compared as TimestampTz (they may be negative: -infinity, before
+ *	 2000).
+ *
+ * The wake-up protocol (which the one spinlock used to give for free).  A
+ * committing backend (wake.c) first lowers the ranges' wake_at (and
+ * drain_at), then issues a full memory barrier, then reads the workers'
+ * sleep_until and sets the latch of one that would sleep past its earliest
+ * time.  A worker about to sleep (worker.c, pick_range) first publishes its
+ * sleep_until with an atomic exchange (a full barrier), then reads once more
+ * the wake_at of the ranges its walk found free, and drain_at, and sleeps
+ * no later than the earliest.  So either the worker sees the backend's time,
+ * or the backend sees the worker's sleep_until.  A worker's latch pointer is
+ * set at its start, before its sleep_until is first made non-zero, and
+ * never cleared (its PGPROC's latch outlives it), so a backend may read it
+ * without a lock after reading a non-zero sleep_until.
+ *
  *-------------------------------------------------------------------------
  */
 #ifndef DELAYSCHED_SHMEM_H
 #define DELAYSCHED_SHMEM_H
 
+#include "port/atomics.h"
 #include "storage/latch.h"
-#include "storage/spin.h"
+#include "storage/lwlock.h"
 #include "utils/timestamp.h"
 
 /* Upper bounds of delaysched.workers and delaysched.ranges. */
@@ -25,6 +71,13 @@
 #define DELAYSCHED_MAX_RANGES	256
 /* Upper bound of delaysched.http_workers. */
 #define DELAYSCHED_MAX_HTTP_WORKERS	16
+
+/* The LWLocks of the "delaysched" tranche, by index. */
+#define DELAYSCHED_LWLOCK_LIMITER	0	/* limiter.c */
+#define DELAYSCHED_LWLOCK_RANGES	1
+#define DELAYSCHED_LWLOCK_WORKERS	2
+#define DELAYSCHED_LWLOCK_HTTP		3	/* one per HTTP worker (http_shmem.h) */
+#define DELAYSCHED_NUM_LWLOCKS		(DELAYSCHED_LWLOCK_HTTP + DELAYSCHED_MAX_HTTP_WORKERS)
 
 /* What a worker is doing, for sched.workers. */
 typedef enum ScannerStatus
@@ -38,8 +91,9 @@ typedef enum ScannerStatus
 /* One scanner worker. */
 typedef struct WorkerSlot
 {
+	/* Under workers_lock. */
 	pid_t		pid;			/* 0 while the worker does not run */
-	Latch	   *latch;
+	Latch	   *latch;			/* set at start, never cleared */
 	ScannerStatus status;
 	int			range;			/* the range it works on, or -1 */
 	bool		draining;		/* running the drain (drain.c) */
@@ -48,52 +102,13 @@ typedef struct WorkerSlot
 	 * When the sleeping worker will wake by itself; 0 while it works.  A
 	 * backend whose task is due before this sets the worker's latch.
 	 */
-	TimestampTz sleep_until;
+	pg_atomic_uint64 sleep_until;
 
 	/* For sched.workers. */
-	TimestampTz last_tick;
-	int64		delivered;
-	int64		ticks;
+	pg_atomic_uint64 last_tick;
+	pg_atomic_uint64 delivered;
+	pg_atomic_uint64 ticks;
 } WorkerSlot;
-
-/* The most tasks a scanner's commit may have handed to an HTTP worker
- * that the worker has not taken yet (see handoff.c). */
-#define HTTP_HANDOFF_RING	1024
-
-/* A task a scanner leased to an HTTP worker (see handoff.c). */
-typedef struct HttpHandoff
-{
-	int64		id;
-	int32		attempt;		/* the attempt the lease is for */
-	int16		bucket;
-} HttpHandoff;
-
-/* One HTTP worker (http_worker.c). */
-typedef struct HttpWorkerSlot
-{
-	pid_t		pid;			/* 0 while the worker does not run */
-	Latch	   *latch;
-	int			in_flight;		/* requests under way */
-	int			max_in_flight;	/* its cap, after the file descriptor limit */
-	TimestampTz last_claim;
-	int64		sent;			/* requests finished, whatever the outcome */
-	int64		succeeded;		/* of which 2xx */
-	int64		handed;			/* requests started from a hand-off */
-	int64		claimed;		/* requests started from a claim */
-	bool		claim_wanted;	/* a commit parked http tasks: claim them */
-
-	/*
-	 * Tasks handed over by scanners' commits: written at handoff_head,
-	 * taken at handoff_tail (both counting up, modulo the ring), with
-	 * handoff_reserved places kept for scanners' open transactions.  The
-	 * worker's attach empties the ring but never touches the reservations.
-	 * These fields come last: the attach clears the ones above.
-	 */
-	uint64		handoff_head;
-	uint64		handoff_tail;
-	int			handoff_reserved;
-	HttpHandoff handoff[HTTP_HANDOFF_RING];
-} HttpWorkerSlot;
 
 /*
  * A run_at further ahead of the clock than this when it is scheduled is
@@ -110,8 +125,9 @@ typedef struct RangeState
 	/*
 	 * Earliest run_at committed by any backend for this range since a worker
 	 * last took it (DT_NOEND when none).  Backends lower it after commit.
+	 * Atomic.
 	 */
-	TimestampTz wake_at;
+	pg_atomic_uint64 wake_at;
 
 	/* From the range's last tick; DT_NOBEGIN until its first. */
 	TimestampTz next_due;		/* next pending run_at, DT_NOEND if none */
@@ -131,48 +147,87 @@ typedef struct RangeState
 	 * The far search (tick.c): the earliest pending task more than a
 	 * second or two ahead, as a search of the whole table found it at
 	 * far_checked_at (0: never; DT_NOEND: none), and the earliest run_at of
-	 * such tasks committed since (DT_NOEND when none; see wake.c).
+	 * such tasks committed since (DT_NOEND when none; see wake.c; atomic).
 	 */
 	TimestampTz far_due;
 	TimestampTz far_checked_at;
-	TimestampTz far_added;
+	pg_atomic_uint64 far_added;
 } RangeState;
 
 /*
- * One struct in shared memory.  Every field is protected by mutex; hold it
- * only to copy a few fields in or out, never across anything that can fail.
+ * One struct in shared memory; see the top of this file for which lock
+ * guards what.
  */
 typedef struct DelayschedShared
 {
-	slock_t		mutex;
+	LWLock	   *ranges_lock;
+	LWLock	   *workers_lock;
 
-	/* Ranges in the installed extension (rows of sched.pointer); 0 unknown. */
+	/*
+	 * Ranges in the installed extension (rows of sched.pointer); 0 unknown.
+	 * Written under ranges_lock; a worker may read it without.
+	 */
 	int			nranges;
 
 	/*
 	 * The drain (drain.c): when it should next run (DT_NOBEGIN at start,
-	 * DT_NOEND when nothing asks), the worker running it or -1, and whether
-	 * a type waits at its concurrency cap, so that an acknowledgement should
-	 * bring the drain back at once.
+	 * DT_NOEND when nothing asks; atomic), the worker running it or -1
+	 * (workers_lock), and whether a type waits at its concurrency cap, so
+	 * that an acknowledgement should bring the drain back at once (atomic).
 	 */
-	TimestampTz drain_at;
+	pg_atomic_uint64 drain_at;
 	int			drainer;
-	bool		drain_waits_for_slot;
+	pg_atomic_uint32 drain_waits_for_slot;
 
 	/*
 	 * A worker found the extension at another version than this library's
 	 * and said so in the log (once, until the versions match again).
 	 */
-	bool		old_schema_reported;
+	pg_atomic_uint32 old_schema_reported;
 
 	WorkerSlot	workers[DELAYSCHED_MAX_WORKERS];
 	RangeState	ranges[DELAYSCHED_MAX_RANGES];
-	HttpWorkerSlot http_workers[DELAYSCHED_MAX_HTTP_WORKERS];
 } DelayschedShared;
 
 extern DelayschedShared *delaysched_shared;
 
 extern void delaysched_shmem_register(void);
+extern LWLock *delaysched_lwlock(int index);
 extern void delaysched_reset_range(RangeState *range);
+
+/* Time stamps in atomics (see the top of this file). */
+static inline TimestampTz
+delaysched_read_time(pg_atomic_uint64 *var)
+{
+	return (TimestampTz) pg_atomic_read_u64(var);
+}
+
+static inline void
+delaysched_write_time(pg_atomic_uint64 *var, TimestampTz value)
+{
+	pg_atomic_write_u64(var, (uint64) value);
+}
+
+static inline TimestampTz
+delaysched_exchange_time(pg_atomic_uint64 *var, TimestampTz value)
+{
+	return (TimestampTz) pg_atomic_exchange_u64(var, (uint64) value);
+}
+
+/*
+ * Lower *var to value if value is earlier.  No barrier when nothing
+ * changes: a caller that needs one issues it.
+ */
+static inline void
+delaysched_lower_time(pg_atomic_uint64 *var, TimestampTz value)
+{
+	uint64		old = pg_atomic_read_u64(var);
+
+	while (value < (TimestampTz) old)
+	{
+		if (pg_atomic_compare_exchange_u64(var, &old, (uint64) value))
+			break;
+	}
+}
 
 #endif							/* DELAYSCHED_SHMEM_H */

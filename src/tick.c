@@ -500,7 +500,8 @@ first_due_in_second(int range, TimestampTz from, TimestampTz before, TimestampTz
  * an earlier task that far ahead (far_added, see wake.c).  A task
  * scheduled nearer than DELAYSCHED_FAR_AHEAD before the tick started is
  * before the horizon, where the caller looks itself, and one committed
- * after the tick started wakes the range again anyway.
+ * after the tick started wakes the range again anyway.  Takes ranges_lock
+ * (shmem.h) twice, for a few fields, not across the search.
  */
 static TimestampTz
 far_due(int range, TimestampTz horizon, TimestampTz now)
@@ -512,21 +513,24 @@ far_due(int range, TimestampTz horizon, TimestampTz now)
 	Assert(horizon >= now + DELAYSCHED_FAR_AHEAD);
 	if (delaysched_shared != NULL && range < DELAYSCHED_MAX_RANGES)
 	{
+		TimestampTz far_added;
+
 		state = &delaysched_shared->ranges[range];
-		SpinLockAcquire(&delaysched_shared->mutex);
+		LWLockAcquire(delaysched_shared->ranges_lock, LW_EXCLUSIVE);
+		far_added = delaysched_read_time(&state->far_added);
 		if (state->far_checked_at != 0 && now >= state->far_checked_at &&
 			now < state->far_checked_at + FAR_RECHECK &&
-			state->far_due >= horizon && state->far_added >= horizon)
+			state->far_due >= horizon && far_added >= horizon)
 		{
-			found = Min(state->far_due, state->far_added);
+			found = Min(state->far_due, far_added);
 			known = true;
 		}
 		else
 		{
 			/* The search below sees every commit reported so far. */
-			state->far_added = DT_NOEND;
+			delaysched_write_time(&state->far_added, DT_NOEND);
 		}
-		SpinLockRelease(&delaysched_shared->mutex);
+		LWLockRelease(delaysched_shared->ranges_lock);
 	}
 	if (known)
 		return found;
@@ -535,10 +539,10 @@ far_due(int range, TimestampTz horizon, TimestampTz now)
 		found = DT_NOEND;
 	if (state != NULL)
 	{
-		SpinLockAcquire(&delaysched_shared->mutex);
+		LWLockAcquire(delaysched_shared->ranges_lock, LW_EXCLUSIVE);
 		state->far_due = found;
 		state->far_checked_at = now;
-		SpinLockRelease(&delaysched_shared->mutex);
+		LWLockRelease(delaysched_shared->ranges_lock);
 	}
 	return found;
 }

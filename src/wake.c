@@ -34,6 +34,8 @@
 #include "utils/timestamp.h"
 
 #include "compat.h"
+#include "guc.h"
+#include "http_shmem.h"
 #include "limiter.h"
 #include "shmem.h"
 #include "wake.h"
@@ -46,6 +48,9 @@ PG_FUNCTION_INFO_V1(delaysched_wake_http);
 static TimestampTz pending_wake_at[DELAYSCHED_MAX_RANGES];
 /* The same, of the run_ats more than DELAYSCHED_FAR_AHEAD ahead when scheduled. */
 static TimestampTz pending_far_at[DELAYSCHED_MAX_RANGES];
+/* The ranges whose entries above are set, in the order first set. */
+static int	pending_ranges[DELAYSCHED_MAX_RANGES];
+static int	n_pending_ranges = 0;
 static TimestampTz pending_earliest = DT_NOEND;
 static bool pending_drain = false;	/* wake the drain at commit */
 static bool pending_hints = false;	/* publish parked types at commit */
@@ -60,6 +65,9 @@ register_callback(void)
 {
 	if (!callback_registered)
 	{
+		for (int i = 0; i < DELAYSCHED_MAX_RANGES; i++)
+			pending_wake_at[i] = pending_far_at[i] = DT_NOEND;
+		n_pending_ranges = 0;
 		forget_pending();
 		RegisterXactCallback(wake_xact_callback, NULL);
 		callback_registered = true;
@@ -69,8 +77,9 @@ register_callback(void)
 static void
 forget_pending(void)
 {
-	for (int i = 0; i < DELAYSCHED_MAX_RANGES; i++)
-		pending_wake_at[i] = pending_far_at[i] = DT_NOEND;
+	for (int i = 0; i < n_pending_ranges; i++)
+		pending_wake_at[pending_ranges[i]] = pending_far_at[pending_ranges[i]] = DT_NOEND;
+	n_pending_ranges = 0;
 	pending_earliest = DT_NOEND;
 	if (pending_hints)
 		delaysched_forget_parked();
@@ -80,15 +89,37 @@ forget_pending(void)
 }
 
 /*
- * Publish pending_wake_at once the transaction's work is visible.
+ * Wake one sleeping scanner worker that would sleep past "earliest", a time
+ * this backend has just published (see the wake-up protocol in shmem.h).
+ * No lock: the caller has issued the barrier.
+ */
+static void
+wake_scanner(TimestampTz earliest)
+{
+	for (int i = 0; i < delaysched_workers; i++)
+	{
+		WorkerSlot *worker = &delaysched_shared->workers[i];
+		TimestampTz sleep_until = delaysched_read_time(&worker->sleep_until);
+
+		if (sleep_until != 0 && earliest < sleep_until)
+		{
+			/* Its latch was set before sleep_until was first non-zero. */
+			pg_read_barrier();
+			SetLatch(worker->latch);
+			break;
+		}
+	}
+}
+
+/*
+ * Publish pending_wake_at once the transaction's work is visible.  Takes
+ * no lock for the ranges' times and the scanners' wake-up; workers_lock
+ * shared only after a commit that parked tasks, the HTTP workers' slot
+ * locks shared only after one that asks for a claim.
  */
 static void
 wake_xact_callback(XactEvent event, void *arg)
 {
-	Latch	   *latch = NULL;
-	Latch	   *http_latches[DELAYSCHED_MAX_HTTP_WORKERS];
-	int			n_http = 0;
-
 	switch (event)
 	{
 		case XACT_EVENT_COMMIT:
@@ -124,60 +155,39 @@ wake_xact_callback(XactEvent event, void *arg)
 	 */
 	if (pending_hints && delaysched_publish_parked())
 		pending_drain = true;
-
-	SpinLockAcquire(&delaysched_shared->mutex);
-	if (pending_hints && delaysched_shared->drainer >= 0)
-		pending_drain = true;
+	if (pending_hints && !pending_drain)
+	{
+		LWLockAcquire(delaysched_shared->workers_lock, LW_SHARED);
+		if (delaysched_shared->drainer >= 0)
+			pending_drain = true;
+		LWLockRelease(delaysched_shared->workers_lock);
+	}
 	if (pending_drain)
 	{
 		TimestampTz now = GetCurrentTimestamp();
 
-		delaysched_shared->drain_at = Min(delaysched_shared->drain_at, now);
+		delaysched_lower_time(&delaysched_shared->drain_at, now);
 		pending_earliest = Min(pending_earliest, now);
 	}
-	for (int i = 0; i < DELAYSCHED_MAX_RANGES; i++)
+	for (int i = 0; i < n_pending_ranges; i++)
 	{
-		RangeState *range = &delaysched_shared->ranges[i];
+		int			r = pending_ranges[i];
+		RangeState *range = &delaysched_shared->ranges[r];
 
-		if (pending_wake_at[i] < range->wake_at)
-			range->wake_at = pending_wake_at[i];
-		if (pending_far_at[i] < range->far_added)
-			range->far_added = pending_far_at[i];
+		delaysched_lower_time(&range->wake_at, pending_wake_at[r]);
+		if (pending_far_at[r] != DT_NOEND)
+			delaysched_lower_time(&range->far_added, pending_far_at[r]);
 	}
-	/* One sleeping worker that would sleep past the earliest time will do. */
-	for (int i = 0; i < DELAYSCHED_MAX_WORKERS; i++)
-	{
-		WorkerSlot *worker = &delaysched_shared->workers[i];
 
-		if (worker->pid != 0 &&
-			(worker->status == SCANNER_SLEEPING ||
-			 worker->status == SCANNER_WAITING_FOR_EXTENSION) &&
-			pending_earliest < worker->sleep_until)
-		{
-			latch = worker->latch;
-			break;
-		}
+	if (pending_earliest != DT_NOEND)
+	{
+		/* The times above before the workers' sleep_until (see shmem.h). */
+		pg_memory_barrier();
+		wake_scanner(pending_earliest);
 	}
 	if (pending_http)
-	{
-		for (int i = 0; i < DELAYSCHED_MAX_HTTP_WORKERS; i++)
-		{
-			HttpWorkerSlot *http = &delaysched_shared->http_workers[i];
-
-			if (http->pid != 0 && http->latch != NULL)
-			{
-				http->claim_wanted = true;
-				http_latches[n_http++] = http->latch;
-			}
-		}
-	}
-	SpinLockRelease(&delaysched_shared->mutex);
+		delaysched_http_wake_all();
 	forget_pending();
-
-	if (latch != NULL)
-		SetLatch(latch);
-	for (int i = 0; i < n_http; i++)
-		SetLatch(http_latches[i]);
 }
 
 /*
@@ -214,6 +224,10 @@ delaysched_wake(PG_FUNCTION_ARGS)
 	}
 	for (int i = first; i <= last; i++)
 	{
+		if (run_at == DT_NOEND)
+			break;
+		if (pending_wake_at[i] == DT_NOEND)
+			pending_ranges[n_pending_ranges++] = i;
 		if (run_at < pending_wake_at[i])
 			pending_wake_at[i] = run_at;
 		if (far && run_at < pending_far_at[i])
@@ -253,7 +267,9 @@ delaysched_wake_drain(PG_FUNCTION_ARGS)
 {
 	bool		for_slot = !PG_ARGISNULL(0) && PG_GETARG_BOOL(0);
 
-	if (!for_slot || (delaysched_shared != NULL && delaysched_shared->drain_waits_for_slot))
+	if (!for_slot ||
+		(delaysched_shared != NULL &&
+		 pg_atomic_read_u32(&delaysched_shared->drain_waits_for_slot) != 0))
 		delaysched_drain_after_commit();
 	PG_RETURN_VOID();
 }

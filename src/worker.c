@@ -127,65 +127,91 @@ delaysched_register_scanner(void)
 	delaysched_register_workers(delaysched_workers, "delaysched_scanner_main", "scanner");
 }
 
-/* Shorthand: this worker's slot.  Touch it only with the mutex held. */
+/*
+ * Shorthand: this worker's slot.  Its fields under workers_lock are changed
+ * with that lock held exclusive; this worker, their only writer, may read
+ * them without it.  See shmem.h.
+ */
 #define MY_SLOT (&delaysched_shared->workers[my_index])
 
+/* Set this worker's status, for sched.workers.  Takes workers_lock. */
 static void
 set_status(ScannerStatus status)
 {
-	SpinLockAcquire(&delaysched_shared->mutex);
+	LWLockAcquire(delaysched_shared->workers_lock, LW_EXCLUSIVE);
 	MY_SLOT->status = status;
-	SpinLockRelease(&delaysched_shared->mutex);
+	LWLockRelease(delaysched_shared->workers_lock);
+}
+
+/* Unmark range r's holder if it is this worker.  Takes ranges_lock. */
+static void
+release_range(int r)
+{
+	LWLockAcquire(delaysched_shared->ranges_lock, LW_EXCLUSIVE);
+	if (delaysched_shared->ranges[r].holder == my_index)
+		delaysched_shared->ranges[r].holder = -1;
+	LWLockRelease(delaysched_shared->ranges_lock);
+}
+
+/*
+ * Give up the drain if this worker holds it, and let the next worker run
+ * it at once: it did not finish.  workers_lock held exclusive.
+ */
+static void
+drop_drain(int index)
+{
+	if (delaysched_shared->drainer == index)
+	{
+		delaysched_shared->drainer = -1;
+		delaysched_write_time(&delaysched_shared->drain_at, DT_NOBEGIN);
+	}
 }
 
 /*
  * before_shmem_exit callback: tell backends this worker is gone, and give
  * up the range it was working on (its transaction, and so its row lock,
- * has ended by now).
+ * has ended by now).  Takes ranges_lock, then workers_lock.
  */
 static void
 worker_detach(int code, Datum arg)
 {
-	SpinLockAcquire(&delaysched_shared->mutex);
+	pg_atomic_write_u64(&MY_SLOT->sleep_until, 0);
 	if (MY_SLOT->range >= 0)
-		delaysched_shared->ranges[MY_SLOT->range].holder = -1;
-	if (delaysched_shared->drainer == my_index)
-	{
-		/* The drain did not finish: let the next worker run it at once. */
-		delaysched_shared->drainer = -1;
-		delaysched_shared->drain_at = DT_NOBEGIN;
-	}
+		release_range(MY_SLOT->range);
+	LWLockAcquire(delaysched_shared->workers_lock, LW_EXCLUSIVE);
+	drop_drain(my_index);
 	MY_SLOT->draining = false;
 	MY_SLOT->pid = 0;
-	MY_SLOT->latch = NULL;
 	MY_SLOT->range = -1;
 	MY_SLOT->status = SCANNER_STOPPED;
-	SpinLockRelease(&delaysched_shared->mutex);
+	LWLockRelease(delaysched_shared->workers_lock);
 }
 
+/* Take slot "index" for this process.  Takes ranges_lock, then workers_lock. */
 static void
 worker_attach(int index)
 {
 	my_index = index;
-	SpinLockAcquire(&delaysched_shared->mutex);
 	/* A predecessor that died without detaching may have left a range marked. */
+	LWLockAcquire(delaysched_shared->ranges_lock, LW_EXCLUSIVE);
 	for (int r = 0; r < DELAYSCHED_MAX_RANGES; r++)
 		if (delaysched_shared->ranges[r].holder == index)
 			delaysched_shared->ranges[r].holder = -1;
-	if (delaysched_shared->drainer == index)
-	{
-		delaysched_shared->drainer = -1;
-		delaysched_shared->drain_at = DT_NOBEGIN;
-	}
+	LWLockRelease(delaysched_shared->ranges_lock);
+
+	LWLockAcquire(delaysched_shared->workers_lock, LW_EXCLUSIVE);
+	drop_drain(index);
 	MY_SLOT->draining = false;
 	MY_SLOT->pid = MyProcPid;
 	MY_SLOT->latch = MyLatch;
 	MY_SLOT->status = SCANNER_DELIVERING;
 	MY_SLOT->range = -1;
-	MY_SLOT->sleep_until = 0;
-	MY_SLOT->delivered = 0;
-	MY_SLOT->ticks = 0;
-	SpinLockRelease(&delaysched_shared->mutex);
+	LWLockRelease(delaysched_shared->workers_lock);
+	/* The latch is visible before sleep_until can be non-zero (shmem.h). */
+	pg_write_barrier();
+	pg_atomic_write_u64(&MY_SLOT->sleep_until, 0);
+	pg_atomic_write_u64(&MY_SLOT->delivered, 0);
+	pg_atomic_write_u64(&MY_SLOT->ticks, 0);
 	before_shmem_exit(worker_detach, (Datum) 0);
 }
 
@@ -259,12 +285,10 @@ delaysched_schema_ready(void)
 	table_close(rel, AccessShareLock);
 
 	ready = version != NULL && strcmp(version, DELAYSCHED_SCHEMA_VERSION) == 0;
-	SpinLockAcquire(&delaysched_shared->mutex);
-	if (version != NULL && !ready && !delaysched_shared->old_schema_reported)
-		report = delaysched_shared->old_schema_reported = true;
-	else if (ready)
-		delaysched_shared->old_schema_reported = false;
-	SpinLockRelease(&delaysched_shared->mutex);
+	if (version != NULL && !ready)
+		report = pg_atomic_exchange_u32(&delaysched_shared->old_schema_reported, 1) == 0;
+	else if (ready && pg_atomic_read_u32(&delaysched_shared->old_schema_reported) != 0)
+		pg_atomic_write_u32(&delaysched_shared->old_schema_reported, 0);
 	if (report)
 		ereport(LOG,
 				(errmsg("delaysched: the extension in database \"%s\" is at version %s, and this server's library needs %s; its workers wait",
@@ -390,51 +414,65 @@ run_drain(TimestampTz now, DrainResult *result)
 	return delaysched_run_in_transaction("delaysched: draining parked tasks", drain_work, &call);
 }
 
+/* Count a tick (or a drain) for sched.workers.  No lock: atomics. */
+static void
+count_tick(TimestampTz now, int64 delivered)
+{
+	delaysched_write_time(&MY_SLOT->last_tick, now);
+	pg_atomic_fetch_add_u64(&MY_SLOT->delivered, (int64) delivered);
+	pg_atomic_fetch_add_u64(&MY_SLOT->ticks, 1);
+}
+
 /*
  * Become the drainer if the drain is due and no other worker runs it.
+ * Takes workers_lock.
  */
 static bool
 take_drain(TimestampTz now)
 {
 	bool		mine = false;
 
-	SpinLockAcquire(&delaysched_shared->mutex);
-	if (delaysched_shared->drainer < 0 && delaysched_shared->drain_at <= now)
+	/* Not due: no lock (a commit lowering it now wakes this worker). */
+	if (delaysched_read_time(&delaysched_shared->drain_at) > now)
+		return false;
+	LWLockAcquire(delaysched_shared->workers_lock, LW_EXCLUSIVE);
+	if (delaysched_shared->drainer < 0 &&
+		delaysched_read_time(&delaysched_shared->drain_at) <= now)
 	{
 		delaysched_shared->drainer = my_index;
 		/* Commits from now on lower it again. */
-		delaysched_shared->drain_at = DT_NOEND;
+		delaysched_write_time(&delaysched_shared->drain_at, DT_NOEND);
 		MY_SLOT->draining = true;
 		MY_SLOT->status = SCANNER_DELIVERING;
-		MY_SLOT->sleep_until = 0;
+		pg_atomic_write_u64(&MY_SLOT->sleep_until, 0);
 		mine = true;
 	}
-	SpinLockRelease(&delaysched_shared->mutex);
+	LWLockRelease(delaysched_shared->workers_lock);
 	return mine;
 }
 
+/* The drain is over; count it as a tick.  Takes workers_lock. */
 static void
 finish_drain(TimestampTz now, TimestampTz next, int64 delivered)
 {
-	SpinLockAcquire(&delaysched_shared->mutex);
-	delaysched_shared->drain_at = Min(delaysched_shared->drain_at, next);
+	delaysched_lower_time(&delaysched_shared->drain_at, next);
+	LWLockAcquire(delaysched_shared->workers_lock, LW_EXCLUSIVE);
 	delaysched_shared->drainer = -1;
 	MY_SLOT->draining = false;
-	MY_SLOT->last_tick = now;
-	MY_SLOT->delivered += delivered;
-	MY_SLOT->ticks++;
-	SpinLockRelease(&delaysched_shared->mutex);
+	LWLockRelease(delaysched_shared->workers_lock);
+	count_tick(now, delivered);
 }
 
 /*
  * When a range next needs a tick: a commit reported a task, its next task
  * falls due, its next sweep or lease expiry comes -- but not before a retry
- * time set when another transaction held it.  Mutex held by the caller.
+ * time set when another transaction held it.  ranges_lock held by the
+ * caller.
  */
 static TimestampTz
-range_due_at(const RangeState *range, TimestampTz sweep_every)
+range_due_at(RangeState *range, TimestampTz sweep_every)
 {
-	TimestampTz due = Min(range->wake_at, range->next_due);
+	TimestampTz due = Min(delaysched_read_time(&range->wake_at), range->next_due);
 
 	due = Min(due, range->next_sweep);
 	due = Min(due, range->last_sweep + sweep_every);
@@ -447,6 +485,11 @@ range_due_at(const RangeState *range, TimestampTz sweep_every)
  * cursor, its sweep times).  Returns -1 if none is due, with *next set to the
  * earliest time one will be (for a free range; a held one is its holder's
  * business), and this worker marked sleeping until then.
+ *
+ * Takes ranges_lock for the walk, then workers_lock for this worker's slot.
+ * Before it sleeps, the worker's side of the wake-up protocol (shmem.h):
+ * publish sleep_until, then look again, without a lock, at the wake times
+ * that backends lower.
  */
 static int
 pick_range(TimestampTz now, TimestampTz sweep_every, TimestampTz *next,
@@ -454,14 +497,22 @@ pick_range(TimestampTz now, TimestampTz sweep_every, TimestampTz *next,
 {
 	int			best = -1;
 	TimestampTz best_due = DT_NOEND;
+	int			nranges;
+	bool		drain_free;
+	TimestampTz soonest;
+
+	/* Per range seen free: its retry time; DT_NOEND for a held one. */
+	TimestampTz not_before[DELAYSCHED_MAX_RANGES];
 
 	*next = now + sweep_every;
-	SpinLockAcquire(&delaysched_shared->mutex);
-	for (int r = 0; r < delaysched_shared->nranges; r++)
+	LWLockAcquire(delaysched_shared->ranges_lock, LW_EXCLUSIVE);
+	nranges = delaysched_shared->nranges;
+	for (int r = 0; r < nranges; r++)
 	{
 		RangeState *range = &delaysched_shared->ranges[r];
 		TimestampTz due;
 
+		not_before[r] = range->holder >= 0 ? DT_NOEND : range->retry_at;
 		if (range->holder >= 0)
 			continue;
 		due = range_due_at(range, sweep_every);
@@ -472,31 +523,57 @@ pick_range(TimestampTz now, TimestampTz sweep_every, TimestampTz *next,
 		}
 		*next = Min(*next, due);
 	}
-	if (delaysched_shared->drainer < 0)
-		*next = Min(*next, delaysched_shared->drain_at);
 	if (best >= 0)
 	{
 		RangeState *range = &delaysched_shared->ranges[best];
 
 		range->holder = my_index;
-		*wake_at = range->wake_at;
-		range->wake_at = DT_NOEND;
-		*copy = *range;
+		*wake_at = delaysched_exchange_time(&range->wake_at, DT_NOEND);
+		copy->next_due = range->next_due;
+		copy->next_sweep = range->next_sweep;
+		copy->last_sweep = range->last_sweep;
+		copy->pointer = range->pointer;
 		cursor->valid = range->cursor_valid;
 		cursor->run_at = range->cursor_run_at;
 		cursor->id = range->cursor_id;
-		MY_SLOT->range = best;
-		MY_SLOT->status = SCANNER_DELIVERING;
-		MY_SLOT->sleep_until = 0;
 	}
-	else
+	LWLockRelease(delaysched_shared->ranges_lock);
+
+	LWLockAcquire(delaysched_shared->workers_lock, LW_EXCLUSIVE);
+	/* While a worker drains, the drain's time is its business. */
+	drain_free = delaysched_shared->drainer < 0;
+	MY_SLOT->range = best;
+	MY_SLOT->status = best >= 0 ? SCANNER_DELIVERING : SCANNER_SLEEPING;
+	LWLockRelease(delaysched_shared->workers_lock);
+
+	if (best >= 0)
 	{
-		MY_SLOT->range = -1;
-		MY_SLOT->status = SCANNER_SLEEPING;
-		MY_SLOT->sleep_until = *next;
+		pg_atomic_write_u64(&MY_SLOT->sleep_until, 0);
+		return best;
 	}
-	SpinLockRelease(&delaysched_shared->mutex);
-	return best;
+
+	/*
+	 * Publish the wake-up time (the exchange is a full barrier), then look
+	 * again: a backend that lowered a time after the walk either reads this
+	 * sleep_until and sets the latch, or its time is seen here.
+	 */
+	(void) pg_atomic_exchange_u64(&MY_SLOT->sleep_until, (uint64) *next);
+	soonest = *next;
+	for (int r = 0; r < nranges; r++)
+	{
+		if (not_before[r] == DT_NOEND)
+			continue;
+		soonest = Min(soonest, Max(delaysched_read_time(&delaysched_shared->ranges[r].wake_at),
+								   not_before[r]));
+	}
+	if (drain_free)
+		soonest = Min(soonest, delaysched_read_time(&delaysched_shared->drain_at));
+	if (soonest < *next)
+	{
+		*next = soonest;
+		pg_atomic_write_u64(&MY_SLOT->sleep_until, (uint64) soonest);
+	}
+	return -1;
 }
 
 /*
@@ -522,13 +599,14 @@ sweep_grid_point(int r, int nranges, TimestampTz now, TimestampTz sweep_every)
 
 /*
  * Record what a tick on range r learnt and release the range.  wake_at is
- * what pick_range took from the range for this tick.
+ * what pick_range took from the range for this tick.  Takes ranges_lock,
+ * then workers_lock.
  */
 static void
 finish_range(int r, TimestampTz now, bool sweep, TimestampTz sweep_every,
 			 TimestampTz wake_at, const TickResult *tick)
 {
-	SpinLockAcquire(&delaysched_shared->mutex);
+	LWLockAcquire(delaysched_shared->ranges_lock, LW_EXCLUSIVE);
 	{
 		RangeState *range = &delaysched_shared->ranges[r];
 
@@ -540,7 +618,7 @@ finish_range(int r, TimestampTz now, bool sweep, TimestampTz sweep_every,
 			 */
 			range->retry_at = TimestampTzPlusMilliseconds(now, HELD_RANGE_RETRY_MS);
 			range->next_due = Min(range->next_due, now);
-			range->wake_at = Min(range->wake_at, wake_at);
+			delaysched_lower_time(&range->wake_at, wake_at);
 		}
 		else
 		{
@@ -560,24 +638,28 @@ finish_range(int r, TimestampTz now, bool sweep, TimestampTz sweep_every,
 			range->cursor_id = tick->cursor.id;
 		}
 		range->holder = -1;
-		MY_SLOT->range = -1;
-		MY_SLOT->last_tick = now;
-		MY_SLOT->delivered += tick->delivered;
-		MY_SLOT->ticks++;
 	}
-	SpinLockRelease(&delaysched_shared->mutex);
+	LWLockRelease(delaysched_shared->ranges_lock);
+
+	LWLockAcquire(delaysched_shared->workers_lock, LW_EXCLUSIVE);
+	MY_SLOT->range = -1;
+	LWLockRelease(delaysched_shared->workers_lock);
+	count_tick(now, tick->delivered);
 }
 
-/* The extension is gone (or not there yet): forget every range. */
+/*
+ * The extension is gone (or not there yet): forget every range.  Takes
+ * ranges_lock.
+ */
 static void
 forget_ranges(void)
 {
-	SpinLockAcquire(&delaysched_shared->mutex);
+	LWLockAcquire(delaysched_shared->ranges_lock, LW_EXCLUSIVE);
 	delaysched_shared->nranges = 0;
 	for (int r = 0; r < DELAYSCHED_MAX_RANGES; r++)
 		if (delaysched_shared->ranges[r].holder < 0)
 			delaysched_reset_range(&delaysched_shared->ranges[r]);
-	SpinLockRelease(&delaysched_shared->mutex);
+	LWLockRelease(delaysched_shared->ranges_lock);
 }
 
 /* Sleep until `until` or until the latch is set. */
@@ -704,16 +786,14 @@ delaysched_scanner_main(Datum main_arg)
 			{
 				now = GetCurrentTimestamp();
 				next = TimestampTzPlusMilliseconds(now, EXTENSION_RECHECK_MS);
-				SpinLockAcquire(&delaysched_shared->mutex);
-				MY_SLOT->status = SCANNER_WAITING_FOR_EXTENSION;
-				MY_SLOT->sleep_until = next;
-				SpinLockRelease(&delaysched_shared->mutex);
+				set_status(SCANNER_WAITING_FOR_EXTENSION);
+				pg_atomic_write_u64(&MY_SLOT->sleep_until, (uint64) next);
 				sleep_until(next);
 				continue;
 			}
-			SpinLockAcquire(&delaysched_shared->mutex);
+			LWLockAcquire(delaysched_shared->ranges_lock, LW_EXCLUSIVE);
 			delaysched_shared->nranges = nranges;
-			SpinLockRelease(&delaysched_shared->mutex);
+			LWLockRelease(delaysched_shared->ranges_lock);
 		}
 
 		now = GetCurrentTimestamp();
@@ -757,10 +837,10 @@ delaysched_scanner_main(Datum main_arg)
 
 		if (!run_tick(&request, &tick))
 		{
-			SpinLockAcquire(&delaysched_shared->mutex);
-			delaysched_shared->ranges[r].holder = -1;
+			release_range(r);
+			LWLockAcquire(delaysched_shared->workers_lock, LW_EXCLUSIVE);
 			MY_SLOT->range = -1;
-			SpinLockRelease(&delaysched_shared->mutex);
+			LWLockRelease(delaysched_shared->workers_lock);
 			forget_ranges();
 			set_status(SCANNER_WAITING_FOR_EXTENSION);
 			continue;

@@ -17,6 +17,7 @@
 
 #include "compat.h"
 #include "guc.h"
+#include "http_shmem.h"
 #include "shmem.h"
 
 PG_FUNCTION_INFO_V1(delaysched_worker_status);
@@ -59,6 +60,9 @@ require_shared_memory(void)
  * (requests started from scanners' hand-offs and from its own claims),
  * last_tick its last claim or hand-off, delivered the requests finished
  * and ticks those that succeeded (2xx).
+ *
+ * Takes workers_lock (shmem.h) and each HTTP worker's lock (http_shmem.h)
+ * shared, one slot at a time; the counters are atomics, read without them.
  */
 Datum
 delaysched_worker_status(PG_FUNCTION_ARGS)
@@ -72,28 +76,37 @@ delaysched_worker_status(PG_FUNCTION_ARGS)
 	{
 		Datum		values[WORKERS_COLUMNS];
 		bool		nulls[WORKERS_COLUMNS];
-		WorkerSlot	slot;
+		WorkerSlot *shared = &delaysched_shared->workers[i];
+		pid_t		pid;
+		ScannerStatus status;
+		int			range;
+		bool		draining;
+		TimestampTz last_tick;
 
-		SpinLockAcquire(&delaysched_shared->mutex);
-		slot = delaysched_shared->workers[i];
-		SpinLockRelease(&delaysched_shared->mutex);
+		LWLockAcquire(delaysched_shared->workers_lock, LW_SHARED);
+		pid = shared->pid;
+		status = shared->status;
+		range = shared->range;
+		draining = shared->draining;
+		LWLockRelease(delaysched_shared->workers_lock);
+		last_tick = delaysched_read_time(&shared->last_tick);
 
 		memset(nulls, 0, sizeof(nulls));
 		values[0] = Int32GetDatum(i);
-		values[1] = Int32GetDatum((int32) slot.pid);
-		nulls[1] = (slot.pid == 0);
+		values[1] = Int32GetDatum((int32) pid);
+		nulls[1] = (pid == 0);
 		values[2] = CStringGetTextDatum("scanner");
-		if (slot.range >= 0)
-			values[3] = CStringGetTextDatum(psprintf("range %d", slot.range));
-		else if (slot.draining)
+		if (range >= 0)
+			values[3] = CStringGetTextDatum(psprintf("range %d", range));
+		else if (draining)
 			values[3] = CStringGetTextDatum("drain");
 		else
 			nulls[3] = true;
-		values[4] = CStringGetTextDatum(status_name(slot.pid == 0 ? SCANNER_STOPPED : slot.status));
-		values[5] = TimestampTzGetDatum(slot.last_tick);
-		nulls[5] = (slot.last_tick == 0);
-		values[6] = Int64GetDatum(slot.delivered);
-		values[7] = Int64GetDatum(slot.ticks);
+		values[4] = CStringGetTextDatum(status_name(pid == 0 ? SCANNER_STOPPED : status));
+		values[5] = TimestampTzGetDatum(last_tick);
+		nulls[5] = (last_tick == 0);
+		values[6] = Int64GetDatum((int64) pg_atomic_read_u64(&shared->delivered));
+		values[7] = Int64GetDatum((int64) pg_atomic_read_u64(&shared->ticks));
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 
@@ -101,28 +114,35 @@ delaysched_worker_status(PG_FUNCTION_ARGS)
 	{
 		Datum		values[WORKERS_COLUMNS];
 		bool		nulls[WORKERS_COLUMNS];
-		HttpWorkerSlot *shared = &delaysched_shared->http_workers[i];
-		HttpWorkerSlot slot;
+		HttpWorkerSlot *shared = &delaysched_http_slots[i];
+		pid_t		pid;
+		int			in_flight;
+		int			max_in_flight;
+		TimestampTz last_claim;
 
-		/* The counters only: not the ring. */
-		SpinLockAcquire(&delaysched_shared->mutex);
-		memcpy(&slot, shared, offsetof(HttpWorkerSlot, handoff_head));
-		SpinLockRelease(&delaysched_shared->mutex);
+		/* Not the ring. */
+		LWLockAcquire(shared->lock, LW_SHARED);
+		pid = shared->pid;
+		in_flight = shared->in_flight;
+		max_in_flight = shared->max_in_flight;
+		LWLockRelease(shared->lock);
+		last_claim = delaysched_read_time(&shared->last_claim);
 
 		memset(nulls, 0, sizeof(nulls));
 		values[0] = Int32GetDatum(delaysched_workers + i);
-		values[1] = Int32GetDatum((int32) slot.pid);
-		nulls[1] = (slot.pid == 0);
+		values[1] = Int32GetDatum((int32) pid);
+		nulls[1] = (pid == 0);
 		values[2] = CStringGetTextDatum("http");
 		values[3] = CStringGetTextDatum(psprintf("%d in flight of %d; " INT64_FORMAT " handed over, " INT64_FORMAT " claimed",
-												 slot.in_flight, slot.max_in_flight,
-												 slot.handed, slot.claimed));
-		nulls[3] = (slot.pid == 0);
-		values[4] = CStringGetTextDatum(slot.pid == 0 ? "stopped" : slot.in_flight > 0 ? "sending" : "idle");
-		values[5] = TimestampTzGetDatum(slot.last_claim);
-		nulls[5] = (slot.last_claim == 0);
-		values[6] = Int64GetDatum(slot.sent);
-		values[7] = Int64GetDatum(slot.succeeded);
+												 in_flight, max_in_flight,
+												 (int64) pg_atomic_read_u64(&shared->handed),
+												 (int64) pg_atomic_read_u64(&shared->claimed)));
+		nulls[3] = (pid == 0);
+		values[4] = CStringGetTextDatum(pid == 0 ? "stopped" : in_flight > 0 ? "sending" : "idle");
+		values[5] = TimestampTzGetDatum(last_claim);
+		nulls[5] = (last_claim == 0);
+		values[6] = Int64GetDatum((int64) pg_atomic_read_u64(&shared->sent));
+		values[7] = Int64GetDatum((int64) pg_atomic_read_u64(&shared->succeeded));
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;

@@ -1,0 +1,81 @@
+/*-------------------------------------------------------------------------
+ *
+ * http_shmem.c
+ *		Allocation of the HTTP workers' slots in shared memory, and the
+ *		wake-up of every HTTP worker after a commit that parked http tasks.
+ *		The locking rules are in http_shmem.h.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "storage/shmem.h"
+
+#include "guc.h"
+#include "http_shmem.h"
+
+HttpWorkerSlot *delaysched_http_slots = NULL;
+
+Size
+delaysched_http_shmem_size(void)
+{
+	return mul_size(sizeof(HttpWorkerSlot), DELAYSCHED_MAX_HTTP_WORKERS);
+}
+
+/*
+ * Create or attach to the slots; called with AddinShmemInitLock held, after
+ * the "delaysched" tranche exists.
+ */
+void
+delaysched_http_shmem_init(void)
+{
+	bool		found;
+
+	delaysched_http_slots = ShmemInitStruct("delaysched http workers",
+											delaysched_http_shmem_size(),
+											&found);
+	if (found)
+		return;
+	memset(delaysched_http_slots, 0, delaysched_http_shmem_size());
+	for (int i = 0; i < DELAYSCHED_MAX_HTTP_WORKERS; i++)
+	{
+		HttpWorkerSlot *slot = &delaysched_http_slots[i];
+
+		slot->lock = delaysched_lwlock(DELAYSCHED_LWLOCK_HTTP + i);
+		pg_atomic_init_u64(&slot->last_claim, 0);
+		pg_atomic_init_u64(&slot->sent, 0);
+		pg_atomic_init_u64(&slot->succeeded, 0);
+		pg_atomic_init_u64(&slot->handed, 0);
+		pg_atomic_init_u64(&slot->claimed, 0);
+		pg_atomic_init_u32(&slot->claim_wanted, 0);
+	}
+}
+
+/*
+ * Ask every running HTTP worker to claim, and set its latch.  Takes each
+ * slot's lock shared in turn, and sets the latches after releasing it.
+ */
+void
+delaysched_http_wake_all(void)
+{
+	Latch	   *latches[DELAYSCHED_MAX_HTTP_WORKERS];
+	int			n = 0;
+
+	if (delaysched_http_slots == NULL)
+		return;
+	for (int i = 0; i < delaysched_http_workers; i++)
+	{
+		HttpWorkerSlot *slot = &delaysched_http_slots[i];
+
+		LWLockAcquire(slot->lock, LW_SHARED);
+		if (slot->pid != 0 && slot->latch != NULL)
+		{
+			/* Before the latch: the worker clears it after its wait. */
+			pg_atomic_write_u32(&slot->claim_wanted, 1);
+			latches[n++] = slot->latch;
+		}
+		LWLockRelease(slot->lock);
+	}
+	for (int i = 0; i < n; i++)
+		SetLatch(latches[i]);
+}
