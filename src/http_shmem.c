@@ -47,6 +47,7 @@ delaysched_http_shmem_init(void)
 		pg_atomic_init_u64(&slot->succeeded, 0);
 		pg_atomic_init_u64(&slot->handed, 0);
 		pg_atomic_init_u64(&slot->claimed, 0);
+		pg_atomic_init_u64(&slot->ticks, 0);
 		pg_atomic_init_u32(&slot->claim_wanted, 0);
 	}
 }

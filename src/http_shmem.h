@@ -81,6 +81,7 @@ typedef struct HttpWorkerSlot
 	pg_atomic_uint64 succeeded; /* of which 2xx */
 	pg_atomic_uint64 handed;	/* requests started from a hand-off */
 	pg_atomic_uint64 claimed;	/* requests started from a claim */
+	pg_atomic_uint64 ticks;		/* claims and hand-offs taken (sched.workers) */
 	pg_atomic_uint32 claim_wanted;	/* a commit parked http tasks: claim them */
 
 	HttpHandoff handoff[HTTP_HANDOFF_RING];

@@ -145,6 +145,7 @@ http_attach(int index, int max_in_flight)
 	pg_atomic_write_u64(&MY_SLOT->succeeded, 0);
 	pg_atomic_write_u64(&MY_SLOT->handed, 0);
 	pg_atomic_write_u64(&MY_SLOT->claimed, 0);
+	pg_atomic_write_u64(&MY_SLOT->ticks, 0);
 	pg_atomic_write_u32(&MY_SLOT->claim_wanted, 0);
 	/* Not the ring: scanners' open transactions hold places in it. */
 	LWLockAcquire(MY_SLOT->lock, LW_EXCLUSIVE);
@@ -381,6 +382,7 @@ start_handed(int room)
 									  fetch_work, &call))
 		start_requests(call.requests, call.n_requests, true);
 	delaysched_write_time(&MY_SLOT->last_claim, GetCurrentTimestamp());
+	pg_atomic_fetch_add_u64(&MY_SLOT->ticks, 1);
 	delaysched_http_driver_run(on_done, NULL);
 	return true;
 }
@@ -519,6 +521,7 @@ delaysched_http_main(Datum main_arg)
 				maybe_more = call.n_claimed > 0 || call.held_back;
 				next_poll = Min(TimestampTzPlusMilliseconds(now, POLL_MS), call.next_token);
 				delaysched_write_time(&MY_SLOT->last_claim, now);
+				pg_atomic_fetch_add_u64(&MY_SLOT->ticks, 1);
 			}
 			/* Send what was claimed before anything else. */
 			delaysched_http_driver_run(on_done, NULL);

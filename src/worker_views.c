@@ -55,11 +55,16 @@ require_shared_memory(void)
  *		state text, last_tick timestamptz, delivered bigint, ticks bigint)
  *
  * One row per scanner worker (delaysched.workers of them), then one per
- * HTTP worker (delaysched.http_workers), numbered after the scanners.  For
- * an HTTP worker, holds is "N in flight of M; H handed over, C claimed"
- * (requests started from scanners' hand-offs and from its own claims),
- * last_tick its last claim or hand-off, delivered the requests finished
- * and ticks those that succeeded (2xx).
+ * HTTP worker (delaysched.http_workers), numbered after the scanners.  The
+ * columns mean the same for both kinds: state is stopped, waiting for
+ * extension, delivering (a scanner in a tick or the drain, an HTTP worker
+ * with requests in flight) or sleeping; last_tick is when the latest unit
+ * of work began (a tick; a claim or a hand-off taken), ticks how many
+ * there were, and delivered the tasks delivered (an HTTP worker's: the
+ * requests answered 2xx).  holds is what the worker has in hand: a
+ * scanner's range or the drain, an HTTP worker's "N in flight of M; H
+ * handed over, C claimed" (requests started from scanners' hand-offs and
+ * from its own claims).
  *
  * Takes workers_lock (shmem.h) and each HTTP worker's lock (http_shmem.h)
  * shared, one slot at a time; the counters are atomics, read without them.
@@ -138,11 +143,12 @@ delaysched_worker_status(PG_FUNCTION_ARGS)
 												 (int64) pg_atomic_read_u64(&shared->handed),
 												 (int64) pg_atomic_read_u64(&shared->claimed)));
 		nulls[3] = (pid == 0);
-		values[4] = CStringGetTextDatum(pid == 0 ? "stopped" : in_flight > 0 ? "sending" : "idle");
+		values[4] = CStringGetTextDatum(status_name(pid == 0 ? SCANNER_STOPPED :
+													in_flight > 0 ? SCANNER_DELIVERING : SCANNER_SLEEPING));
 		values[5] = TimestampTzGetDatum(last_claim);
 		nulls[5] = (last_claim == 0);
-		values[6] = Int64GetDatum((int64) pg_atomic_read_u64(&shared->sent));
-		values[7] = Int64GetDatum((int64) pg_atomic_read_u64(&shared->succeeded));
+		values[6] = Int64GetDatum((int64) pg_atomic_read_u64(&shared->succeeded));
+		values[7] = Int64GetDatum((int64) pg_atomic_read_u64(&shared->ticks));
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;

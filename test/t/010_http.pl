@@ -55,6 +55,11 @@ is($r->{headers}{'x-team'}, 'payments', 'every configured header');
 ok(!exists $r->{headers}{'x-delaysched-signature'}, 'no signature without a secret');
 ok(wait_finished('h_ontime'), 'all done');
 is(sql("SELECT count(*) FROM sched.tasks WHERE biz_type = 'h_ontime' AND state = 'done'"), '20', '20 done');
+# sched.workers says it in the scanners' words: delivered counts the 2xx,
+# ticks the claims and hand-offs, and an idle worker is sleeping.
+ok(DelayschedTest::poll_until($node,
+	"SELECT state || ' ' || (delivered >= 20) || ' ' || (ticks > 0) FROM sched.workers WHERE role = 'http'",
+	'sleeping true true', 10), 'sched.workers: the HTTP worker delivered them, sleeping now');
 
 # --- 503, 503, 200: three calls, then done, with backoff between them ---
 sql(qq{SELECT sched.define_biz('h_503', 'http', url => '$base/status/503,503,200/a',
