@@ -63,11 +63,27 @@ sub wait_worker
 		qq{SELECT count(*) > 0 FROM pg_stat_activity WHERE application_name = '$appname'}, 't', 30);
 }
 
-# Notifications of $listener for task ids in %$ids, received so far.
-sub received_of
+# Wait up to 30 s until $listener received $count notifications that
+# $wanted (a sub on one) accepts; return them.
+sub wait_received
 {
-	my ($listener, $ids) = @_;
-	return grep { $ids->{ $_->{id} } } $listener->received;
+	my ($listener, $wanted, $count) = @_;
+	my @got;
+	my $deadline = time + 30;
+	while (time < $deadline && (@got = grep { $wanted->($_) } $listener->received) < $count)
+	{
+		usleep(20_000);
+	}
+	return @got;
+}
+
+# The held task arrives after the lock went, and only once.
+sub arrives_once
+{
+	my ($listener, $wanted, $kind) = @_;
+	is(scalar(wait_received($listener, $wanted, 1)), 1, "$kind: the held task was delivered after the lock went");
+	usleep(1_500_000);			# a duplicate would come within a sweep or two
+	is(scalar(grep { $wanted->($_) } $listener->received), 1, "$kind: once");
 }
 
 sub ids_of_type
@@ -86,9 +102,7 @@ sub ids_of_type
 	add_others('walk', 2, 8);
 	my %others = ids_of_type('walk');
 	delete $others{$held};
-	my @got;
-	my $deadline = time + 30;
-	while (time < $deadline && (@got = received_of($listener, \%others)) < $OTHERS) { usleep(20_000) }
+	my @got = wait_received($listener, sub { $others{ $_[0]{id} } }, $OTHERS);
 	is(scalar @got, $OTHERS, 'walk: the 1,000 others were delivered while one task was held');
 	my $late = DelayschedTest::percentile(1, map { $_->{late_us} / 1e6 } @got);
 	cmp_ok($late, '<', $ON_TIME, 'walk: each on time');
@@ -101,12 +115,7 @@ sub ids_of_type
 	ok(time - $held_since < $HOLD, 'walk: all this while the task was held');
 	usleep(1e6 * ($HOLD - (time - $held_since))) if time - $held_since < $HOLD;
 	DelayschedTest::release_session($hold);
-	my @held_got;
-	$deadline = time + 30;
-	while (time < $deadline && !(@held_got = grep { $_->{id} == $held } $listener->received)) { usleep(20_000) }
-	is(scalar @held_got, 1, 'walk: the held task was delivered after the lock went');
-	usleep(1_500_000);			# a duplicate would come within a sweep or two
-	is(scalar(grep { $_->{id} == $held } $listener->received), 1, 'walk: once');
+	arrives_once($listener, sub { $_[0]{id} == $held }, 'walk');
 	$listener->stop;
 	ok(wait_worker('delaysched scanner'), 'walk: the scanners are back');
 }
@@ -129,9 +138,7 @@ sub ids_of_type
 	sql("SELECT sched.ack($first)");	# the slot is free: the drain tries the held task
 	add_others('drained', 2, 8);
 	my %others = ids_of_type('drained');
-	my @got;
-	my $deadline = time + 30;
-	while (time < $deadline && (@got = received_of($listener, \%others)) < $OTHERS) { usleep(20_000) }
+	my @got = wait_received($listener, sub { $others{ $_[0]{id} } }, $OTHERS);
 	is(scalar @got, $OTHERS, 'drain: the 1,000 others were delivered while one parked task was held');
 	my $late = DelayschedTest::percentile(1, map { $_->{late_us} / 1e6 } @got);
 	cmp_ok($late, '<', $ON_TIME, 'drain: each on time');
@@ -142,12 +149,7 @@ sub ids_of_type
 	ok(time - $held_since < $HOLD, 'drain: all this while the task was held');
 	usleep(1e6 * ($HOLD - (time - $held_since))) if time - $held_since < $HOLD;
 	DelayschedTest::release_session($hold);
-	my @held_got;
-	$deadline = time + 30;
-	while (time < $deadline && !(@held_got = grep { $_->{id} == $held } $listener->received)) { usleep(20_000) }
-	is(scalar @held_got, 1, 'drain: the held task was delivered after the lock went');
-	usleep(1_500_000);
-	is(scalar(grep { $_->{id} == $held } $listener->received), 1, 'drain: once');
+	arrives_once($listener, sub { $_[0]{id} == $held }, 'drain');
 	$listener->stop;
 	ok(wait_worker('delaysched scanner'), 'drain: the scanners are back');
 }
@@ -228,12 +230,7 @@ sub ids_of_type
 	my $held = sql(q{SELECT sched.add('leases', clock_timestamp())});
 	add_others('leases', 0, 1);
 	my %all = ids_of_type('leases');
-	my $deadline = time + 30;
-	my @first;
-	while (time < $deadline && (@first = grep { $_->{attempt} == 1 } received_of($listener, \%all)) < $OTHERS + 1)
-	{
-		usleep(20_000);
-	}
+	my @first = wait_received($listener, sub { $all{ $_[0]{id} } && $_[0]{attempt} == 1 }, $OTHERS + 1);
 	is(scalar @first, $OTHERS + 1, 'sweep: every task delivered a first time (never acknowledged)');
 	# An application acknowledges one and does not commit.
 	my $hold = DelayschedTest::hold_in_transaction($node, "SELECT sched.ack($held)");
@@ -241,13 +238,7 @@ sub ids_of_type
 	my %first_at = map { $_->{id} => $_->{recv_us} / 1e6 } @first;
 	my %others = %all;
 	delete $others{$held};
-	my @again;
-	$deadline = time + 30;
-	while (time < $deadline
-		&& (@again = grep { $_->{attempt} == 2 } received_of($listener, \%others)) < $OTHERS)
-	{
-		usleep(20_000);
-	}
+	my @again = wait_received($listener, sub { $others{ $_[0]{id} } && $_[0]{attempt} == 2 }, $OTHERS);
 	is(scalar @again, $OTHERS, 'sweep: the 1,000 others were delivered again when their leases ran out');
 	my @late = map { $_->{recv_us} / 1e6 - $first_at{ $_->{id} } - 3 } @again;
 	cmp_ok(DelayschedTest::percentile(1, @late), '<', $ON_TIME, 'sweep: each on time');
@@ -259,16 +250,7 @@ sub ids_of_type
 	ok(time - $held_since < $HOLD, 'sweep: all this while the task was held');
 	usleep(1e6 * ($HOLD - (time - $held_since))) if time - $held_since < $HOLD;
 	DelayschedTest::release_session($hold);
-	my @held_got;
-	$deadline = time + 30;
-	while (time < $deadline
-		&& !(@held_got = grep { $_->{id} == $held && $_->{attempt} == 2 } $listener->received))
-	{
-		usleep(20_000);
-	}
-	is(scalar @held_got, 1, 'sweep: the held task was delivered again after the lock went');
-	usleep(1_000_000);
-	is(scalar(grep { $_->{id} == $held && $_->{attempt} == 2 } $listener->received), 1, 'sweep: once');
+	arrives_once($listener, sub { $_[0]{id} == $held && $_[0]{attempt} == 2 }, 'sweep');
 	$listener->stop;
 }
 
