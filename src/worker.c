@@ -842,6 +842,16 @@ delaysched_scanner_main(Datum main_arg)
 			MY_SLOT->range = -1;
 			LWLockRelease(delaysched_shared->workers_lock);
 			forget_ranges();
+
+			/*
+			 * The tick failed (or the extension went): the range waits a
+			 * while, so that a tick that fails every time does not keep
+			 * the workers from the other ranges.
+			 */
+			LWLockAcquire(delaysched_shared->ranges_lock, LW_EXCLUSIVE);
+			delaysched_shared->ranges[r].retry_at =
+				TimestampTzPlusMilliseconds(GetCurrentTimestamp(), ERROR_PAUSE_MS);
+			LWLockRelease(delaysched_shared->ranges_lock);
 			set_status(SCANNER_WAITING_FOR_EXTENSION);
 			continue;
 		}

@@ -5,7 +5,10 @@
 # the held one is delivered once after the lock goes, and
 # pg_terminate_backend of the worker meanwhile ends it within a second.
 # Also: the HTTP worker records the results of later requests while a
-# superuser holds the row of one whose request is in flight.
+# superuser holds the row of one whose request is in flight.  And an error
+# in a worker's own transaction (an administrator's trigger that refuses) is
+# logged and tried again a second later; the worker goes on with the other
+# ranges and is never restarted.
 use strict;
 use warnings;
 
@@ -251,6 +254,52 @@ sub ids_of_type
 	usleep(1e6 * ($HOLD - (time - $held_since))) if time - $held_since < $HOLD;
 	DelayschedTest::release_session($hold);
 	arrives_once($listener, sub { $_[0]{id} == $held && $_[0]{attempt} == 2 }, 'sweep');
+	$listener->stop;
+}
+
+# --- an error in a worker's own transaction: logged, and the worker goes on ---
+{
+	# An administrator's trigger refuses to finish the tasks of one type:
+	# the sweep of the range that holds such a task fails at every try.
+	sql(q{
+		CREATE FUNCTION public.refuse() RETURNS trigger LANGUAGE plpgsql
+		AS $$ BEGIN RAISE EXCEPTION 'refused by a trigger'; END $$;
+		CREATE TRIGGER refuse BEFORE INSERT ON sched.finished
+			FOR EACH ROW WHEN (NEW.biz_type = 'poison') EXECUTE FUNCTION public.refuse();
+		SELECT sched.define_biz('poison', ack_timeout => '1 second', max_attempts => 1);
+	});
+	ok(wait_worker('delaysched scanner'), 'error: the scanners run');
+	my $pids = q{SELECT string_agg(pid::text, ',' ORDER BY pid) FROM pg_stat_activity
+	             WHERE application_name = 'delaysched scanner'};
+	ok(DelayschedTest::poll_until($node, "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'delaysched scanner'",
+		'2', 30), 'error: both scanners run');
+	my $pids_before = sql($pids);
+	my $log_from = -s $node->logfile;
+	my $poisoned_at = time;
+	my $poison = sql(q{SELECT sched.add('poison', clock_timestamp())});
+	my $door = sql("SELECT sched._door($poison)");
+	# Its lease runs out a second after delivery; the sweep's try to finish
+	# it dead fails, again and again.
+	my $errors = sub { my $l = slurp_file($node->logfile, $log_from); return scalar(() = $l =~ /refused by a trigger/g) };
+	my $deadline = time + 30;
+	usleep(100_000) while time < $deadline && $errors->() < 3;
+	cmp_ok($errors->(), '>=', 3, 'error: the failing sweep is logged, and tried again');
+	my $listener = DelayschedTest::Listener->start($node, 'postgres', [], 'walk');
+	my %elsewhere = map { $_ => 1 } split /\n/, sql(qq{
+		SELECT id FROM (SELECT sched.add('walk', clock_timestamp() + interval '1 second'
+		                                 + i * interval '10 milliseconds') AS id
+		                FROM generate_series(1, 200) i) s
+		WHERE sched._door(id) <> $door});
+	my @got = wait_received($listener, sub { $elsewhere{ $_[0]{id} } }, scalar keys %elsewhere);
+	is(scalar @got, scalar keys %elsewhere, 'error: the tasks of the other ranges are delivered meanwhile');
+	cmp_ok(DelayschedTest::percentile(1, map { $_->{late_us} / 1e6 } @got), '<', $ON_TIME, 'error: on time');
+	is(sql($pids), $pids_before, 'error: no scanner ended or was started again');
+	cmp_ok($errors->(), '<=', 4 * (time - $poisoned_at) + 4, 'error: a few lines a second, not a storm');
+	sql('DROP TRIGGER refuse ON sched.finished');
+	ok(DelayschedTest::poll_until($node, "SELECT state FROM sched.tasks WHERE id = $poison", 'dead', 30),
+		'error: once the trigger is gone, the sweep finishes the task');
+	ok(DelayschedTest::poll_until($node, q{SELECT count(*) FROM sched.task WHERE biz_type = 'walk' AND state = 'p'}, '0', 30),
+		'error: and the tasks of its range are delivered too');
 	$listener->stop;
 }
 
