@@ -88,7 +88,10 @@ free_places(const HttpWorkerSlot *slot)
 	return Max(0, Min(in_ring, in_slots));
 }
 
-/* Give back n of this transaction's reserved places; the slot's lock held exclusive. */
+/*
+ * Give back n of this transaction's reserved places; the slot's lock held
+ * exclusive.
+ */
 static void
 give_back(HttpWorkerSlot *slot, int n)
 {
