@@ -11,15 +11,15 @@ OBJS = \
 	src/drain.o \
 	src/firing.o \
 	src/guc.o \
-	src/handoff.o \
-	src/http_shmem.o \
+	src/http_handoff.o \
+	src/http_perimeter.o \
 	src/http_request.o \
+	src/http_shmem.o \
 	src/http_store.o \
 	src/http_transfer.o \
 	src/http_worker.o \
 	src/limiter.o \
 	src/message.o \
-	src/perimeter.o \
 	src/schedule_next.o \
 	src/schedule_parse.o \
 	src/schedule_sql.o \

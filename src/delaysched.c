@@ -11,7 +11,7 @@
  *	 http_*.c		the HTTP workers (see http.h)
  *	 limiter.c		token buckets in shared memory
  *	 message.c		the NOTIFY payloads of deliveries and announcements
- *	 perimeter.c	where webhooks may go
+ *	 http_perimeter.c	where webhooks may go
  *	 spi_plans.c	helpers for the workers' kept statements
  *	 shmem.c		shared memory (the workers' slots and the ranges' state)
  *	 tick.c			one tick on one range: walk, deliver, sweep

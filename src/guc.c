@@ -23,7 +23,7 @@
 
 #include "compat.h"
 #include "guc.h"
-#include "perimeter.h"
+#include "http_perimeter.h"
 #include "shmem.h"
 
 char	   *delaysched_database = NULL;

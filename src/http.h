@@ -9,7 +9,7 @@
  *	 http_request.c		one request: body, headers, signature, outcome;
  *						sched._check_url()
  *	 http_store.c		the SQL the workers run (claim, record, release)
- *	 perimeter.c		where requests may go
+ *	 http_perimeter.c		where requests may go
  *
  *-------------------------------------------------------------------------
  */

@@ -39,7 +39,7 @@
  *	 descriptor)							requeued, the attempt not counted
  *
  * Connections are made by open_socket(), which asks the perimeter
- * (perimeter.c) about every address libcurl is about to connect to, after
+ * (http_perimeter.c) about every address libcurl is about to connect to, after
  * DNS resolution; libcurl follows no redirect and uses no proxy by itself.
  *
  * The libcurl callbacks run inside curl_multi_socket_action(): they never
@@ -62,7 +62,7 @@
 #include "compat.h"
 #include "http.h"
 #include "message.h"
-#include "perimeter.h"
+#include "http_perimeter.h"
 
 /*
  * libcurl 7.68 on.  It takes the protocols a request may use as strings

@@ -3,7 +3,7 @@
  * http_shmem.h
  *		The HTTP workers' shared memory: one slot per worker, with its
  *		counters for sched.workers and the ring through which scanners hand
- *		it leased tasks (handoff.c).
+ *		it leased tasks (http_handoff.c).
  *
  * Locking.  Each slot has an LWLock of its own (DELAYSCHED_LWLOCK_HTTP + the
  * worker's index in the "delaysched" tranche, see shmem.h), so that
@@ -43,10 +43,10 @@
 #include "shmem.h"
 
 /* The most tasks a scanner's commit may have handed to an HTTP worker
- * that the worker has not taken yet (see handoff.c). */
+ * that the worker has not taken yet (see http_handoff.c). */
 #define HTTP_HANDOFF_RING	1024
 
-/* A task a scanner leased to an HTTP worker (see handoff.c). */
+/* A task a scanner leased to an HTTP worker (see http_handoff.c). */
 typedef struct HttpHandoff
 {
 	int64		id;

@@ -3,7 +3,7 @@
  * http_store.c
  *		What an HTTP worker reads and writes in the database: the http
  *		business types, the tasks it leases (sched._http_claim) or was
- *		handed over (handoff.c), the results it records (sched._http_record)
+ *		handed over (http_handoff.c), the results it records (sched._http_record)
  *		and, when it starts, the requests a previous run of it left
  *		unfinished (sched._http_release).
  *
@@ -482,7 +482,7 @@ fetch_bucket(int worker, const HttpHandoff *group, int n, HttpRequest **requests
 
 /*
  * Make a request of each of the n tasks handed over to this worker (see
- * handoff.c) that is still leased to it for the same attempt; the others
+ * http_handoff.c) that is still leased to it for the same attempt; the others
  * are skipped.  Returns how many; *requests gets an array of them in
  * TopMemoryContext (not started: the caller starts them after the
  * transaction, which writes nothing).

@@ -7,7 +7,7 @@
  * How a task gets here.  Usually it is handed over: when an http type's
  * task falls due, the scanner's walk leases it to a worker with free slots
  * (state 'd', attempt + 1, lease_owner) and, when its transaction commits,
- * puts it in that worker's ring in shared memory (handoff.c); the worker
+ * puts it in that worker's ring in shared memory (http_handoff.c); the worker
  * reads the tasks it takes from there in a short read-only transaction and
  * starts their requests.  Otherwise (a limited type, full slots, a local
  * failure, a release) the task is parked (state 'r', see tick.c) and the
@@ -71,7 +71,7 @@
 
 #include "compat.h"
 #include "guc.h"
-#include "handoff.h"
+#include "http_handoff.h"
 #include "http.h"
 #include "http_store.h"
 #include "http_transfer.h"
@@ -366,7 +366,7 @@ start_requests(HttpRequest **requests, int n, bool handed)
 }
 
 /*
- * Start the requests of the tasks scanners handed over (see handoff.c), up
+ * Start the requests of the tasks scanners handed over (see http_handoff.c), up
  * to room of them.  Returns false if there were none.
  */
 static bool

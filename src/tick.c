@@ -47,7 +47,7 @@
  * the drain (drain.c) to deliver as tokens and slots allow: the walk never
  * waits for a token, and a throttled backlog leaves the index it walks.
  * An http type's task is leased to an HTTP worker with free slots, which
- * the commit hands it to (handoff.c), unless its type is limited or the
+ * the commit hands it to (http_handoff.c), unless its type is limited or the
  * workers' slots are full: then it is parked, for the HTTP workers'
  * claims (http_worker.c), which the commit wakes.  The NOTIFYs go out
  * when the transaction commits, with the state changes.
@@ -73,7 +73,7 @@
 #include "utils/timestamp.h"
 
 #include "firing.h"
-#include "handoff.h"
+#include "http_handoff.h"
 #include "limiter.h"
 #include "message.h"
 #include "shmem.h"
@@ -128,7 +128,7 @@ PG_FUNCTION_INFO_V1(delaysched_tick_sql);
  * Statement text of a task partition; %s is its name.  Parameters:
  * $1 door, $2/$3 deliver after (run_at, id), $4 before run_at, $5 now,
  * $6 at most this many, $7 park every notify type's tasks, $8 the HTTP
- * worker to lease http tasks to (NULL: park them all; see handoff.c).
+ * worker to lease http tasks to (NULL: park them all; see http_handoff.c).
  *
  * The ids are chosen first and the update goes by primary key: joining the
  * update to the chosen rows could plan a hash join over the partition.

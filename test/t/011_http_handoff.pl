@@ -1,4 +1,4 @@
-# The hand-off (src/handoff.c): the scanner leases a due http task to the
+# The hand-off (src/http_handoff.c): the scanner leases a due http task to the
 # HTTP worker in its own tick and hands it over through shared memory.
 # Tasks that fall due one by one all go that way; a rate-limited type's go
 # through the worker's claims; a burst larger than the worker's free slots

@@ -1,14 +1,14 @@
 /*-------------------------------------------------------------------------
  *
- * perimeter.h
+ * http_perimeter.h
  *		Where the HTTP workers may send requests: delaysched.http_allowed_hosts
  *		and delaysched.http_denied_hosts, checked against a URL's host before
  *		a request and against every address after DNS resolution.
  *
  *-------------------------------------------------------------------------
  */
-#ifndef DELAYSCHED_PERIMETER_H
-#define DELAYSCHED_PERIMETER_H
+#ifndef DELAYSCHED_HTTP_PERIMETER_H
+#define DELAYSCHED_HTTP_PERIMETER_H
 
 #include <sys/socket.h>
 
@@ -42,4 +42,4 @@ extern bool delaysched_host_allowed_by_name(const char *host);
 extern const char *delaysched_address_refusal(const struct sockaddr *addr, bool allowed_by_name,
 											  char *buf, size_t buflen);
 
-#endif							/* DELAYSCHED_PERIMETER_H */
+#endif							/* DELAYSCHED_HTTP_PERIMETER_H */

@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * perimeter.c
+ * http_perimeter.c
  *		The HTTP workers' perimeter: which destinations a webhook may reach.
  *
  * Two lists, each a comma- or space-separated string parameter:
@@ -37,7 +37,7 @@
 #include <ctype.h>
 #include <netinet/in.h>
 
-#include "perimeter.h"
+#include "http_perimeter.h"
 
 char	   *delaysched_http_allowed_hosts = NULL;
 char	   *delaysched_http_denied_hosts = NULL;

@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * handoff.c
+ * http_handoff.c
  *		The hand-off: a scanner's walk leases an http type's due task to an
  *		HTTP worker itself, and tells that worker through shared memory when
  *		its transaction commits, so that the request leaves without waiting
@@ -46,7 +46,7 @@
 #include "utils/memutils.h"
 
 #include "guc.h"
-#include "handoff.h"
+#include "http_handoff.h"
 #include "http_shmem.h"
 
 /* The most tasks one delivery statement hands over. */

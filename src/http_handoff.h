@@ -1,13 +1,13 @@
 /*-------------------------------------------------------------------------
  *
- * handoff.h
+ * http_handoff.h
  *		A scanner's commit handing leased http tasks straight to an HTTP
- *		worker (see handoff.c).
+ *		worker (see http_handoff.c).
  *
  *-------------------------------------------------------------------------
  */
-#ifndef DELAYSCHED_HANDOFF_H
-#define DELAYSCHED_HANDOFF_H
+#ifndef DELAYSCHED_HTTP_HANDOFF_H
+#define DELAYSCHED_HTTP_HANDOFF_H
 
 #include "fmgr.h"
 
@@ -23,4 +23,4 @@ extern void delaysched_handoff_settle(void);
 extern void delaysched_handoff_clear(int worker);
 extern int	delaysched_handoff_take(int worker, HttpHandoff *out, int max);
 
-#endif							/* DELAYSCHED_HANDOFF_H */
+#endif							/* DELAYSCHED_HTTP_HANDOFF_H */
