@@ -69,13 +69,15 @@ test/bench/hooksink: test/bench/hooksink.c
 	$(CC) -O2 -Wall -Wextra -Werror -o $@ $<
 
 # Benchmarks (not tests): bench/run.sh; bench-smoke is the few-second run CI does.
-.PHONY: bench bench-compare bench-smoke bench-http bench-schedules
+.PHONY: bench bench-compare bench-smoke bench-xmin bench-http bench-schedules
 bench: all
 	bash bench/run.sh
 bench-compare: all
 	bash bench/run.sh --compare
 bench-smoke: all
 	bash bench/run.sh --smoke
+bench-xmin: all
+	bash bench/run.sh --only xmin
 bench-http: all
 	bash bench/http.sh
 bench-schedules: all
