@@ -452,10 +452,16 @@ COMMENT ON FUNCTION sched._move(smallint, bigint, timestamptz, text) IS 'interna
  * pull tasks claimable again, park the tasks of a paused type (until
  * sched.resume) or of a limited one (for the drain, which takes a token
  * for the redelivery; with p_park_all every notify type is limited), or
- * declare dead after max_attempts.
+ * declare dead after max_attempts.  Only leases that ran out at or after
+ * p_from: the sweep passes where the previous one left off, so as not to
+ * read again the leases of acknowledged tasks, which stay in the index
+ * until vacuum (while a transaction holds back the xmin horizon, all of
+ * them).
  */
-CREATE OR REPLACE FUNCTION sched._expire_leases(p_range smallint, p_now timestamptz, p_batch int,
-									 p_park_all boolean DEFAULT false)
+DROP FUNCTION sched._expire_leases(smallint, timestamptz, int, boolean);
+CREATE FUNCTION sched._expire_leases(p_range smallint, p_now timestamptz, p_batch int,
+									 p_park_all boolean DEFAULT false,
+									 p_from timestamptz DEFAULT '-infinity')
 RETURNS int
 LANGUAGE plpgsql
 AS $$
@@ -470,6 +476,7 @@ BEGIN
 			   (b.rate_limit IS NOT NULL OR b.max_concurrency IS NOT NULL OR p_park_all) AS limited
 		FROM sched.task t JOIN sched.biz b ON b.name = t.biz_type
 		WHERE t.door = p_range AND t.state = 'd' AND t.lease_until <= p_now
+		  AND t.lease_until >= p_from
 		ORDER BY t.lease_until
 		LIMIT p_batch
 		FOR UPDATE OF t SKIP LOCKED
@@ -513,7 +520,7 @@ BEGIN
 	RETURN n;
 END
 $$;
-COMMENT ON FUNCTION sched._expire_leases(smallint, timestamptz, int, boolean) IS 'internal: redeliver or kill deliveries of a range whose ack timeout passed';
+COMMENT ON FUNCTION sched._expire_leases(smallint, timestamptz, int, boolean, timestamptz) IS 'internal: redeliver or kill deliveries of a range whose ack timeout passed';
 
 CREATE OR REPLACE FUNCTION sched.retry(id bigint) RETURNS boolean
 LANGUAGE plpgsql

@@ -93,6 +93,9 @@ delaysched_reset_range(RangeState *range)
 	range->pointer = DT_NOBEGIN;
 	range->retry_at = 0;
 	range->cursor_valid = false;
+	range->late_from = DT_NOBEGIN;
+	range->lease_from = DT_NOBEGIN;
+	range->full_sweep_at = 0;
 	range->far_due = DT_NOEND;
 	range->far_checked_at = 0;
 	range->far_added = DT_NOEND;

@@ -428,6 +428,8 @@ pick_range(TimestampTz now, TimestampTz sweep_every, TimestampTz *next,
 
 		range->holder = my_index;
 		*wake_at = range->wake_at;
+		/* A task reported behind the sweep's mark moves the mark back. */
+		range->late_from = Min(range->late_from, range->wake_at);
 		range->wake_at = DT_NOEND;
 		*copy = *range;
 		cursor->valid = range->cursor_valid;
@@ -470,10 +472,11 @@ sweep_grid_point(int r, int nranges, TimestampTz now, TimestampTz sweep_every)
 
 /*
  * Record what a tick on range r learnt and release the range.  wake_at is
- * what pick_range took from the range for this tick.
+ * what pick_range took from the range for this tick; full, whether its sweep
+ * searched from the lowest keys.
  */
 static void
-finish_range(int r, TimestampTz now, bool sweep, TimestampTz sweep_every,
+finish_range(int r, TimestampTz now, bool sweep, bool full, TimestampTz sweep_every,
 			 TimestampTz wake_at, const TickResult *tick)
 {
 	SpinLockAcquire(&delaysched_shared->mutex);
@@ -500,6 +503,10 @@ finish_range(int r, TimestampTz now, bool sweep, TimestampTz sweep_every,
 				range->last_sweep = sweep_grid_point(r, delaysched_shared->nranges,
 													 now, sweep_every);
 				range->next_sweep = tick->next_sweep;
+				range->late_from = tick->late_from;
+				range->lease_from = tick->lease_from;
+				if (full)
+					range->full_sweep_at = now;
 			}
 			else
 				range->next_sweep = Min(range->next_sweep, tick->next_sweep);
@@ -623,6 +630,7 @@ delaysched_scanner_main(Datum main_arg)
 		RangeState	range;
 		TickRequest request;
 		TickResult	tick;
+		bool		full;
 		int			r;
 
 		CHECK_FOR_INTERRUPTS();
@@ -691,6 +699,16 @@ delaysched_scanner_main(Datum main_arg)
 		if (request.cursor.valid && wake_at <= request.cursor.run_at)
 			request.cursor.valid = false;
 
+		/*
+		 * The sweep starts where the last one left off, but at times from
+		 * the lowest keys (see "A held horizon" in tick.c).
+		 */
+		full = request.sweep &&
+			(now - range.full_sweep_at >= DELAYSCHED_FULL_SWEEP_EVERY ||
+			 now < range.full_sweep_at);
+		request.late_from = full ? DT_NOBEGIN : range.late_from;
+		request.lease_from = full ? DT_NOBEGIN : range.lease_from;
+
 		if (!run_tick(&request, &tick))
 		{
 			SpinLockAcquire(&delaysched_shared->mutex);
@@ -701,6 +719,6 @@ delaysched_scanner_main(Datum main_arg)
 			set_status(SCANNER_WAITING_FOR_EXTENSION);
 			continue;
 		}
-		finish_range(r, now, request.sweep, sweep_every, wake_at, &tick);
+		finish_range(r, now, request.sweep, full, sweep_every, wake_at, &tick);
 	}
 }
