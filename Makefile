@@ -12,6 +12,7 @@ OBJS = \
 	src/firing.o \
 	src/guc.o \
 	src/handoff.o \
+	src/horizon.o \
 	src/http_request.o \
 	src/http_store.o \
 	src/http_transfer.o \

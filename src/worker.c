@@ -69,6 +69,7 @@
 #include "compat.h"
 #include "drain.h"
 #include "guc.h"
+#include "horizon.h"
 #include "shmem.h"
 #include "tick.h"
 #include "worker.h"
@@ -313,6 +314,15 @@ run_tick(const TickRequest *request, TickResult *result)
 	TickCall	call = {request, result};
 
 	return delaysched_run_in_transaction("delaysched: delivering due tasks", tick_work, &call);
+}
+
+/* When worker 0 next looks at the xmin horizon (horizon.c). */
+static TimestampTz next_horizon_check = 0;
+
+static void
+horizon_work(void *arg)
+{
+	next_horizon_check = delaysched_check_horizon(*(TimestampTz *) arg);
 }
 
 typedef struct DrainCall
@@ -661,6 +671,13 @@ delaysched_scanner_main(Datum main_arg)
 		}
 
 		now = GetCurrentTimestamp();
+		if (my_index == 0 && now >= next_horizon_check)
+		{
+			/* Has anything held back the horizon too long?  (horizon.c) */
+			next_horizon_check = now + USECS_PER_SEC;
+			delaysched_run_in_transaction("delaysched: checking the xmin horizon",
+										  horizon_work, &now);
+		}
 		if (!drained_last && take_drain(now))
 		{
 			DrainResult drain;
