@@ -622,6 +622,14 @@ COMMENT ON FUNCTION sched._insert(text, timestamptz, jsonb, text, text) IS 'inte
  * Lock an unfinished task by id in one of the given states and return its
  * bucket, or NULL.  Looks first in the bucket the id was created in, then
  * (for tasks that moved) in every bucket.
+ *
+ * The states are compared through a sub-select, which the planner cannot
+ * see into: given the states as constants, it would prove the predicate of
+ * the partial index of those states (task_leased_idx for '{d}') and, its
+ * statistics saying that index is all but empty, read the whole of it
+ * instead of probing the primary key.  Emptied by acknowledgements, that
+ * index still holds their entries until vacuum, and while a transaction
+ * holds back the xmin horizon, every one of them.
  */
 CREATE FUNCTION sched._lock(p_id bigint, p_states "char"[], p_privilege text DEFAULT NULL) RETURNS smallint
 LANGUAGE plpgsql
@@ -634,12 +642,13 @@ DECLARE
 BEGIN
 	SELECT t.bucket INTO v_bucket FROM sched.task t
 		WHERE t.bucket = sched._id_bucket(p_id) AND t.id = p_id
-		  AND t.state OPERATOR(pg_catalog.=) ANY (p_states)
+		  AND t.state OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT pg_catalog.unnest(p_states)))
 		  AND (v_types IS NULL OR t.biz_type OPERATOR(pg_catalog.=) ANY (v_types))
 		FOR UPDATE;
 	IF NOT FOUND THEN
 		SELECT t.bucket INTO v_bucket FROM sched.task t
-			WHERE t.id = p_id AND t.state OPERATOR(pg_catalog.=) ANY (p_states)
+			WHERE t.id = p_id
+			  AND t.state OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT pg_catalog.unnest(p_states)))
 			  AND (v_types IS NULL OR t.biz_type OPERATOR(pg_catalog.=) ANY (v_types))
 			FOR UPDATE;
 	END IF;
@@ -683,7 +692,9 @@ COMMENT ON FUNCTION sched._lock_type_of(bigint) IS 'internal: lock the business 
  * without it, the caller has locked the tasks it names.  With p_types, only
  * tasks of those types (the ones the caller of ack_many may consume).  A
  * schedule's pending firing cancelled before its delivery is a missed
- * firing: its schedule makes the next (sched._fire_one).
+ * firing: its schedule makes the next (sched._fire_one).  p_only_from is
+ * compared through a sub-select, as in sched._lock, so that the tasks are
+ * found by primary key, not by reading task_leased_idx.
  */
 CREATE FUNCTION sched._finish(p_bucket smallint, p_ids bigint[], p_state text, p_error text,
 							  p_only_from "char" DEFAULT NULL, p_types text[] DEFAULT NULL)
@@ -698,7 +709,7 @@ BEGIN
 	WITH gone AS (
 		DELETE FROM sched.task t
 		WHERE t.bucket = p_bucket AND t.id = ANY (p_ids)
-		  AND (p_only_from IS NULL OR t.state = p_only_from)
+		  AND (p_only_from IS NULL OR t.state = (SELECT p_only_from))
 		  AND (p_types IS NULL OR t.biz_type = ANY (p_types))
 		RETURNING t.*
 	), released AS (
