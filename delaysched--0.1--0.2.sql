@@ -488,6 +488,57 @@ END
 $$;
 COMMENT ON FUNCTION sched._move(smallint, bigint, timestamptz, text) IS 'internal: make a locked task pending again at a new time';
 
+DROP FUNCTION sched._purge(timestamptz, int, int, int);
+/*
+ * Remove finished tasks past their retention, a batch at a time, oldest
+ * first.  Only done and cancelled tasks finished at or after p_done_from,
+ * and dead ones finished at or after p_dead_from: the sweep passes where the
+ * previous one left off, so as not to read again the index entries of the
+ * rows it removed, which stay until vacuum (while a transaction holds back
+ * the xmin horizon, all of them).  Each kind is searched apart, so that
+ * neither steps over the other's rows (dead tasks are kept longer).
+ */
+CREATE FUNCTION sched._purge(p_now timestamptz, p_retention_s int, p_dead_retention_s int, p_batch int,
+							 p_done_from timestamptz DEFAULT '-infinity',
+							 p_dead_from timestamptz DEFAULT '-infinity')
+RETURNS int
+LANGUAGE plpgsql
+AS $$
+DECLARE
+	n int;
+	n_attempts int;
+BEGIN
+	-- By primary key: joining the delete to the chosen rows could plan a
+	-- hash join over the whole table.
+	DELETE FROM sched.finished f WHERE f.id = ANY (ARRAY(
+		SELECT u.id FROM (
+			(SELECT o.id, o.finished_at FROM sched.finished o
+			 WHERE o.finished_at >= p_done_from
+			   AND o.finished_at < p_now - pg_catalog.make_interval(secs => p_retention_s)
+			   AND o.state <> 'dead'
+			 ORDER BY o.finished_at LIMIT p_batch)
+			UNION ALL
+			(SELECT o.id, o.finished_at FROM sched.finished o
+			 WHERE o.finished_at >= p_dead_from
+			   AND o.finished_at < p_now - pg_catalog.make_interval(secs => p_dead_retention_s)
+			   AND o.state = 'dead'
+			 ORDER BY o.finished_at LIMIT p_batch)
+		) u
+		ORDER BY u.finished_at
+		LIMIT p_batch));
+	GET DIAGNOSTICS n = ROW_COUNT;
+	-- HTTP attempts, as long as the longer retention (a dead task keeps its
+	-- history while it is kept).
+	DELETE FROM sched.attempt a WHERE a.ctid = ANY (ARRAY(
+		SELECT o.ctid FROM sched.attempt o
+		WHERE o.started_at < p_now - pg_catalog.make_interval(secs => GREATEST(p_retention_s, p_dead_retention_s))
+		LIMIT p_batch));
+	GET DIAGNOSTICS n_attempts = ROW_COUNT;
+	RETURN GREATEST(n, n_attempts);
+END
+$$;
+COMMENT ON FUNCTION sched._purge(timestamptz, int, int, int, timestamptz, timestamptz) IS 'internal: remove finished tasks and HTTP attempts past their retention';
+
 /*
  * Deliveries of a range whose lease ran out: redeliver (attempt + 1), make
  * pull tasks claimable again, park the tasks of a paused type (until

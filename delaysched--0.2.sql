@@ -868,9 +868,17 @@ $$;
 COMMENT ON FUNCTION sched._expire_leases(smallint, timestamptz, int, boolean, timestamptz) IS 'internal: redeliver or kill deliveries of a range whose ack timeout passed';
 
 /*
- * Remove finished tasks past their retention, a batch at a time.
+ * Remove finished tasks past their retention, a batch at a time, oldest
+ * first.  Only done and cancelled tasks finished at or after p_done_from,
+ * and dead ones finished at or after p_dead_from: the sweep passes where the
+ * previous one left off, so as not to read again the index entries of the
+ * rows it removed, which stay until vacuum (while a transaction holds back
+ * the xmin horizon, all of them).  Each kind is searched apart, so that
+ * neither steps over the other's rows (dead tasks are kept longer).
  */
-CREATE FUNCTION sched._purge(p_now timestamptz, p_retention_s int, p_dead_retention_s int, p_batch int)
+CREATE FUNCTION sched._purge(p_now timestamptz, p_retention_s int, p_dead_retention_s int, p_batch int,
+							 p_done_from timestamptz DEFAULT '-infinity',
+							 p_dead_from timestamptz DEFAULT '-infinity')
 RETURNS int
 LANGUAGE plpgsql
 AS $$
@@ -881,11 +889,20 @@ BEGIN
 	-- By primary key: joining the delete to the chosen rows could plan a
 	-- hash join over the whole table.
 	DELETE FROM sched.finished f WHERE f.id = ANY (ARRAY(
-		SELECT o.id FROM sched.finished o
-		WHERE o.finished_at < p_now - pg_catalog.make_interval(secs => LEAST(p_retention_s, p_dead_retention_s))
-		  AND o.finished_at < p_now - pg_catalog.make_interval(secs =>
-				CASE WHEN o.state = 'dead' THEN p_dead_retention_s ELSE p_retention_s END)
-		ORDER BY o.finished_at
+		SELECT u.id FROM (
+			(SELECT o.id, o.finished_at FROM sched.finished o
+			 WHERE o.finished_at >= p_done_from
+			   AND o.finished_at < p_now - pg_catalog.make_interval(secs => p_retention_s)
+			   AND o.state <> 'dead'
+			 ORDER BY o.finished_at LIMIT p_batch)
+			UNION ALL
+			(SELECT o.id, o.finished_at FROM sched.finished o
+			 WHERE o.finished_at >= p_dead_from
+			   AND o.finished_at < p_now - pg_catalog.make_interval(secs => p_dead_retention_s)
+			   AND o.state = 'dead'
+			 ORDER BY o.finished_at LIMIT p_batch)
+		) u
+		ORDER BY u.finished_at
 		LIMIT p_batch));
 	GET DIAGNOSTICS n = ROW_COUNT;
 	-- HTTP attempts, as long as the longer retention (a dead task keeps its
@@ -898,7 +915,7 @@ BEGIN
 	RETURN GREATEST(n, n_attempts);
 END
 $$;
-COMMENT ON FUNCTION sched._purge(timestamptz, int, int, int) IS 'internal: remove finished tasks and HTTP attempts past their retention';
+COMMENT ON FUNCTION sched._purge(timestamptz, int, int, int, timestamptz, timestamptz) IS 'internal: remove finished tasks and HTTP attempts past their retention';
 
 -------------------------------------------------------------------------------
 -- The HTTP workers' statements (src/http_store.c).  A worker claims parked

@@ -95,6 +95,8 @@ delaysched_reset_range(RangeState *range)
 	range->cursor_valid = false;
 	range->late_from = DT_NOBEGIN;
 	range->lease_from = DT_NOBEGIN;
+	range->purge_done_from = DT_NOBEGIN;
+	range->purge_dead_from = DT_NOBEGIN;
 	range->full_sweep_at = 0;
 	range->far_due = DT_NOEND;
 	range->far_checked_at = 0;

@@ -141,6 +141,8 @@ typedef struct RangeState
 	 */
 	TimestampTz late_from;
 	TimestampTz lease_from;
+	TimestampTz purge_done_from;	/* range 0 only: where retention */
+	TimestampTz purge_dead_from;	/* starts, for done and for dead */
 	TimestampTz full_sweep_at;
 
 	/*

@@ -70,7 +70,9 @@
  * by the worker to any run_at a commit reported since (wake_at); the
  * expiry at lease_from, the first expired lease the previous sweep could
  * not take (its row held), or that sweep's now.  The search for the next
- * lease expiry looks no further than the next regular sweep.  Tasks that
+ * lease expiry looks no further than the next regular sweep.  Retention
+ * likewise: the purge of range 0's sweep starts at the cut-offs of the last
+ * complete one (less PURGE_MARGIN), for done and for dead tasks.  Tasks that
  * get behind these marks without a report (a firing put off by the drain
  * or a claim, a lease granted by a transaction that committed after the
  * lease ran out) are found by a full sweep, which each range makes every
@@ -106,6 +108,14 @@
 
 /* The far search's answer is used again for at most this long (µs). */
 #define FAR_RECHECK			USECS_PER_SEC
+
+/*
+ * The next purge starts this long before the retention cut-off of the last
+ * complete one (µs): a task finished by a transaction that commits that much
+ * later than it finished the task is still found (and any other by the full
+ * sweep).
+ */
+#define PURGE_MARGIN		(10 * USECS_PER_SEC)
 
 /* The statements of one task partition (bucket). */
 typedef struct BucketPlans
@@ -293,9 +303,9 @@ prepare_plans(void)
 		plans.expire_leases = delaysched_prepare_kept("SELECT sched._expire_leases($1, $2, $3, $4, $5)", 5, types);
 	}
 	{
-		Oid			types[] = {TIMESTAMPTZOID, INT4OID, INT4OID, INT4OID};
+		Oid			types[] = {TIMESTAMPTZOID, INT4OID, INT4OID, INT4OID, TIMESTAMPTZOID, TIMESTAMPTZOID};
 
-		plans.purge = delaysched_prepare_kept("SELECT sched._purge($1, $2, $3, $4)", 4, types);
+		plans.purge = delaysched_prepare_kept("SELECT sched._purge($1, $2, $3, $4, $5, $6)", 6, types);
 	}
 	plans.extension = extension;
 }
@@ -775,7 +785,7 @@ deliver_late(const TickRequest *request, TimestampTz pointer, int limit,
 void
 delaysched_tick(const TickRequest *request, TickResult *result)
 {
-	Datum		values[5];
+	Datum		values[6];
 	TimestampTz pointer;
 	TimestampTz first_lease = DT_NOEND;
 	int			late = 0;
@@ -785,6 +795,8 @@ delaysched_tick(const TickRequest *request, TickResult *result)
 	result->next_sweep = DT_NOEND;
 	result->late_from = request->late_from;
 	result->lease_from = request->lease_from;
+	result->purge_done_from = request->purge_done_from;
+	result->purge_dead_from = request->purge_dead_from;
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
@@ -846,7 +858,17 @@ delaysched_tick(const TickRequest *request, TickResult *result)
 			values[1] = Int32GetDatum(request->retention_s);
 			values[2] = Int32GetDatum(request->dead_retention_s);
 			values[3] = Int32GetDatum(request->batch);
+			values[4] = TimestampTzGetDatum(request->purge_done_from);
+			values[5] = TimestampTzGetDatum(request->purge_dead_from);
 			purged = delaysched_fetch_int(plans.purge, values);
+			if (purged < request->batch)
+			{
+				/* Everything past its retention is gone. */
+				result->purge_done_from = request->now - PURGE_MARGIN -
+					(int64) request->retention_s * USECS_PER_SEC;
+				result->purge_dead_from = request->now - PURGE_MARGIN -
+					(int64) request->dead_retention_s * USECS_PER_SEC;
+			}
 		}
 
 		if (late >= request->batch || expired >= request->batch || purged >= request->batch)
@@ -902,6 +924,8 @@ delaysched_tick_sql(PG_FUNCTION_ARGS)
 	/* Always a full sweep. */
 	request.late_from = DT_NOBEGIN;
 	request.lease_from = DT_NOBEGIN;
+	request.purge_done_from = DT_NOBEGIN;
+	request.purge_dead_from = DT_NOBEGIN;
 	if (request.batch < 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

@@ -41,6 +41,9 @@ typedef struct TickRequest
 	 */
 	TimestampTz late_from;
 	TimestampTz lease_from;
+	/* The same for retention (range 0): finished_at of done and of dead. */
+	TimestampTz purge_done_from;
+	TimestampTz purge_dead_from;
 	bool		park_all;		/* park every notify type's tasks for the
 								 * drain (delaysched.max_deliveries_per_second
 								 * is set) */
@@ -61,6 +64,8 @@ typedef struct TickResult
 	/* After a sweep: where the next may start (see TickRequest). */
 	TimestampTz late_from;
 	TimestampTz lease_from;
+	TimestampTz purge_done_from;
+	TimestampTz purge_dead_from;
 } TickResult;
 
 extern void delaysched_tick(const TickRequest *request, TickResult *result);

@@ -515,6 +515,8 @@ finish_range(int r, TimestampTz now, bool sweep, bool full, TimestampTz sweep_ev
 				range->next_sweep = tick->next_sweep;
 				range->late_from = tick->late_from;
 				range->lease_from = tick->lease_from;
+				range->purge_done_from = tick->purge_done_from;
+				range->purge_dead_from = tick->purge_dead_from;
 				if (full)
 					range->full_sweep_at = now;
 			}
@@ -725,6 +727,8 @@ delaysched_scanner_main(Datum main_arg)
 			 now < range.full_sweep_at);
 		request.late_from = full ? DT_NOBEGIN : range.late_from;
 		request.lease_from = full ? DT_NOBEGIN : range.lease_from;
+		request.purge_done_from = full ? DT_NOBEGIN : range.purge_done_from;
+		request.purge_dead_from = full ? DT_NOBEGIN : range.purge_dead_from;
 
 		if (!run_tick(&request, &tick))
 		{

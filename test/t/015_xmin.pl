@@ -1,5 +1,6 @@
 # A held xmin horizon: a session that keeps a REPEATABLE READ snapshot open
-# (so that nothing can be vacuumed) does not lose or stall tasks, and a
+# (so that nothing can be vacuumed) does not lose or stall tasks, nor stop
+# expiry and retention (whose sweeps start where the last left off), and a
 # scanner names it in the log once it has held the horizon longer than
 # delaysched.xmin_warning, no more often than once per threshold.
 use strict;
@@ -60,6 +61,20 @@ ok(DelayschedTest::poll_until($node,
 	"SELECT sum(n_dead_tup) >= 4000 FROM pg_stat_user_tables WHERE schemaname = 'sched'", 't', 30),
 	'the dead rows of deliveries and acknowledgements stay meanwhile');
 $listener->stop;
+
+# Retention goes on while the horizon is held: with a retention of one
+# second, the purge removes them all, twice over (the second batch behind the
+# first's removed rows, which stay in the index meanwhile).
+$node->safe_psql('postgres', "ALTER SYSTEM SET delaysched.retention = '1s'");
+$node->reload;
+ok(DelayschedTest::poll_until($node, "SELECT count(*) FROM sched.finished", '0', 30),
+	'finished tasks removed after the retention');
+$node->safe_psql('postgres',
+	"SELECT sched.cancel(sched.add('held', clock_timestamp() + interval '1 hour', '{}')) FROM generate_series(1, 50)");
+ok(DelayschedTest::poll_until($node, "SELECT count(*) FROM sched.finished", '0', 30),
+	'and those finished later too');
+$node->safe_psql('postgres', "ALTER SYSTEM RESET delaysched.retention");
+$node->reload;
 
 # An acknowledgement that rolls back after the lease ran out: the sweep,
 # starting where the previous one left off, still comes back for it.
