@@ -182,6 +182,7 @@ if ls "$dir/receipts/xmin-"*.dat >/dev/null 2>&1; then
 		set title "p99 lateness per 10 s, steady 500/s, with and without a held snapshot"
 		set xlabel "seconds into the run"
 		set ylabel "p99 lateness in the 10 s (ms)"
+		set xrange [0:*]
 		set yrange [0:*]
 		set key top left
 		plot $series
