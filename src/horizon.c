@@ -15,9 +15,10 @@
  * Scanner worker 0 looks every delaysched.xmin_warning or 10 seconds,
  * whichever is sooner, in a short transaction of its own, at what can hold
  * the horizon of its database: sessions of this database with a snapshot
- * (backend_xmin) or a transaction id (backend_xid), prepared transactions
- * of this database, and replication slots with an xmin (hot standby
- * feedback; catalog_xmin holds back only the catalogs).  A session or
+ * (backend_xmin) or a transaction id (backend_xid), WAL senders with a
+ * standby's feedback (backend_xmin), prepared transactions of this
+ * database, and replication slots with an xmin (hot standby feedback;
+ * catalog_xmin holds back only the catalogs).  A session or
  * prepared transaction tells how long it has held it; a slot does not, so
  * the worker remembers since when it has seen the oldest slot's xmin
  * unchanged.  If the longest of them is past the threshold, it logs one
@@ -61,7 +62,7 @@ static const char holders_sql[] =
 "              THEN a.xact_start ELSE a.query_start END AS since,"
 "         a.state, a.application_name AS application"
 "  FROM pg_catalog.pg_stat_activity a"
-"  WHERE a.datname = pg_catalog.current_database()"
+"  WHERE (a.datname = pg_catalog.current_database() OR a.backend_type = 'walsender')"
 "    AND (a.backend_xmin IS NOT NULL OR a.backend_xid IS NOT NULL)"
 "    AND a.pid <> pg_catalog.pg_backend_pid()"
 "  UNION ALL"
