@@ -11,6 +11,7 @@ OBJS = \
 	src/drain.o \
 	src/firing.o \
 	src/guc.o \
+	src/horizon.o \
 	src/http_handoff.o \
 	src/http_perimeter.o \
 	src/http_request.o \
@@ -70,13 +71,15 @@ test/bench/hooksink: test/bench/hooksink.c
 	$(CC) -O2 -Wall -Wextra -Werror -o $@ $<
 
 # Benchmarks (not tests): bench/run.sh; bench-smoke is the few-second run CI does.
-.PHONY: bench bench-compare bench-smoke bench-http bench-schedules bench-contention bench-contention-smoke
+.PHONY: bench bench-compare bench-smoke bench-xmin bench-http bench-schedules bench-contention bench-contention-smoke
 bench: all
 	bash bench/run.sh
 bench-compare: all
 	bash bench/run.sh --compare
 bench-smoke: all
 	bash bench/run.sh --smoke
+bench-xmin: all
+	bash bench/run.sh --only xmin
 bench-http: all
 	bash bench/http.sh
 bench-schedules: all

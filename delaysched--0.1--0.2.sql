@@ -376,13 +376,54 @@ COMMENT ON FUNCTION sched._check_grant(regrole, text) IS 'internal: refuse a rol
 -------------------------------------------------------------------------------
 
 /*
+ * Lock an unfinished task by id in one of the given states and return its
+ * bucket, or NULL.  Looks first in the bucket the id was created in, then
+ * (for tasks that moved) in every bucket.
+ *
+ * The states are compared through a sub-select, which the planner cannot
+ * see into: given the states as constants, it would prove the predicate of
+ * the partial index of those states (task_leased_idx for '{d}') and, its
+ * statistics saying that index is all but empty, read the whole of it
+ * instead of probing the primary key.  Emptied by acknowledgements, that
+ * index still holds their entries until vacuum, and while a transaction
+ * holds back the xmin horizon, every one of them.
+ */
+CREATE OR REPLACE FUNCTION sched._lock(p_id bigint, p_states "char"[], p_privilege text DEFAULT NULL) RETURNS smallint
+LANGUAGE plpgsql
+AS $$
+DECLARE
+	v_bucket smallint;
+	-- A task of a type the caller may not act on is not there for it.
+	v_types text[] := CASE WHEN p_privilege IS NOT NULL AND NOT sched._caller_is_admin()
+						   THEN sched._granted_types(p_privilege) END;
+BEGIN
+	SELECT t.bucket INTO v_bucket FROM sched.task t
+		WHERE t.bucket = sched._id_bucket(p_id) AND t.id = p_id
+		  AND t.state OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT pg_catalog.unnest(p_states)))
+		  AND (v_types IS NULL OR t.biz_type OPERATOR(pg_catalog.=) ANY (v_types))
+		FOR UPDATE;
+	IF NOT FOUND THEN
+		SELECT t.bucket INTO v_bucket FROM sched.task t
+			WHERE t.id = p_id
+			  AND t.state OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT pg_catalog.unnest(p_states)))
+			  AND (v_types IS NULL OR t.biz_type OPERATOR(pg_catalog.=) ANY (v_types))
+			FOR UPDATE;
+	END IF;
+	RETURN v_bucket;
+END
+$$;
+COMMENT ON FUNCTION sched._lock(bigint, "char"[], text) IS 'internal: find and lock an unfinished task by id';
+
+/*
  * Move tasks of one bucket out of the live table into sched.finished as
  * p_state, and return the ids moved.  With p_only_from, only tasks in that
  * state are moved (sched.ack_many: only deliveries awaiting acknowledgement);
  * without it, the caller has locked the tasks it names.  With p_types, only
  * tasks of those types (the ones the caller of ack_many may consume).  A
  * schedule's pending firing cancelled before its delivery is a missed
- * firing: its schedule makes the next (sched._fire_one).
+ * firing: its schedule makes the next (sched._fire_one).  p_only_from is
+ * compared through a sub-select, as in sched._lock, so that the tasks are
+ * found by primary key, not by reading task_leased_idx.
  */
 CREATE OR REPLACE FUNCTION sched._finish(p_bucket smallint, p_ids bigint[], p_state text, p_error text,
 							  p_only_from "char" DEFAULT NULL, p_types text[] DEFAULT NULL)
@@ -397,7 +438,7 @@ BEGIN
 	WITH gone AS (
 		DELETE FROM sched.task t
 		WHERE t.bucket = p_bucket AND t.id = ANY (p_ids)
-		  AND (p_only_from IS NULL OR t.state = p_only_from)
+		  AND (p_only_from IS NULL OR t.state = (SELECT p_only_from))
 		  AND (p_types IS NULL OR t.biz_type = ANY (p_types))
 		RETURNING t.*
 	), released AS (
@@ -455,15 +496,83 @@ END
 $$;
 COMMENT ON FUNCTION sched._move(smallint, bigint, timestamptz, text) IS 'internal: make a locked task pending again at a new time';
 
+DROP FUNCTION sched._purge(timestamptz, int, int, int);
+/*
+ * Remove finished tasks past their retention, a batch at a time, oldest
+ * first.  Only done and cancelled tasks finished at or after p_done_from,
+ * and dead ones finished at or after p_dead_from: the sweep passes where the
+ * previous one left off, so as not to read again the index entries of the
+ * rows it removed, which stay until vacuum (while a transaction holds back
+ * the xmin horizon, all of them).  Each kind is searched apart, so that
+ * neither steps over the other's rows (dead tasks are kept longer).
+ */
+CREATE FUNCTION sched._purge(p_now timestamptz, p_retention_s int, p_dead_retention_s int, p_batch int,
+							 p_done_from timestamptz DEFAULT '-infinity',
+							 p_dead_from timestamptz DEFAULT '-infinity')
+RETURNS int
+LANGUAGE plpgsql
+AS $$
+DECLARE
+	n int;
+	n_attempts int;
+BEGIN
+	-- By primary key: joining the delete to the chosen rows could plan a
+	-- hash join over the whole table.  Rows another transaction holds (a
+	-- retry not committed yet) wait for a later sweep.
+	DELETE FROM sched.finished f WHERE f.id = ANY (ARRAY(
+		SELECT l.id FROM sched.finished l WHERE l.id = ANY (ARRAY(
+		SELECT u.id FROM (
+			(SELECT o.id, o.finished_at FROM sched.finished o
+			 WHERE o.finished_at >= p_done_from
+			   AND o.finished_at < p_now - pg_catalog.make_interval(secs => p_retention_s)
+			   AND o.state <> 'dead'
+			 ORDER BY o.finished_at LIMIT p_batch)
+			UNION ALL
+			(SELECT o.id, o.finished_at FROM sched.finished o
+			 WHERE o.finished_at >= p_dead_from
+			   AND o.finished_at < p_now - pg_catalog.make_interval(secs => p_dead_retention_s)
+			   AND o.state = 'dead'
+			 ORDER BY o.finished_at LIMIT p_batch)
+		) u
+		ORDER BY u.finished_at
+		LIMIT p_batch))
+		FOR UPDATE SKIP LOCKED));
+	GET DIAGNOSTICS n = ROW_COUNT;
+	-- HTTP attempts, as long as the longer retention (a dead task keeps its
+	-- history while it is kept).
+	DELETE FROM sched.attempt a WHERE a.ctid = ANY (ARRAY(
+		SELECT o.ctid FROM sched.attempt o
+		WHERE o.started_at < p_now - pg_catalog.make_interval(secs => GREATEST(p_retention_s, p_dead_retention_s))
+		LIMIT p_batch
+		FOR UPDATE SKIP LOCKED));
+	GET DIAGNOSTICS n_attempts = ROW_COUNT;
+	-- The grants of roles dropped since the last sweep (DROP ROLE cannot
+	-- reach this table), long before the OID counter could come round to
+	-- give a dropped role's OID to a new role.
+	DELETE FROM sched.biz_grant g WHERE g.ctid = ANY (ARRAY(
+		SELECT o.ctid FROM sched.biz_grant o
+		WHERE NOT EXISTS (SELECT FROM pg_catalog.pg_roles r WHERE r.oid = o.grantee)
+		FOR UPDATE SKIP LOCKED));
+	RETURN GREATEST(n, n_attempts);
+END
+$$;
+COMMENT ON FUNCTION sched._purge(timestamptz, int, int, int, timestamptz, timestamptz) IS 'internal: remove finished tasks and HTTP attempts past their retention';
+
 /*
  * Deliveries of a range whose lease ran out: redeliver (attempt + 1), make
  * pull tasks claimable again, park the tasks of a paused type (until
  * sched.resume) or of a limited one (for the drain, which takes a token
  * for the redelivery; with p_park_all every notify type is limited), or
- * declare dead after max_attempts.
+ * declare dead after max_attempts.  Only leases that ran out at or after
+ * p_from: the sweep passes where the previous one left off, so as not to
+ * read again the leases of acknowledged tasks, which stay in the index
+ * until vacuum (while a transaction holds back the xmin horizon, all of
+ * them).
  */
-CREATE OR REPLACE FUNCTION sched._expire_leases(p_range smallint, p_now timestamptz, p_batch int,
-									 p_park_all boolean DEFAULT false)
+DROP FUNCTION sched._expire_leases(smallint, timestamptz, int, boolean);
+CREATE FUNCTION sched._expire_leases(p_range smallint, p_now timestamptz, p_batch int,
+									 p_park_all boolean DEFAULT false,
+									 p_from timestamptz DEFAULT '-infinity')
 RETURNS int
 LANGUAGE plpgsql
 AS $$
@@ -478,6 +587,7 @@ BEGIN
 			   (b.rate_limit IS NOT NULL OR b.max_concurrency IS NOT NULL OR p_park_all) AS limited
 		FROM sched.task t JOIN sched.biz b ON b.name = t.biz_type
 		WHERE t.door = p_range AND t.state = 'd' AND t.lease_until <= p_now
+		  AND t.lease_until >= p_from
 		ORDER BY t.lease_until
 		LIMIT p_batch
 		FOR UPDATE OF t SKIP LOCKED
@@ -521,7 +631,7 @@ BEGIN
 	RETURN n;
 END
 $$;
-COMMENT ON FUNCTION sched._expire_leases(smallint, timestamptz, int, boolean) IS 'internal: redeliver or kill deliveries of a range whose ack timeout passed';
+COMMENT ON FUNCTION sched._expire_leases(smallint, timestamptz, int, boolean, timestamptz) IS 'internal: redeliver or kill deliveries of a range whose ack timeout passed';
 
 CREATE OR REPLACE FUNCTION sched.retry(id bigint) RETURNS boolean
 LANGUAGE plpgsql
@@ -1252,46 +1362,6 @@ CREATE OR REPLACE VIEW sched.biz_grants AS
 	FROM sched.biz_grant g
 	WHERE g.grantee IN (SELECT r.oid FROM pg_catalog.pg_roles r);
 COMMENT ON VIEW sched.biz_grants IS 'who may schedule, consume or read the tasks of which business type (sched.grant_biz)';
-
-CREATE OR REPLACE FUNCTION sched._purge(p_now timestamptz, p_retention_s int, p_dead_retention_s int, p_batch int)
-RETURNS int
-LANGUAGE plpgsql
-AS $$
-DECLARE
-	n int;
-	n_attempts int;
-BEGIN
-	-- By primary key: joining the delete to the chosen rows could plan a
-	-- hash join over the whole table.  Rows another transaction holds (a
-	-- retry not committed yet) wait for a later sweep.
-	DELETE FROM sched.finished f WHERE f.id = ANY (ARRAY(
-		SELECT o.id FROM sched.finished o
-		WHERE o.finished_at < p_now - pg_catalog.make_interval(secs => LEAST(p_retention_s, p_dead_retention_s))
-		  AND o.finished_at < p_now - pg_catalog.make_interval(secs =>
-				CASE WHEN o.state = 'dead' THEN p_dead_retention_s ELSE p_retention_s END)
-		ORDER BY o.finished_at
-		LIMIT p_batch
-		FOR UPDATE SKIP LOCKED));
-	GET DIAGNOSTICS n = ROW_COUNT;
-	-- HTTP attempts, as long as the longer retention (a dead task keeps its
-	-- history while it is kept).
-	DELETE FROM sched.attempt a WHERE a.ctid = ANY (ARRAY(
-		SELECT o.ctid FROM sched.attempt o
-		WHERE o.started_at < p_now - pg_catalog.make_interval(secs => GREATEST(p_retention_s, p_dead_retention_s))
-		LIMIT p_batch
-		FOR UPDATE SKIP LOCKED));
-	GET DIAGNOSTICS n_attempts = ROW_COUNT;
-	-- The grants of roles dropped since the last sweep (DROP ROLE cannot
-	-- reach this table), long before the OID counter could come round to
-	-- give a dropped role's OID to a new role.
-	DELETE FROM sched.biz_grant g WHERE g.ctid = ANY (ARRAY(
-		SELECT o.ctid FROM sched.biz_grant o
-		WHERE NOT EXISTS (SELECT FROM pg_catalog.pg_roles r WHERE r.oid = o.grantee)
-		FOR UPDATE SKIP LOCKED));
-	RETURN GREATEST(n, n_attempts);
-END
-$$;
-COMMENT ON FUNCTION sched._purge(timestamptz, int, int, int) IS 'internal: remove finished tasks and HTTP attempts past their retention';
 
 CREATE FUNCTION sched._http_record(p_worker smallint, p_ids bigint[], p_buckets smallint[],
 								   p_biz_types text[], p_attempts int[], p_outcomes text[],

@@ -649,6 +649,14 @@ COMMENT ON FUNCTION sched._insert(text, timestamptz, jsonb, text, text) IS 'inte
  * Lock an unfinished task by id in one of the given states and return its
  * bucket, or NULL.  Looks first in the bucket the id was created in, then
  * (for tasks that moved) in every bucket.
+ *
+ * The states are compared through a sub-select, which the planner cannot
+ * see into: given the states as constants, it would prove the predicate of
+ * the partial index of those states (task_leased_idx for '{d}') and, its
+ * statistics saying that index is all but empty, read the whole of it
+ * instead of probing the primary key.  Emptied by acknowledgements, that
+ * index still holds their entries until vacuum, and while a transaction
+ * holds back the xmin horizon, every one of them.
  */
 CREATE FUNCTION sched._lock(p_id bigint, p_states "char"[], p_privilege text DEFAULT NULL) RETURNS smallint
 LANGUAGE plpgsql
@@ -661,12 +669,13 @@ DECLARE
 BEGIN
 	SELECT t.bucket INTO v_bucket FROM sched.task t
 		WHERE t.bucket = sched._id_bucket(p_id) AND t.id = p_id
-		  AND t.state OPERATOR(pg_catalog.=) ANY (p_states)
+		  AND t.state OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT pg_catalog.unnest(p_states)))
 		  AND (v_types IS NULL OR t.biz_type OPERATOR(pg_catalog.=) ANY (v_types))
 		FOR UPDATE;
 	IF NOT FOUND THEN
 		SELECT t.bucket INTO v_bucket FROM sched.task t
-			WHERE t.id = p_id AND t.state OPERATOR(pg_catalog.=) ANY (p_states)
+			WHERE t.id = p_id
+			  AND t.state OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT pg_catalog.unnest(p_states)))
 			  AND (v_types IS NULL OR t.biz_type OPERATOR(pg_catalog.=) ANY (v_types))
 			FOR UPDATE;
 	END IF;
@@ -710,7 +719,9 @@ COMMENT ON FUNCTION sched._lock_type_of(bigint) IS 'internal: lock the business 
  * without it, the caller has locked the tasks it names.  With p_types, only
  * tasks of those types (the ones the caller of ack_many may consume).  A
  * schedule's pending firing cancelled before its delivery is a missed
- * firing: its schedule makes the next (sched._fire_one).
+ * firing: its schedule makes the next (sched._fire_one).  p_only_from is
+ * compared through a sub-select, as in sched._lock, so that the tasks are
+ * found by primary key, not by reading task_leased_idx.
  */
 CREATE FUNCTION sched._finish(p_bucket smallint, p_ids bigint[], p_state text, p_error text,
 							  p_only_from "char" DEFAULT NULL, p_types text[] DEFAULT NULL)
@@ -725,7 +736,7 @@ BEGIN
 	WITH gone AS (
 		DELETE FROM sched.task t
 		WHERE t.bucket = p_bucket AND t.id = ANY (p_ids)
-		  AND (p_only_from IS NULL OR t.state = p_only_from)
+		  AND (p_only_from IS NULL OR t.state = (SELECT p_only_from))
 		  AND (p_types IS NULL OR t.biz_type = ANY (p_types))
 		RETURNING t.*
 	), released AS (
@@ -814,10 +825,15 @@ COMMENT ON FUNCTION sched._move(smallint, bigint, timestamptz, text) IS 'interna
  * pull tasks claimable again, park the tasks of a paused type (until
  * sched.resume) or of a limited one (for the drain, which takes a token
  * for the redelivery; with p_park_all every notify type is limited), or
- * declare dead after max_attempts.
+ * declare dead after max_attempts.  Only leases that ran out at or after
+ * p_from: the sweep passes where the previous one left off, so as not to
+ * read again the leases of acknowledged tasks, which stay in the index
+ * until vacuum (while a transaction holds back the xmin horizon, all of
+ * them).
  */
 CREATE FUNCTION sched._expire_leases(p_range smallint, p_now timestamptz, p_batch int,
-									 p_park_all boolean DEFAULT false)
+									 p_park_all boolean DEFAULT false,
+									 p_from timestamptz DEFAULT '-infinity')
 RETURNS int
 LANGUAGE plpgsql
 AS $$
@@ -832,6 +848,7 @@ BEGIN
 			   (b.rate_limit IS NOT NULL OR b.max_concurrency IS NOT NULL OR p_park_all) AS limited
 		FROM sched.task t JOIN sched.biz b ON b.name = t.biz_type
 		WHERE t.door = p_range AND t.state = 'd' AND t.lease_until <= p_now
+		  AND t.lease_until >= p_from
 		ORDER BY t.lease_until
 		LIMIT p_batch
 		FOR UPDATE OF t SKIP LOCKED
@@ -875,12 +892,20 @@ BEGIN
 	RETURN n;
 END
 $$;
-COMMENT ON FUNCTION sched._expire_leases(smallint, timestamptz, int, boolean) IS 'internal: redeliver or kill deliveries of a range whose ack timeout passed';
+COMMENT ON FUNCTION sched._expire_leases(smallint, timestamptz, int, boolean, timestamptz) IS 'internal: redeliver or kill deliveries of a range whose ack timeout passed';
 
 /*
- * Remove finished tasks past their retention, a batch at a time.
+ * Remove finished tasks past their retention, a batch at a time, oldest
+ * first.  Only done and cancelled tasks finished at or after p_done_from,
+ * and dead ones finished at or after p_dead_from: the sweep passes where the
+ * previous one left off, so as not to read again the index entries of the
+ * rows it removed, which stay until vacuum (while a transaction holds back
+ * the xmin horizon, all of them).  Each kind is searched apart, so that
+ * neither steps over the other's rows (dead tasks are kept longer).
  */
-CREATE FUNCTION sched._purge(p_now timestamptz, p_retention_s int, p_dead_retention_s int, p_batch int)
+CREATE FUNCTION sched._purge(p_now timestamptz, p_retention_s int, p_dead_retention_s int, p_batch int,
+							 p_done_from timestamptz DEFAULT '-infinity',
+							 p_dead_from timestamptz DEFAULT '-infinity')
 RETURNS int
 LANGUAGE plpgsql
 AS $$
@@ -892,12 +917,22 @@ BEGIN
 	-- hash join over the whole table.  Rows another transaction holds (a
 	-- retry not committed yet) wait for a later sweep.
 	DELETE FROM sched.finished f WHERE f.id = ANY (ARRAY(
-		SELECT o.id FROM sched.finished o
-		WHERE o.finished_at < p_now - pg_catalog.make_interval(secs => LEAST(p_retention_s, p_dead_retention_s))
-		  AND o.finished_at < p_now - pg_catalog.make_interval(secs =>
-				CASE WHEN o.state = 'dead' THEN p_dead_retention_s ELSE p_retention_s END)
-		ORDER BY o.finished_at
-		LIMIT p_batch
+		SELECT l.id FROM sched.finished l WHERE l.id = ANY (ARRAY(
+		SELECT u.id FROM (
+			(SELECT o.id, o.finished_at FROM sched.finished o
+			 WHERE o.finished_at >= p_done_from
+			   AND o.finished_at < p_now - pg_catalog.make_interval(secs => p_retention_s)
+			   AND o.state <> 'dead'
+			 ORDER BY o.finished_at LIMIT p_batch)
+			UNION ALL
+			(SELECT o.id, o.finished_at FROM sched.finished o
+			 WHERE o.finished_at >= p_dead_from
+			   AND o.finished_at < p_now - pg_catalog.make_interval(secs => p_dead_retention_s)
+			   AND o.state = 'dead'
+			 ORDER BY o.finished_at LIMIT p_batch)
+		) u
+		ORDER BY u.finished_at
+		LIMIT p_batch))
 		FOR UPDATE SKIP LOCKED));
 	GET DIAGNOSTICS n = ROW_COUNT;
 	-- HTTP attempts, as long as the longer retention (a dead task keeps its
@@ -918,7 +953,7 @@ BEGIN
 	RETURN GREATEST(n, n_attempts);
 END
 $$;
-COMMENT ON FUNCTION sched._purge(timestamptz, int, int, int) IS 'internal: remove finished tasks and HTTP attempts past their retention';
+COMMENT ON FUNCTION sched._purge(timestamptz, int, int, int, timestamptz, timestamptz) IS 'internal: remove finished tasks and HTTP attempts past their retention';
 
 -------------------------------------------------------------------------------
 -- The HTTP workers' statements (src/http_store.c).  A worker claims parked

@@ -8,6 +8,12 @@
 #   comparison.txt   one line per workload and system: the headline figure
 #                    and delaysched's figure divided by it
 #   comparison.md    the same as a Markdown table, for doc/performance.md
+#   xmin.txt, xmin.md    a held horizon against none, per system (when the
+#                    xmin-free and xmin-held workloads ran): p50, p99, max,
+#                    cpu, dead tuples at the end, lost tasks, and held/free
+#   lateness-<workload>.svg   lateness CDF per system (idle, steady, pending,
+#                    xmin-free, xmin-held)
+#   lateness-xmin-time.svg    p99 lateness per 10 s of the xmin runs
 #   lateness-<workload>.svg   lateness CDF per system (idle, steady, pending)
 #   rate-<workload>.svg       deliveries per 100 ms after the due time (bursts)
 #
@@ -21,7 +27,7 @@ set -euo pipefail
 dir=${1:?usage: bench/report.sh DIR}
 csv=$dir/results.csv
 
-# CSV: system,workload,tasks,received,enqueue/s,drain s,deliver/s,p50,p90,p99,max,cpu
+# CSV: system,workload,tasks,received,enqueue/s,drain s,deliver/s,p50,p90,p99,max,cpu,dead
 awk -F, -v md="$dir/comparison.md" '
 	function metric(label) {
 		if (label ~ /^burst/) return "deliver/s"
@@ -69,6 +75,38 @@ awk -F, -v md="$dir/comparison.md" '
 		}
 	}' "$csv" | tee "$dir/comparison.txt"
 
+# A held horizon against none: one line per system that ran both.
+if grep -q ',xmin-held,' "$csv"; then
+	awk -F, -v md="$dir/xmin.md" '
+		$2 == "xmin-free" || $2 == "xmin-held" {
+			k = ($2 == "xmin-held") ? "held" : "free"
+			if (!($1 in seen)) { order[++n] = $1; seen[$1] = 1 }
+			has[$1, k] = 1; p50[$1, k] = $8; p99[$1, k] = $10; mx[$1, k] = $11
+			cpu[$1, k] = $12; dead[$1, k] = ($13 == "" ? -1 : $13); lost[$1, k] = $3 - $4
+		}
+		function ratio(a, b) { return b > 0 ? sprintf("%.2f", a / b) : "-" }
+		END {
+			printf "%-14s %-5s %8s %8s %8s %6s %9s %5s\n", "system", "run", "p50 ms", "p99 ms", "max ms", "cpu %", "dead", "lost"
+			print "| system | run | p50 ms | p99 ms | max ms | cpu % | dead tuples at the end | lost |" > md
+			print "|---|---|---|---|---|---|---|---|" > md
+			for (i = 1; i <= n; i++) {
+				s = order[i]
+				for (j = 1; j <= 2; j++) {
+					k = (j == 1) ? "free" : "held"
+					if (!has[s, k]) continue
+					printf "%-14s %-5s %8.1f %8.1f %8.1f %6s %9d %5d\n", s, k, p50[s, k], p99[s, k], mx[s, k], cpu[s, k], dead[s, k], lost[s, k]
+					printf "| %s | %s | %.1f | %.1f | %.1f | %s | %d | %d |\n", s, k, p50[s, k], p99[s, k], mx[s, k], cpu[s, k], dead[s, k], lost[s, k] > md
+				}
+				if (has[s, "free"] && has[s, "held"]) {
+					printf "%-14s %-5s %8s %8s %8s %6s\n", s, "h/f", ratio(p50[s, "held"], p50[s, "free"]), ratio(p99[s, "held"], p99[s, "free"]),
+						ratio(mx[s, "held"], mx[s, "free"]), ratio(cpu[s, "held"], cpu[s, "free"])
+					printf "| %s | held / free | %s× | %s× | %s× | %s× | | |\n", s, ratio(p50[s, "held"], p50[s, "free"]), ratio(p99[s, "held"], p99[s, "free"]),
+						ratio(mx[s, "held"], mx[s, "free"]), ratio(cpu[s, "held"], cpu[s, "free"]) > md
+				}
+			}
+		}' "$csv" | tee "$dir/xmin.txt"
+fi
+
 # Plots: one line per receipts file of the workload, titled by its system.
 # The CDFs round lateness up to 50 steps a decade, which keeps the SVGs small
 # and never shows a task earlier than it was.
@@ -95,7 +133,7 @@ set linetype 4 linecolor rgb "#98df8a" linewidth 1.5
 set linetype 5 linecolor rgb "#ff7f0e" linewidth 1.5
 set linetype 6 linecolor rgb "#ffbb78" linewidth 1.5
 set grid'
-for w in idle steady pending; do
+for w in idle steady pending xmin-free xmin-held; do
 	ls "$dir/receipts/$w--"*.dat >/dev/null 2>&1 || continue
 	gnuplot <<-GP
 		$style
@@ -124,6 +162,32 @@ for w in burst50k burst500k; do
 		plot $(plot_lines "$w" '(floor($1 * 10) / 10.0 + 0.1):(1)' frequency 'points pointtype 7 pointsize 0.5')
 	GP
 done
+# A held horizon over time: p99 lateness of each 10 s of the xmin runs, so
+# that a cost growing with the hold shows as a slope.
+if ls "$dir/receipts/xmin-"*.dat >/dev/null 2>&1; then
+	series=""
+	for f in "$dir/receipts/xmin-"*.dat; do
+		[ -s "$f" ] || continue
+		awk 'NR > 1 { print int($1 / 10), $2 }' "$f" | sort -k1,1n -k2,2g |
+			awk 'function flush() { if (k > 0) { r = int(0.99 * k + 0.999999); printf "%d %.3f\n", w * 10 + 5, v[r] } }
+				$1 != w { flush(); w = $1; k = 0 }
+				{ v[++k] = $2 }
+				END { flush() }' >"$f.p99"
+		title=$(head -1 "$f" | awk '{ print $2 "/" substr($3, 1, length($3) - 1) }')
+		series="$series${series:+, }'$f.p99' using 1:2 with lines title '$title'"
+	done
+	gnuplot <<-GP
+		$style
+		set output "$dir/lateness-xmin-time.svg"
+		set title "p99 lateness per 10 s, steady 500/s, with and without a held snapshot"
+		set xlabel "seconds into the run"
+		set ylabel "p99 lateness in the 10 s (ms)"
+		set xrange [0:*]
+		set yrange [0:*]
+		set key top left
+		plot $series
+	GP
+fi
 # The rate limiter pacing a backlog: deliveries per 100 ms, linear axes, so
 # that a saw (bursts at each second, nothing between) would show.
 if [ -s "$dir/receipts/throttled--delaysched.dat" ]; then

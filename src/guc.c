@@ -31,6 +31,7 @@ int			delaysched_batch_size = 1000;
 int			delaysched_sweep_interval_ms = 1000;
 int			delaysched_retention_s = 3600;
 int			delaysched_dead_retention_s = 7 * 24 * 3600;
+int			delaysched_xmin_warning_s = 300;
 int			delaysched_buckets = 60;
 int			delaysched_ranges = 8;
 int			delaysched_workers = 2;
@@ -88,6 +89,16 @@ delaysched_define_gucs(void)
 							NULL,
 							&delaysched_dead_retention_s,
 							7 * 24 * 3600, 0, INT_MAX,
+							PGC_SIGHUP,
+							GUC_UNIT_S,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("delaysched.xmin_warning",
+							"Warn when the xmin horizon has been held back this long; 0 never.",
+							"A scanner names in the log the session, prepared transaction or "
+							"replication slot that keeps dead rows from being removed.",
+							&delaysched_xmin_warning_s,
+							300, 0, INT_MAX / 2,
 							PGC_SIGHUP,
 							GUC_UNIT_S,
 							NULL, NULL, NULL);

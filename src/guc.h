@@ -13,6 +13,7 @@ extern int	delaysched_batch_size;
 extern int	delaysched_sweep_interval_ms;
 extern int	delaysched_retention_s;
 extern int	delaysched_dead_retention_s;
+extern int	delaysched_xmin_warning_s;
 extern int	delaysched_buckets;
 extern int	delaysched_ranges;
 extern int	delaysched_workers;

@@ -126,6 +126,11 @@ delaysched_reset_range(RangeState *range)
 	range->pointer = DT_NOBEGIN;
 	range->retry_at = 0;
 	range->cursor_valid = false;
+	range->late_from = DT_NOBEGIN;
+	range->lease_from = DT_NOBEGIN;
+	range->purge_done_from = DT_NOBEGIN;
+	range->purge_dead_from = DT_NOBEGIN;
+	range->full_sweep_at = 0;
 	range->far_due = DT_NOEND;
 	range->far_checked_at = 0;
 	delaysched_write_time(&range->far_added, DT_NOEND);

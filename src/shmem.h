@@ -117,6 +117,13 @@ typedef struct WorkerSlot
  */
 #define DELAYSCHED_FAR_AHEAD	USECS_PER_SEC
 
+/*
+ * A range's sweeps start where the previous one left off (late_from,
+ * lease_from; see "A held horizon" in tick.c), but at least this often one
+ * of them searches the range from its lowest keys.
+ */
+#define DELAYSCHED_FULL_SWEEP_EVERY	(60 * USECS_PER_SEC)
+
 /* One range, as the workers know it between ticks. */
 typedef struct RangeState
 {
@@ -142,6 +149,17 @@ typedef struct RangeState
 	bool		cursor_valid;
 	TimestampTz cursor_run_at;
 	int64		cursor_id;
+
+	/*
+	 * Where the range's next sweep starts looking for late tasks and for
+	 * expired leases (DT_NOBEGIN: from the lowest keys), lowered to wake_at
+	 * when a worker takes the range; and when it last swept in full.
+	 */
+	TimestampTz late_from;
+	TimestampTz lease_from;
+	TimestampTz purge_done_from;	/* range 0 only: where retention */
+	TimestampTz purge_dead_from;	/* starts, for done and for dead */
+	TimestampTz full_sweep_at;
 
 	/*
 	 * The far search (tick.c): the earliest pending task more than a

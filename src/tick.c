@@ -57,6 +57,27 @@
  * the far search looks at the whole table, and its answer is kept a while
  * (far_due).
  *
+ * A held horizon.  A delivered task's entry stays in the pending index,
+ * and an acknowledged task's in the lease index, until vacuum removes
+ * them, and vacuum cannot while any transaction holds back the xmin
+ * horizon.  Those entries lie behind the pointer (pending) and at or before
+ * the leases running out now (leases), so every statement that starts an
+ * index scan from the lowest key of its range reads all of them: with an
+ * idle snapshot held for ten minutes at 500 tasks/s, hundreds of thousands
+ * at every sweep.  So the sweep starts where the previous one left off:
+ * the search for late tasks at late_from, the first pending task the
+ * previous sweep found behind the pointer (the pointer if none), lowered
+ * by the worker to any run_at a commit reported since (wake_at); the
+ * expiry at lease_from, the first expired lease the previous sweep could
+ * not take (its row held), or that sweep's now.  The search for the next
+ * lease expiry looks no further than the next regular sweep.  Retention
+ * likewise: the purge of range 0's sweep starts at the cut-offs of the last
+ * complete one (less PURGE_MARGIN), for done and for dead tasks.  Tasks that
+ * get behind these marks without a report (a firing put off by the drain
+ * or a claim, a lease granted by a transaction that committed after the
+ * lease ran out) are found by a full sweep, which each range makes every
+ * DELAYSCHED_FULL_SWEEP_EVERY, and after a restart.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -73,6 +94,7 @@
 #include "utils/timestamp.h"
 
 #include "firing.h"
+#include "guc.h"
 #include "http_handoff.h"
 #include "limiter.h"
 #include "message.h"
@@ -86,6 +108,14 @@
 
 /* The far search's answer is used again for at most this long (µs). */
 #define FAR_RECHECK			USECS_PER_SEC
+
+/*
+ * The next purge starts this long before the retention cut-off of the last
+ * complete one (µs): a task finished by a transaction that commits that much
+ * later than it finished the task is still found (and any other by the full
+ * sweep).
+ */
+#define PURGE_MARGIN		(10 * USECS_PER_SEC)
 
 /* The statements of one task partition (bucket). */
 typedef struct BucketPlans
@@ -108,6 +138,7 @@ static struct
 	SPIPlanPtr	move_pointer;
 	SPIPlanPtr	first_pending;
 	SPIPlanPtr	next_lease;
+	SPIPlanPtr	held_lease;
 	SPIPlanPtr	expire_leases;
 	SPIPlanPtr	purge;
 } plans;
@@ -206,6 +237,7 @@ prepare_plans(void)
 	delaysched_free_plan(&plans.move_pointer);
 	delaysched_free_plan(&plans.first_pending);
 	delaysched_free_plan(&plans.next_lease);
+	delaysched_free_plan(&plans.held_lease);
 	delaysched_free_plan(&plans.expire_leases);
 	delaysched_free_plan(&plans.purge);
 	plans.extension = InvalidOid;
@@ -239,24 +271,41 @@ prepare_plans(void)
 			3, types);
 	}
 	{
-		Oid			types[] = {INT2OID, TIMESTAMPTZOID, INT4OID, BOOLOID};
+		Oid			types[] = {INT2OID, TIMESTAMPTZOID, INT4OID, BOOLOID, TIMESTAMPTZOID};
+		Oid			next_lease_types[] = {INT2OID, TIMESTAMPTZOID, TIMESTAMPTZOID};
 
 		/*
 		 * Strictly later than now: an expired lease that another transaction
 		 * holds (an ack in progress) waits for the next regular sweep rather
-		 * than waking the worker over and over.
+		 * than waking the worker over and over.  No later than the next
+		 * regular sweep, which comes anyway: the leases of acknowledged tasks
+		 * stay in the index until vacuum, and a search without an end would
+		 * read all of them while the horizon is held.
 		 */
 		plans.next_lease = delaysched_prepare_kept(
 			"SELECT t.lease_until FROM sched.task t"
 			" WHERE t.door = $1 AND t.state = 'd' AND t.lease_until > $2"
+			"   AND t.lease_until <= $3"
 			" ORDER BY t.lease_until LIMIT 1",
-			2, types);
-		plans.expire_leases = delaysched_prepare_kept("SELECT sched._expire_leases($1, $2, $3, $4)", 4, types);
+			3, next_lease_types);
+
+		/*
+		 * After the expiry: the earliest lease in [$2, $3] still there, that
+		 * is, one whose row another transaction held (an acknowledgement
+		 * that may yet roll back).  The next sweep starts there.
+		 */
+		plans.held_lease = delaysched_prepare_kept(
+			"SELECT t.lease_until FROM sched.task t"
+			" WHERE t.door = $1 AND t.state = 'd' AND t.lease_until >= $2"
+			"   AND t.lease_until <= $3"
+			" ORDER BY t.lease_until LIMIT 1",
+			3, next_lease_types);
+		plans.expire_leases = delaysched_prepare_kept("SELECT sched._expire_leases($1, $2, $3, $4, $5)", 5, types);
 	}
 	{
-		Oid			types[] = {TIMESTAMPTZOID, INT4OID, INT4OID, INT4OID};
+		Oid			types[] = {TIMESTAMPTZOID, INT4OID, INT4OID, INT4OID, TIMESTAMPTZOID, TIMESTAMPTZOID};
 
-		plans.purge = delaysched_prepare_kept("SELECT sched._purge($1, $2, $3, $4)", 4, types);
+		plans.purge = delaysched_prepare_kept("SELECT sched._purge($1, $2, $3, $4, $5, $6)", 6, types);
 	}
 	plans.extension = extension;
 }
@@ -693,14 +742,19 @@ walk(const TickRequest *request, TimestampTz pointer, int limit, TickResult *res
  */
 static int
 deliver_late(const TickRequest *request, TimestampTz pointer, int limit,
-			 int64 *notified, TimestampTz *first_lease)
+			 int64 *notified, TimestampTz *first_lease, TimestampTz *late_from)
 {
 	int			range = request->range;
 	TimestampTz now = request->now;
-	TimestampTz after = DT_NOBEGIN;
+	TimestampTz after = request->late_from;
 	int64		after_id = -1;
 	int			n = 0;
 
+	/*
+	 * The next sweep starts at the first late task found here, delivered or
+	 * not (its row may be held), or at the pointer if there is none.
+	 */
+	*late_from = pointer;
 	for (int seconds = 0; n < limit && seconds < WALK_MAX_SECONDS; seconds++)
 	{
 		TimestampTz next;
@@ -709,6 +763,8 @@ deliver_late(const TickRequest *request, TimestampTz pointer, int limit,
 
 		if (!first_pending(range, after, after_id, &next) || next >= pointer)
 			break;
+		if (seconds == 0)
+			*late_from = next;
 		second = second_of(next);
 		if (after < second)
 		{
@@ -733,7 +789,7 @@ deliver_late(const TickRequest *request, TimestampTz pointer, int limit,
 void
 delaysched_tick(const TickRequest *request, TickResult *result)
 {
-	Datum		values[4];
+	Datum		values[6];
 	TimestampTz pointer;
 	TimestampTz first_lease = DT_NOEND;
 	int			late = 0;
@@ -741,6 +797,10 @@ delaysched_tick(const TickRequest *request, TickResult *result)
 	memset(result, 0, sizeof(*result));
 	result->next_due = DT_NOEND;
 	result->next_sweep = DT_NOEND;
+	result->late_from = request->late_from;
+	result->lease_from = request->lease_from;
+	result->purge_done_from = request->purge_done_from;
+	result->purge_dead_from = request->purge_dead_from;
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
@@ -759,7 +819,8 @@ delaysched_tick(const TickRequest *request, TickResult *result)
 	 * will find, and a range delivers in run_at order.
 	 */
 	if (request->sweep)
-		late = deliver_late(request, pointer, request->batch, &result->delivered, &first_lease);
+		late = deliver_late(request, pointer, request->batch, &result->delivered, &first_lease,
+							&result->late_from);
 	first_lease = Min(first_lease, walk(request, pointer, request->batch - late, result));
 
 	/*
@@ -777,7 +838,23 @@ delaysched_tick(const TickRequest *request, TickResult *result)
 		values[1] = TimestampTzGetDatum(request->now);
 		values[2] = Int32GetDatum(request->batch);
 		values[3] = BoolGetDatum(request->park_all);
+		values[4] = TimestampTzGetDatum(request->lease_from);
 		expired = delaysched_fetch_int(plans.expire_leases, values);
+
+		/*
+		 * Every lease that ran out by now is expired, but for rows others
+		 * held: the next sweep starts at the first of those, or at now
+		 * (leases granted from now on end later; see "A held horizon"
+		 * above).
+		 */
+		if (expired < request->batch)
+		{
+			values[0] = Int16GetDatum((int16) request->range);
+			values[1] = TimestampTzGetDatum(request->lease_from);
+			values[2] = TimestampTzGetDatum(request->now);
+			if (!delaysched_fetch_timestamp(plans.held_lease, values, &result->lease_from))
+				result->lease_from = request->now;
+		}
 
 		if (request->range == 0)
 		{
@@ -785,7 +862,17 @@ delaysched_tick(const TickRequest *request, TickResult *result)
 			values[1] = Int32GetDatum(request->retention_s);
 			values[2] = Int32GetDatum(request->dead_retention_s);
 			values[3] = Int32GetDatum(request->batch);
+			values[4] = TimestampTzGetDatum(request->purge_done_from);
+			values[5] = TimestampTzGetDatum(request->purge_dead_from);
 			purged = delaysched_fetch_int(plans.purge, values);
+			if (purged < request->batch)
+			{
+				/* Everything past its retention is gone. */
+				result->purge_done_from = request->now - PURGE_MARGIN -
+					(int64) request->retention_s * USECS_PER_SEC;
+				result->purge_dead_from = request->now - PURGE_MARGIN -
+					(int64) request->dead_retention_s * USECS_PER_SEC;
+			}
 		}
 
 		if (late >= request->batch || expired >= request->batch || purged >= request->batch)
@@ -794,6 +881,8 @@ delaysched_tick(const TickRequest *request, TickResult *result)
 		{
 			values[0] = Int16GetDatum((int16) request->range);
 			values[1] = TimestampTzGetDatum(request->now);
+			values[2] = TimestampTzGetDatum(TimestampTzPlusMilliseconds(request->now,
+																		delaysched_sweep_interval_ms));
 			if (!delaysched_fetch_timestamp(plans.next_lease, values, &result->next_sweep))
 				result->next_sweep = DT_NOEND;
 		}
@@ -836,6 +925,11 @@ delaysched_tick_sql(PG_FUNCTION_ARGS)
 	request.cursor.run_at = request.cursor.valid ? PG_GETARG_TIMESTAMPTZ(6) : 0;
 	request.cursor.id = request.cursor.valid ? PG_GETARG_INT64(7) : 0;
 	request.park_all = !PG_ARGISNULL(8) && PG_GETARG_BOOL(8);
+	/* Always a full sweep. */
+	request.late_from = DT_NOBEGIN;
+	request.lease_from = DT_NOBEGIN;
+	request.purge_done_from = DT_NOBEGIN;
+	request.purge_dead_from = DT_NOBEGIN;
 	if (request.batch < 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

@@ -33,6 +33,17 @@ typedef struct TickRequest
 	int			retention_s;
 	int			dead_retention_s;
 	TickCursor	cursor;
+
+	/*
+	 * Where the sweep starts looking (see "A held horizon" in tick.c): for
+	 * late tasks, from this run_at; for expired leases, from this
+	 * lease_until.  DT_NOBEGIN for a full sweep.
+	 */
+	TimestampTz late_from;
+	TimestampTz lease_from;
+	/* The same for retention (range 0): finished_at of done and of dead. */
+	TimestampTz purge_done_from;
+	TimestampTz purge_dead_from;
 	bool		park_all;		/* park every notify type's tasks for the
 								 * drain (delaysched.max_deliveries_per_second
 								 * is set) */
@@ -49,6 +60,12 @@ typedef struct TickResult
 								 * a sweep batch was full; DT_NOEND if
 								 * nothing asks */
 	TickCursor	cursor;
+
+	/* After a sweep: where the next may start (see TickRequest). */
+	TimestampTz late_from;
+	TimestampTz lease_from;
+	TimestampTz purge_done_from;
+	TimestampTz purge_dead_from;
 } TickResult;
 
 extern void delaysched_tick(const TickRequest *request, TickResult *result);

@@ -72,6 +72,7 @@
 #include "compat.h"
 #include "drain.h"
 #include "guc.h"
+#include "horizon.h"
 #include "shmem.h"
 #include "tick.h"
 #include "worker.h"
@@ -391,6 +392,15 @@ run_tick(const TickRequest *request, TickResult *result)
 	return delaysched_run_in_transaction("delaysched: delivering due tasks", tick_work, &call);
 }
 
+/* When worker 0 next looks at the xmin horizon (horizon.c). */
+static TimestampTz next_horizon_check = 0;
+
+static void
+horizon_work(void *arg)
+{
+	next_horizon_check = delaysched_check_horizon(*(TimestampTz *) arg);
+}
+
 typedef struct DrainCall
 {
 	TimestampTz now;
@@ -529,10 +539,17 @@ pick_range(TimestampTz now, TimestampTz sweep_every, TimestampTz *next,
 
 		range->holder = my_index;
 		*wake_at = delaysched_exchange_time(&range->wake_at, DT_NOEND);
+		/* A task reported behind the sweep's mark moves the mark back. */
+		range->late_from = Min(range->late_from, *wake_at);
 		copy->next_due = range->next_due;
 		copy->next_sweep = range->next_sweep;
 		copy->last_sweep = range->last_sweep;
 		copy->pointer = range->pointer;
+		copy->late_from = range->late_from;
+		copy->lease_from = range->lease_from;
+		copy->purge_done_from = range->purge_done_from;
+		copy->purge_dead_from = range->purge_dead_from;
+		copy->full_sweep_at = range->full_sweep_at;
 		cursor->valid = range->cursor_valid;
 		cursor->run_at = range->cursor_run_at;
 		cursor->id = range->cursor_id;
@@ -599,11 +616,11 @@ sweep_grid_point(int r, int nranges, TimestampTz now, TimestampTz sweep_every)
 
 /*
  * Record what a tick on range r learnt and release the range.  wake_at is
- * what pick_range took from the range for this tick.  Takes ranges_lock,
- * then workers_lock.
+ * what pick_range took from the range for this tick; full, whether its sweep
+ * searched from the lowest keys.  Takes ranges_lock, then workers_lock.
  */
 static void
-finish_range(int r, TimestampTz now, bool sweep, TimestampTz sweep_every,
+finish_range(int r, TimestampTz now, bool sweep, bool full, TimestampTz sweep_every,
 			 TimestampTz wake_at, const TickResult *tick)
 {
 	LWLockAcquire(delaysched_shared->ranges_lock, LW_EXCLUSIVE);
@@ -630,6 +647,12 @@ finish_range(int r, TimestampTz now, bool sweep, TimestampTz sweep_every,
 				range->last_sweep = sweep_grid_point(r, delaysched_shared->nranges,
 													 now, sweep_every);
 				range->next_sweep = tick->next_sweep;
+				range->late_from = tick->late_from;
+				range->lease_from = tick->lease_from;
+				range->purge_done_from = tick->purge_done_from;
+				range->purge_dead_from = tick->purge_dead_from;
+				if (full)
+					range->full_sweep_at = now;
 			}
 			else
 				range->next_sweep = Min(range->next_sweep, tick->next_sweep);
@@ -769,6 +792,7 @@ delaysched_scanner_main(Datum main_arg)
 		RangeState	range;
 		TickRequest request;
 		TickResult	tick;
+		bool		full;
 		int			r;
 
 		CHECK_FOR_INTERRUPTS();
@@ -797,6 +821,13 @@ delaysched_scanner_main(Datum main_arg)
 		}
 
 		now = GetCurrentTimestamp();
+		if (my_index == 0 && now >= next_horizon_check)
+		{
+			/* Has anything held back the horizon too long?  (horizon.c) */
+			next_horizon_check = now + USECS_PER_SEC;
+			delaysched_run_in_transaction("delaysched: checking the xmin horizon",
+										  horizon_work, &now);
+		}
 		if (!drained_last && take_drain(now))
 		{
 			DrainResult drain;
@@ -835,6 +866,18 @@ delaysched_scanner_main(Datum main_arg)
 		if (request.cursor.valid && wake_at <= request.cursor.run_at)
 			request.cursor.valid = false;
 
+		/*
+		 * The sweep starts where the last one left off, but at times from
+		 * the lowest keys (see "A held horizon" in tick.c).
+		 */
+		full = request.sweep &&
+			(now - range.full_sweep_at >= DELAYSCHED_FULL_SWEEP_EVERY ||
+			 now < range.full_sweep_at);
+		request.late_from = full ? DT_NOBEGIN : range.late_from;
+		request.lease_from = full ? DT_NOBEGIN : range.lease_from;
+		request.purge_done_from = full ? DT_NOBEGIN : range.purge_done_from;
+		request.purge_dead_from = full ? DT_NOBEGIN : range.purge_dead_from;
+
 		if (!run_tick(&request, &tick))
 		{
 			release_range(r);
@@ -855,6 +898,6 @@ delaysched_scanner_main(Datum main_arg)
 			set_status(SCANNER_WAITING_FOR_EXTENSION);
 			continue;
 		}
-		finish_range(r, now, request.sweep, sweep_every, wake_at, &tick);
+		finish_range(r, now, request.sweep, full, sweep_every, wake_at, &tick);
 	}
 }

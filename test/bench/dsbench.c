@@ -7,7 +7,7 @@
  *	usage: dsbench --system delaysched|raw
  *				   --workload burst|steady|idle|pending|enqueue
  *				   [--size N] [--rate R] [--seconds S] [--pending N] [--batch N]
- *				   [--rate-limit R [--burst B]]
+ *				   [--rate-limit R [--burst B]] [--hold snapshot|xid] [--ack-timeout S]
  *				   [--label NAME] [--name NAME] [--csv FILE] [--receipts FILE] CONNINFO
  *
  * Systems:
@@ -32,6 +32,19 @@
  *
  * --rate-limit defines delaysched's type with that rate_limit (and burst):
  * the burst workload then measures the limiter pacing a backlog.
+ *
+ * --hold keeps a transaction open and idle on another connection for the
+ * whole measured part of a delivery workload, holding back the xmin horizon
+ * as a forgotten session would: "snapshot" takes a REPEATABLE READ snapshot
+ * (BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT 1), "xid" also takes a
+ * transaction id.  Nothing can be vacuumed meanwhile.  The result row then
+ * counts the dead tuples of the system's tables at the end (the "dead"
+ * column, from pg_stat_user_tables; -1 where not measured).
+ *
+ * --ack-timeout gives delaysched's type that ack_timeout in seconds (by
+ * default one hour, so that no slow acknowledgement is ever redelivered;
+ * the xmin workloads use the product's default, 30 s, so that lease expiry
+ * meets the leases of acknowledged tasks as it would in production).
  *
  * Lateness is receipt time minus run_at, both on this machine's clock.
  * "cpu %" is the CPU time of the whole server (the postmaster and all its
@@ -75,6 +88,8 @@ typedef struct Options
 	long		batch;
 	double		rate_limit;		/* 0: none */
 	long		burst;			/* 0: the default */
+	const char *hold;			/* NULL, "snapshot" or "xid": see --hold */
+	long		ack_timeout_s;	/* delaysched's ack_timeout */
 } Options;
 
 static void
@@ -152,14 +167,15 @@ prepare_system(PGconn *conn, const Options *o)
 
 		if (o->rate_limit > 0 && o->burst > 0)
 			snprintf(sql, sizeof(sql),
-					 "SELECT sched.define_biz('bench', ack_timeout => '1 hour', rate_limit => %g, burst => %ld)",
-					 o->rate_limit, o->burst);
+					 "SELECT sched.define_biz('bench', ack_timeout => '%ld s', rate_limit => %g, burst => %ld)",
+					 o->ack_timeout_s, o->rate_limit, o->burst);
 		else if (o->rate_limit > 0)
 			snprintf(sql, sizeof(sql),
-					 "SELECT sched.define_biz('bench', ack_timeout => '1 hour', rate_limit => %g)",
-					 o->rate_limit);
+					 "SELECT sched.define_biz('bench', ack_timeout => '%ld s', rate_limit => %g)",
+					 o->ack_timeout_s, o->rate_limit);
 		else
-			snprintf(sql, sizeof(sql), "SELECT sched.define_biz('bench', ack_timeout => '1 hour')");
+			snprintf(sql, sizeof(sql), "SELECT sched.define_biz('bench', ack_timeout => '%ld s')",
+					 o->ack_timeout_s);
 		exec_or_die(conn, sql);
 	}
 }
@@ -511,6 +527,7 @@ typedef struct Measures
 	double		drain_s;
 	double		cpu_pct;
 	usec_t		reference;
+	long		dead_tuples;	/* -1: not measured */
 } Measures;
 
 static void
@@ -548,14 +565,14 @@ report(const Options *o, long expected, Receipts *r, const Measures *m)
 	p99 = percentile_ms(r, 0.99);
 	pmax = percentile_ms(r, 1.0);
 
-	printf("%-24s %-13s %9ld %9ld %11.0f %8.2f %11.0f %9.1f %9.1f %9.1f %9.1f %6s\n",
+	printf("%-24s %-13s %9ld %9ld %11.0f %8.2f %11.0f %9.1f %9.1f %9.1f %9.1f %6s %8ld\n",
 		   o->name, o->label, expected, r->count, m->enqueue_per_s, m->drain_s,
-		   delivered_per_s, p50, p90, p99, pmax, cpu);
+		   delivered_per_s, p50, p90, p99, pmax, cpu, m->dead_tuples);
 	if (o->csv && (csv = fopen(o->csv, "a")) != NULL)
 	{
-		fprintf(csv, "%s,%s,%ld,%ld,%.0f,%.3f,%.0f,%.2f,%.2f,%.2f,%.2f,%.0f\n",
+		fprintf(csv, "%s,%s,%ld,%ld,%.0f,%.3f,%.0f,%.2f,%.2f,%.2f,%.2f,%.0f,%ld\n",
 				o->name, o->label, expected, r->count, m->enqueue_per_s, m->drain_s,
-				delivered_per_s, p50, p90, p99, pmax, m->cpu_pct);
+				delivered_per_s, p50, p90, p99, pmax, m->cpu_pct, m->dead_tuples);
 		fclose(csv);
 	}
 	if (r->count < expected && strcmp(o->workload, "enqueue") != 0)
@@ -671,6 +688,44 @@ warm_up(PGconn *conn, PGconn *listen_conn, PGconn *ack_conn, const Options *o, b
 	free(r.ack_ids);
 }
 
+/*
+ * --hold: open a transaction on a connection of its own that holds back the
+ * xmin horizon until the connection is closed, and leave it idle.
+ */
+static PGconn *
+hold_horizon(const Options *o)
+{
+	PGconn	   *conn = connect_or_die(o->conninfo);
+
+	exec_or_die(conn, "BEGIN ISOLATION LEVEL REPEATABLE READ");
+	exec_or_die(conn, "SELECT 1");
+	if (strcmp(o->hold, "xid") == 0)
+		exec_or_die(conn, "SELECT pg_catalog.txid_current()");
+	return conn;
+}
+
+/*
+ * Dead tuples in the system's tables now (as the statistics last heard of
+ * them): delaysched's schema, or the raw baseline's table.
+ */
+static long
+dead_tuples(PGconn *conn, const Options *o)
+{
+	PGresult   *res;
+	long		n;
+
+	res = PQexec(conn, is_raw(o) ?
+				 "SELECT coalesce(sum(n_dead_tup), 0) FROM pg_stat_user_tables"
+				 " WHERE relname = 'bench_raw'" :
+				 "SELECT coalesce(sum(n_dead_tup), 0) FROM pg_stat_user_tables"
+				 " WHERE schemaname = 'sched'");
+	if (PQresultStatus(res) != PGRES_TUPLES_OK)
+		die("dead tuples", conn);
+	n = atol(PQgetvalue(res, 0, 0));
+	PQclear(res);
+	return n;
+}
+
 static bool
 run_delivery_workload(const Options *o)
 {
@@ -678,9 +733,10 @@ run_delivery_workload(const Options *o)
 	PGconn	   *listen_conn = connect_or_die(o->conninfo);
 	PGconn	   *ack_conn = connect_or_die(o->conninfo);
 	Receipts	r;
-	Measures	m = {0, 0, -1, 0};
+	Measures	m = {0, 0, -1, 0, -1};
 	pid_t		baseline = 0;
 	pid_t		producer = 0;
+	PGconn	   *hold_conn = NULL;
 	long		expected;
 	double		cpu_before;
 	usec_t		cpu_from;
@@ -698,6 +754,8 @@ run_delivery_workload(const Options *o)
 			raw_baseline_loop(o->conninfo);
 	}
 	warm_up(setup, listen_conn, ack_conn, o, ack);
+	if (o->hold)
+		hold_conn = hold_horizon(o);
 
 	if (strcmp(o->workload, "burst") == 0)
 	{
@@ -742,6 +800,10 @@ run_delivery_workload(const Options *o)
 
 	if (producer)
 		waitpid(producer, NULL, 0);
+	/* The acknowledgements are in (receive waited for the last). */
+	m.dead_tuples = dead_tuples(setup, o);
+	if (hold_conn)
+		PQfinish(hold_conn);
 	if (baseline)
 	{
 		kill(baseline, SIGTERM);
@@ -785,7 +847,7 @@ run_enqueue_workload(const Options *o)
 	pid_t		producers[2];
 	long		total = 0;
 	Receipts	r;
-	Measures	m = {0, 0, -1, 0};
+	Measures	m = {0, 0, -1, 0, -1};
 	double		cpu_before;
 	usec_t		cpu_from;
 
@@ -825,7 +887,7 @@ usage(void)
 	fprintf(stderr,
 			"usage: dsbench --system delaysched|raw --workload burst|steady|idle|pending|enqueue\n"
 			"               [--size N] [--rate R] [--seconds S] [--pending N] [--batch N]\n"
-			"               [--rate-limit R [--burst B]]\n"
+			"               [--rate-limit R [--burst B]] [--hold snapshot|xid] [--ack-timeout S]\n"
 			"               [--label NAME] [--name NAME] [--csv FILE] [--receipts FILE] [--header] CONNINFO\n");
 	exit(2);
 }
@@ -841,13 +903,14 @@ main(int argc, char **argv)
 	o.seconds = -1;
 	o.pending = 1000000;
 	o.batch = 1;
+	o.ack_timeout_s = 3600;
 	for (i = 1; i < argc && strncmp(argv[i], "--", 2) == 0; i++)
 	{
 		if (strcmp(argv[i], "--header") == 0)
 		{
-			printf("%-24s %-13s %9s %9s %11s %8s %11s %9s %9s %9s %9s %6s\n",
+			printf("%-24s %-13s %9s %9s %11s %8s %11s %9s %9s %9s %9s %6s %8s\n",
 				   "system", "workload", "tasks", "received", "enqueue/s", "drain s",
-				   "deliver/s", "p50 ms", "p90 ms", "p99 ms", "max ms", "cpu %");
+				   "deliver/s", "p50 ms", "p90 ms", "p99 ms", "max ms", "cpu %", "dead");
 			if (argc == 2)
 				return 0;
 			continue;
@@ -872,6 +935,10 @@ main(int argc, char **argv)
 			o.rate_limit = atof(argv[++i]);
 		else if (strcmp(argv[i], "--burst") == 0)
 			o.burst = atol(argv[++i]);
+		else if (strcmp(argv[i], "--hold") == 0)
+			o.hold = argv[++i];
+		else if (strcmp(argv[i], "--ack-timeout") == 0)
+			o.ack_timeout_s = atol(argv[++i]);
 		else if (strcmp(argv[i], "--label") == 0)
 			o.label = argv[++i];
 		else if (strcmp(argv[i], "--name") == 0)
@@ -883,9 +950,12 @@ main(int argc, char **argv)
 		else
 			usage();
 	}
-	if (i != argc - 1 || o.system == NULL || o.workload == NULL || o.batch < 1)
+	if (i != argc - 1 || o.system == NULL || o.workload == NULL || o.batch < 1 ||
+		o.ack_timeout_s < 1)
 		usage();
 	if (strcmp(o.system, "delaysched") != 0 && strcmp(o.system, "raw") != 0)
+		usage();
+	if (o.hold && strcmp(o.hold, "snapshot") != 0 && strcmp(o.hold, "xid") != 0)
 		usage();
 	o.conninfo = argv[i];
 	if (o.label == NULL)
