@@ -21,6 +21,7 @@ OBJS = \
 	src/http_worker.o \
 	src/limiter.o \
 	src/message.o \
+	src/scanner.o \
 	src/schedule_next.o \
 	src/schedule_parse.o \
 	src/schedule_sql.o \

@@ -8,15 +8,17 @@
  * Layout of src/:
  *	 drain.c		the drain: parked tasks of limited types, as tokens allow
  *	 guc.c			the delaysched.* parameters
- *	 http_*.c		the HTTP workers (see http.h)
+ *	 horizon.c		the warning when the xmin horizon is held too long
+ *	 http_*.c		the HTTP workers (see http.h); http_perimeter.c
+ *					is where webhooks may go
  *	 limiter.c		token buckets in shared memory
  *	 message.c		the NOTIFY payloads of deliveries and announcements
- *	 http_perimeter.c	where webhooks may go
  *	 spi_plans.c	helpers for the workers' kept statements
  *	 shmem.c		shared memory (the workers' slots and the ranges' state)
  *	 tick.c			one tick on one range: walk, deliver, sweep
  *	 wake.c			sched._wake(): wake a worker after a commit
- *	 worker.c		the scanner workers' loop
+ *	 scanner.c		the scanner workers' loop
+ *	 worker.c		what every worker shares: sessions, transactions
  *	 worker_views.c	sched._workers(), behind the sched.workers view
  *	 compat.h		every PostgreSQL version check
  *
@@ -34,6 +36,7 @@
 #include "guc.h"
 #include "http_worker.h"
 #include "shmem.h"
+#include "scanner.h"
 #include "worker.h"
 
 PG_MODULE_MAGIC;

@@ -36,7 +36,7 @@
  *		DRAIN_MIN_INTERVAL_MS, so that a slow rate is served in small
  *		batches rather than by a transaction per token.
  *
- * Only one worker drains at a time (see worker.c), so a type's tasks go out
+ * Only one worker drains at a time (see scanner.c), so a type's tasks go out
  * in run-at order across its whole backlog, whichever range they are in.
  *
  *-------------------------------------------------------------------------

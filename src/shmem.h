@@ -47,7 +47,7 @@
  * committing backend (wake.c) first lowers the ranges' wake_at (and
  * drain_at), then issues a full memory barrier, then reads the workers'
  * sleep_until and sets the latch of one that would sleep past its earliest
- * time.  A worker about to sleep (worker.c, pick_range) first publishes its
+ * time.  A worker about to sleep (scanner.c, pick_range) first publishes its
  * sleep_until with an atomic exchange (a full barrier), then reads once more
  * the wake_at of the ranges its walk found free, and drain_at, and sleeps
  * no later than the earliest.  So either the worker sees the backend's time,

@@ -1,8 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * worker.h
- *		The scanner background workers (delaysched.workers of them), and
- *		what every delaysched worker shares.
+ *		What every delaysched background worker shares (worker.c); the
+ *		scanners are in scanner.h, the HTTP workers in http_worker.h.
  *
  *-------------------------------------------------------------------------
  */
@@ -18,9 +18,13 @@
  */
 #define DELAYSCHED_SCHEMA_VERSION "0.2"
 
+/*
+ * After an error in a worker's transaction, the worker goes on this much
+ * later (and a scanner's failed range waits as long).
+ */
+#define DELAYSCHED_ERROR_PAUSE_MS	1000
+
 extern void delaysched_register_workers(int count, const char *function, const char *kind);
-extern void delaysched_register_scanner(void);
-extern PGDLLEXPORT void delaysched_scanner_main(Datum main_arg);
 extern bool delaysched_schema_ready(void);
 extern bool delaysched_run_in_transaction(const char *activity, void (*work) (void *), void *arg);
 extern void delaysched_setup_worker_session(void);
