@@ -58,12 +58,15 @@ static struct
 
 /*
  * Statement text of a task partition (%s): the tasks among ids $1 still
- * leased to worker $2, with their type's updated_at.
+ * leased to worker $2, with their type's updated_at.  The state is compared
+ * through a sub-select, as in sched._lock: given the constant, the planner
+ * may prove the lease index's predicate and read the whole of it, which
+ * keeps an entry for every finished task while the xmin horizon is held.
  */
 static const char fetch_sql[] =
 "SELECT t.id, t.biz_type, t.run_at, t.payload, t.attempt, b.updated_at, t.schedule"
 " FROM sched.%s t JOIN sched.biz b ON b.name = t.biz_type"
-" WHERE t.id = ANY ($1) AND t.state = 'd' AND t.lease_owner = $2";
+" WHERE t.id = ANY ($1) AND t.state = (SELECT 'd'::\"char\") AND t.lease_owner = $2";
 
 static void
 prepare_plans(Oid extension)
