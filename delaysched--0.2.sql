@@ -1140,10 +1140,15 @@ BEGIN
 	v_locked := ARRAY(SELECT t.id FROM sched.task t
 					  WHERE t.bucket = ANY (p_buckets) AND t.id = ANY (p_ids)
 					  FOR UPDATE SKIP LOCKED);
-	v_held := ARRAY(SELECT u.ord
-					FROM unnest(p_ids, p_buckets) WITH ORDINALITY AS u(id, bucket, ord)
-					JOIN sched.task t ON t.bucket = u.bucket AND t.id = u.id
-					WHERE t.id <> ALL (v_locked));
+	-- Usually every row is there and now locked: nothing to look for.
+	IF pg_catalog.cardinality(v_locked) = pg_catalog.cardinality(p_ids) THEN
+		v_held := '{}';
+	ELSE
+		v_held := ARRAY(SELECT u.ord
+						FROM unnest(p_ids, p_buckets) WITH ORDINALITY AS u(id, bucket, ord)
+						JOIN sched.task t ON t.bucket = u.bucket AND t.id = u.id
+						WHERE t.id <> ALL (v_locked));
+	END IF;
 
 	-- Successes, a bucket at a time: every one whose task awaits a result.
 	FOR g IN
