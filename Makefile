@@ -19,6 +19,7 @@ OBJS = \
 	src/http_store.o \
 	src/http_transfer.o \
 	src/http_worker.o \
+	src/lease.o \
 	src/limiter.o \
 	src/message.o \
 	src/scanner.o \

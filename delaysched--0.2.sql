@@ -326,6 +326,22 @@ LANGUAGE c VOLATILE STRICT
 AS 'MODULE_PATHNAME', 'delaysched_handoff_lease';
 COMMENT ON FUNCTION sched._handoff_lease(bigint) IS 'internal: whether the scanner''s delivery statement leases this task to an HTTP worker (src/handoff.c)';
 
+/*
+ * The lease transition for the functions below that deliver: state 'd',
+ * attempt + 1, delivered_at, lease_until, lease_owner, written once in
+ * src/lease.h and shared with the scanner's walk and drain.  The caller has
+ * locked the rows; those not in one of p_states, and those in p_skip, are
+ * left alone.  p_error, if not NULL, is recorded as last_error.
+ */
+CREATE FUNCTION sched._lease(p_buckets smallint[], p_ids bigint[], p_states "char"[],
+							 p_at timestamptz, p_for interval, p_owner smallint DEFAULT NULL,
+							 p_error text DEFAULT NULL, p_skip bigint[] DEFAULT NULL)
+RETURNS TABLE(id bigint, bucket smallint, biz_type text, run_at timestamptz, payload jsonb,
+			  attempt int, schedule text)
+LANGUAGE c VOLATILE
+AS 'MODULE_PATHNAME', 'delaysched_lease_sql';
+COMMENT ON FUNCTION sched._lease(smallint[], bigint[], "char"[], timestamptz, interval, smallint, text, bigint[]) IS 'internal: lease locked tasks for delivery (the transition of src/lease.h)';
+
 CREATE FUNCTION sched._workers(
 	OUT worker int, OUT pid int, OUT role text, OUT holds text, OUT state text,
 	OUT last_tick timestamptz, OUT delivered bigint, OUT ticks bigint)
@@ -879,11 +895,8 @@ BEGIN
 				PERFORM sched._note_parked(r.biz_type);
 			END IF;
 		ELSE
-			UPDATE sched.task t SET attempt = t.attempt + 1,
-					delivered_at = pg_catalog.clock_timestamp(),
-					lease_until = pg_catalog.clock_timestamp() + r.ack_timeout,
-					last_error = v_error
-				WHERE t.bucket = r.bucket AND t.id = r.id;
+			PERFORM FROM sched._lease(ARRAY[r.bucket], ARRAY[r.id], '{d}', pg_catalog.clock_timestamp(),
+									  r.ack_timeout, p_error => v_error);
 			PERFORM pg_catalog.pg_notify(r.channel,
 				sched._message(r.id, r.biz_type, r.run_at, r.payload, r.attempt + 1, r.schedule));
 		END IF;
@@ -1082,14 +1095,9 @@ BEGIN
 		INTO v_ids, v_buckets, v_skipped
 		FROM chosen c;
 		RETURN QUERY
-		WITH leased AS (
-			UPDATE sched.task t SET state = 'd', attempt = t.attempt + 1, delivered_at = v_now,
-					lease_until = v_now + sched._http_lease(b.timeout), lease_owner = p_worker
-			WHERE t.bucket = ANY (v_buckets) AND t.id = ANY (v_ids) AND t.id <> ALL (coalesce(v_skipped, '{}'))
-			  AND t.biz_type = b.name AND t.state = 'r'
-			RETURNING t.id, t.bucket, t.biz_type, t.run_at, t.payload, t.attempt, t.schedule
-		)
-		SELECT l.id, l.bucket, l.biz_type, l.run_at, l.payload, l.attempt, l.schedule FROM leased l;
+		SELECT l.id, l.bucket, l.biz_type, l.run_at, l.payload, l.attempt, l.schedule
+		FROM sched._lease(v_buckets, v_ids, '{r}', v_now, sched._http_lease(b.timeout), p_worker,
+						  p_skip => v_skipped) l;
 		GET DIAGNOSTICS v_got = ROW_COUNT;
 		IF v_tokens > v_got THEN
 			PERFORM sched._return_tokens(b.name, v_tokens - v_got);
@@ -1886,14 +1894,9 @@ BEGIN
 	INTO v_ids, v_buckets, v_skipped
 	FROM chosen c;
 	RETURN QUERY
-	WITH leased AS (
-		UPDATE sched.task t SET state = 'd', attempt = t.attempt + 1,
-				delivered_at = v_now, lease_until = v_now + b.ack_timeout
-		WHERE t.bucket = ANY (v_buckets) AND t.id = ANY (v_ids) AND t.id <> ALL (coalesce(v_skipped, '{}'))
-		  AND t.biz_type = b.name AND t.state IN ('p', 'r')
-		RETURNING t.id, t.biz_type, t.run_at, t.payload, t.attempt, t.schedule
-	)
-	SELECT l.id, l.biz_type, l.run_at, l.payload, l.attempt, l.schedule FROM leased l ORDER BY l.run_at, l.id;
+	SELECT l.id, l.biz_type, l.run_at, l.payload, l.attempt, l.schedule
+	FROM sched._lease(v_buckets, v_ids, '{p,r}', v_now, b.ack_timeout, p_skip => v_skipped) l
+	ORDER BY l.run_at, l.id;
 	IF v_tokens > 0 THEN
 		GET DIAGNOSTICS v_claimed = ROW_COUNT;
 		PERFORM sched._return_tokens(b.name, v_tokens - v_claimed);

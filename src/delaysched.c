@@ -11,6 +11,7 @@
  *	 horizon.c		the warning when the xmin horizon is held too long
  *	 http_*.c		the HTTP workers (see http.h); http_perimeter.c
  *					is where webhooks may go
+ *	 lease.c		the lease transition (lease.h), sched._lease()
  *	 limiter.c		token buckets in shared memory
  *	 message.c		the NOTIFY payloads of deliveries and announcements
  *	 spi_plans.c	helpers for the workers' kept statements

@@ -55,6 +55,7 @@
 
 #include "drain.h"
 #include "guc.h"
+#include "lease.h"
 #include "limiter.h"
 #include "firing.h"
 #include "message.h"
@@ -142,8 +143,7 @@ static const char deliver_sql[] =
 "  ORDER BY t.run_at, t.id LIMIT $2"
 "  FOR UPDATE SKIP LOCKED"
 "), taken AS ("
-"  UPDATE sched.task t SET state = 'd', attempt = t.attempt + 1,"
-"    delivered_at = $4, lease_until = $4 + $3"
+"  UPDATE sched.task t SET " DELAYSCHED_LEASE("$4", "$3", "NULL::smallint")
 "  WHERE t.bucket = ANY (ARRAY(SELECT picked.bucket FROM picked))"
 "    AND t.id = ANY (ARRAY(SELECT picked.id FROM picked))"
 "  RETURNING t.id, t.run_at, t.payload, t.attempt, t.schedule, t.bucket"

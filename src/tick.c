@@ -96,6 +96,7 @@
 #include "firing.h"
 #include "guc.h"
 #include "http_handoff.h"
+#include "lease.h"
 #include "limiter.h"
 #include "message.h"
 #include "shmem.h"
@@ -165,9 +166,12 @@ PG_FUNCTION_INFO_V1(delaysched_tick_sql);
  * update to the chosen rows could plan a hash join over the partition.
  * Which http tasks are leased to the HTTP worker, sched._handoff_lease
  * says row by row, within the places reserved for the statement, giving
- * the same answer for a row every time it is asked.  (Two updates, one for
- * the leased rows and one for the rest, cost a notify type's tick 40% more
- * CPU, for the second update's start-up and hash joins.)
+ * the same answer for a row every time it is asked.  The rows it does not
+ * deliver it parks, in the same update: the transition is
+ * DELAYSCHED_LEASE_OR_PARK (lease.h), written once for every delivery.
+ * (Two updates, one for the leased rows and one for the rest, cost a
+ * notify type's tick 40% more CPU, for the second update's start-up and
+ * hash joins.)
  */
 static const char deliver_sql[] =
 "WITH picked AS ("
@@ -186,17 +190,12 @@ static const char deliver_sql[] =
 "          AND b.max_concurrency IS NULL AND $8 IS NOT NULL) AS handable"
 "  FROM sched.biz b"
 "), taken AS ("
-"  UPDATE sched.%s t SET"
-"    state = CASE WHEN k.handable AND sched._handoff_lease(t.id) THEN 'd'"
-"                 WHEN k.parks THEN 'r' ELSE 'd' END::\"char\","
-"    attempt = t.attempt + CASE WHEN k.handable AND sched._handoff_lease(t.id) THEN 1"
-"                               WHEN k.parks THEN 0 ELSE 1 END,"
-"    delivered_at = CASE WHEN k.handable AND sched._handoff_lease(t.id) THEN pg_catalog.clock_timestamp()"
-"                        WHEN k.parks THEN t.delivered_at ELSE pg_catalog.clock_timestamp() END,"
-"    lease_until = CASE WHEN k.handable AND sched._handoff_lease(t.id)"
-"                         THEN pg_catalog.clock_timestamp() + sched._http_lease(k.timeout)"
-"                       WHEN k.parks THEN NULL ELSE pg_catalog.clock_timestamp() + k.ack_timeout END,"
-"    lease_owner = CASE WHEN k.handable AND sched._handoff_lease(t.id) THEN $8 ELSE t.lease_owner END"
+"  UPDATE sched.%s t SET "
+DELAYSCHED_LEASE_OR_PARK("(NOT k.parks OR k.handable AND sched._handoff_lease(t.id))",
+						 "pg_catalog.clock_timestamp()",
+						 "CASE WHEN k.handable AND sched._handoff_lease(t.id)"
+						 " THEN sched._http_lease(k.timeout) ELSE k.ack_timeout END",
+						 "CASE WHEN k.handable AND sched._handoff_lease(t.id) THEN $8 END")
 "  FROM kinds k"
 "  WHERE t.id = ANY (ARRAY(SELECT picked.id FROM picked)) AND k.name = t.biz_type"
 "  RETURNING t.id, t.biz_type, t.run_at, t.payload, t.attempt, t.lease_until,"
