@@ -275,6 +275,7 @@ SELECT has_table_privilege('pg_monitor', 'sched.cluster', 'SELECT') AS monitor_s
        has_schema_privilege('pg_monitor', 'sched', 'USAGE') AS monitor_usage,
        has_table_privilege('regress_ds_nobody', 'sched.cluster', 'SELECT') AS nobody_select;
 SELECT count(*) > 0 AS superuser_sees_rows FROM sched.cluster WHERE role = 'launcher';
+GRANT USAGE ON SCHEMA sched TO regress_ds_team;
 GRANT SELECT ON sched.cluster TO regress_ds_team;
 GRANT EXECUTE ON FUNCTION sched._cluster() TO regress_ds_team;
 SET ROLE regress_ds_team;

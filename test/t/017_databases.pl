@@ -24,6 +24,8 @@ max_worker_processes = 32
 delaysched.workers = 1
 delaysched.http_workers = 0
 log_min_messages = log
+# A SIGKILL of the launcher, below, is a crash the server recovers from.
+restart_after_crash = on
 EOC
 
 sub sql { my ($db, $q) = @_; return $node->safe_psql($db, $q) }
