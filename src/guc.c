@@ -66,6 +66,40 @@ delaysched_check_database_list(char **newval, void **extra, GucSource source)
 }
 
 /*
+ * delaysched.database counts only if someone set it.  Its built-in value,
+ * "postgres", is 0.1's, which the SQL functions of a database still at 0.1
+ * compare with current_database(); left alone, it must not restrict what
+ * 0.2 serves.  The check hook is told where a value comes from; the assign
+ * hook keeps that.
+ */
+static bool delaysched_database_set = false;
+
+static bool
+delaysched_check_database(char **newval, void **extra, GucSource source)
+{
+	bool	   *set = malloc(sizeof(bool));	/* GUC frees it with free() */
+
+	if (set == NULL)
+		return false;
+	*set = source > PGC_S_DEFAULT;
+	*extra = set;
+	return true;
+}
+
+static void
+delaysched_assign_database(const char *newval, void *extra)
+{
+	delaysched_database_set = extra != NULL && *(bool *) extra;
+}
+
+/* Was the deprecated delaysched.database set (and not empty)? */
+bool
+delaysched_database_is_set(void)
+{
+	return delaysched_database_set && delaysched_database != NULL && delaysched_database[0] != '\0';
+}
+
+/*
  * Does delaysched serve the database called "name", as far as the
  * configuration says?  (The extension must be installed there too.)
  * delaysched.databases decides; while it is "*", the deprecated
@@ -80,8 +114,7 @@ delaysched_database_listed(const char *name)
 	bool		listed = false;
 
 	if (delaysched_databases == NULL || strcmp(delaysched_databases, "*") == 0)
-		return delaysched_database == NULL || delaysched_database[0] == '\0' ||
-			strcmp(delaysched_database, name) == 0;
+		return !delaysched_database_is_set() || strcmp(delaysched_database, name) == 0;
 	copy = pstrdup(delaysched_databases);
 	if (SplitGUCList(copy, ',', &names))
 		foreach(lc, names)
@@ -126,12 +159,12 @@ delaysched_define_gucs(void)
 
 	DefineCustomStringVariable("delaysched.database",
 							   "Deprecated: one database to serve, as delaysched.databases = that name.",
-							   "Used only while delaysched.databases is \"*\".",
+							   "Used only while delaysched.databases is \"*\", and only if set.",
 							   &delaysched_database,
-							   "",
+							   "postgres",
 							   PGC_SIGHUP,
 							   0,
-							   NULL, NULL, NULL);
+							   delaysched_check_database, delaysched_assign_database, NULL);
 
 	DefineCustomIntVariable("delaysched.max_databases",
 							"Most databases delaysched serves at once.",

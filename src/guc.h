@@ -28,5 +28,6 @@ extern int	delaysched_http_max_in_flight;
 
 extern void delaysched_define_gucs(void);
 extern bool delaysched_database_listed(const char *name);
+extern bool delaysched_database_is_set(void);
 
 #endif							/* DELAYSCHED_GUC_H */

@@ -96,6 +96,7 @@ typedef struct Started
 {
 	BackgroundWorkerHandle *handle;
 	TimestampTz started_at;
+	bool		stopped;		/* the launcher stopped it: not a failure */
 } Started;
 
 /* The launcher's own knowledge of one database entry. */
@@ -333,7 +334,8 @@ forget_local(int d, Oid dboid)
 
 /*
  * Has the worker behind *started ended?  Then forget its handle, and count
- * an early end as a failure of its database (entry d, still to be served).
+ * an early end as a failure of its database (entry d, still to be served),
+ * unless the launcher stopped it.
  */
 static void
 reap(Started *started, int d, TimestampTz now)
@@ -348,7 +350,8 @@ reap(Started *started, int d, TimestampTz now)
 	started->handle = NULL;
 
 	LWLockAcquire(delaysched_cluster->lock, LW_EXCLUSIVE);
-	if (entry->want == DATABASE_SERVE && entry->leaving_for == 0)
+	/* A worker the launcher stopped itself did not fail. */
+	if (!started->stopped && entry->want == DATABASE_SERVE && entry->leaving_for == 0)
 	{
 		if (now - started->started_at < EARLY_EXIT_SECS * USECS_PER_SEC)
 		{
@@ -382,6 +385,7 @@ running(pid_t slot_pid, const Started *started)
 static void
 stop(pid_t slot_pid, Started *started)
 {
+	started->stopped = true;
 	if (slot_pid != 0)
 		kill(slot_pid, SIGTERM);
 	else if (started->handle != NULL)
@@ -489,11 +493,51 @@ grant(const int *active, int nactive, int budget, int *scanners, int *http)
 }
 
 /*
- * Start the granted workers of entry d that do not run, stop those beyond
- * the grant.  False if the postmaster had no slot for one.
+ * Stop the workers of entry d beyond its grant (the budget moved to other
+ * databases, or the settings shrank); how many.
+ */
+static int
+trim_entry(int d, int nscanners, int nhttp)
+{
+	EntryLocal *local = &locals[d];
+	EntryPids	pids;
+	int			stopped = 0;
+
+	read_pids(d, &pids);
+	for (int i = nscanners; i < DELAYSCHED_MAX_WORKERS; i++)
+		if (running(pids.scanners[i], &local->scanners[i]))
+		{
+			stop(pids.scanners[i], &local->scanners[i]);
+			stopped++;
+		}
+	for (int i = nhttp; i < delaysched_http_workers; i++)
+		if (running(pids.http[i], &local->http[i]))
+		{
+			stop(pids.http[i], &local->http[i]);
+			stopped++;
+		}
+	return stopped;
+}
+
+/* Start one worker of entry d into *started; false if the postmaster had no slot. */
+static bool
+start_one(Started *started, const char *function, const char *kind, int i,
+		  Oid dboid, int d, TimestampTz now)
+{
+	if (started->handle != NULL)
+		pfree(started->handle);
+	started->handle = start_worker(function, kind, i, dboid, d);
+	started->started_at = now;
+	started->stopped = false;
+	return started->handle != NULL;
+}
+
+/*
+ * Start the granted workers of entry d that do not run, unless it backs
+ * off.  False if the postmaster had no slot for one.
  */
 static bool
-run_entry(int d, Oid dboid, int nscanners, int nhttp, TimestampTz now)
+fill_entry(int d, Oid dboid, int nscanners, int nhttp, TimestampTz now)
 {
 	EntryLocal *local = &locals[d];
 	EntryPids	pids;
@@ -502,46 +546,18 @@ run_entry(int d, Oid dboid, int nscanners, int nhttp, TimestampTz now)
 	LWLockAcquire(delaysched_cluster->lock, LW_SHARED);
 	may_start = now >= delaysched_cluster->databases[d].retry_at;
 	LWLockRelease(delaysched_cluster->lock);
+	if (!may_start)
+		return true;
 
 	read_pids(d, &pids);
-	for (int i = 0; i < DELAYSCHED_MAX_WORKERS; i++)
-	{
-		Started    *started = &local->scanners[i];
-
-		if (i >= nscanners)
-		{
-			if (running(pids.scanners[i], started))
-				stop(pids.scanners[i], started);
-		}
-		else if (may_start && !running(pids.scanners[i], started))
-		{
-			if (started->handle != NULL)
-				pfree(started->handle);
-			started->handle = start_worker("delaysched_scanner_main", "scanner", i, dboid, d);
-			started->started_at = now;
-			if (started->handle == NULL)
-				return false;
-		}
-	}
-	for (int i = 0; i < delaysched_http_workers; i++)
-	{
-		Started    *started = &local->http[i];
-
-		if (i >= nhttp)
-		{
-			if (running(pids.http[i], started))
-				stop(pids.http[i], started);
-		}
-		else if (may_start && !running(pids.http[i], started))
-		{
-			if (started->handle != NULL)
-				pfree(started->handle);
-			started->handle = start_worker("delaysched_http_main", "http", i, dboid, d);
-			started->started_at = now;
-			if (started->handle == NULL)
-				return false;
-		}
-	}
+	for (int i = 0; i < nscanners; i++)
+		if (!running(pids.scanners[i], &local->scanners[i]) &&
+			!start_one(&local->scanners[i], "delaysched_scanner_main", "scanner", i, dboid, d, now))
+			return false;
+	for (int i = 0; i < nhttp; i++)
+		if (!running(pids.http[i], &local->http[i]) &&
+			!start_one(&local->http[i], "delaysched_http_main", "http", i, dboid, d, now))
+			return false;
 	return true;
 }
 
@@ -604,6 +620,7 @@ launch(TimestampTz now)
 	int			budget = Min(delaysched_max_workers, max_worker_processes - 2);
 	int			wanted;
 	int			granted = 0;
+	int			stopped = 0;
 	bool		no_slot = false;
 	TimestampTz next = now + LAUNCHER_NAP_MS * (TimestampTz) 1000;
 	int			n = delaysched_cluster->max_databases;
@@ -657,8 +674,15 @@ launch(TimestampTz now)
 		LWLockRelease(delaysched_cluster->lock);
 		granted += scanners[a] + http[a];
 	}
-	for (int a = 0; a < nactive && !no_slot; a++)
-		no_slot = !run_entry(active[a], active_oid[a], scanners[a], http[a], now);
+	/*
+	 * Stop first, start next time: the slots of the workers stopped are the
+	 * postmaster's again only once they have exited (which wakes the
+	 * launcher).
+	 */
+	for (int a = 0; a < nactive; a++)
+		stopped += trim_entry(active[a], scanners[a], http[a]);
+	for (int a = 0; a < nactive && !no_slot && stopped == 0; a++)
+		no_slot = !fill_entry(active[a], active_oid[a], scanners[a], http[a], now);
 	report_shortfall(wanted, granted, budget, no_slot);
 	if (no_slot)
 		next = Min(next, now + LAUNCHER_NAP_MS * (TimestampTz) 1000);
@@ -728,7 +752,7 @@ delaysched_launcher_main(Datum main_arg)
 	for (int d = 0; d < delaysched_cluster->max_databases; d++)
 		locals[d].dboid = pg_atomic_read_u32(&delaysched_cluster->databases[d].dboid);
 
-	if (delaysched_database != NULL && delaysched_database[0] != '\0')
+	if (delaysched_database_is_set())
 		ereport(WARNING,
 				(errmsg("delaysched.database is deprecated: use delaysched.databases"),
 				 errdetail("While delaysched.databases is \"*\", delaysched.database names the one database served.")));

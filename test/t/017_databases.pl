@@ -8,7 +8,8 @@
 # backs off and stalls no other; the launcher, terminated, adopts the
 # workers, and killed (a crash) loses nothing; CREATE EXTENSION racing DROP
 # DATABASE; a short max_worker_processes still gives every database a
-# scanner; sched.cluster is for superusers and pg_monitor.
+# scanner; the global delivery cap is shared fairly between databases;
+# sched.cluster is for superusers and pg_monitor.
 use strict;
 use warnings;
 
@@ -225,6 +226,33 @@ sql('postgres', q{CREATE ROLE watcher LOGIN IN ROLE pg_monitor});
 is($out, 't', 'a member of pg_monitor may') or diag($err);
 like(sql('postgres', q{SELECT pointer_lag < interval '5 s' FROM sched.cluster WHERE database = 'delta'}), qr/^t$/,
 	'the pointer lag of a served database is small');
+
+# ---------------------------------------------------------------------------
+# delaysched.max_deliveries_per_second is the cluster's, shared fairly: two
+# databases with a backlog each get about half of it.
+sql('postgres', q{ALTER SYSTEM SET delaysched.max_deliveries_per_second = 100});
+$node->reload;
+for my $db (qw(alpha2 delta))
+{
+	sql($db, q{SELECT sched.define_biz('capped', channel => 'capped', ack_timeout => '1 hour')});
+	sql($db, q{SELECT count(sched.add('capped', clock_timestamp(), '{}')) FROM generate_series(1, 2000)});
+}
+my $cap_start = time;
+usleep(4_000_000);
+my %capped = map { $_ => sql($_, q{SELECT count(*) FROM sched.tasks WHERE biz_type = 'capped' AND attempt >= 1}) } qw(alpha2 delta);
+my $cap_secs = time - $cap_start;
+my $cap_total = $capped{alpha2} + $capped{delta};
+diag(sprintf('under a cap of 100/s for %.1f s: alpha2 %d, delta %d', $cap_secs, $capped{alpha2}, $capped{delta}));
+cmp_ok($cap_total, '<=', 100 * ($cap_secs + 1), "the cap holds across databases ($cap_total in ${cap_secs} s)");
+cmp_ok($cap_total, '>=', 100 * ($cap_secs - 2), 'and is used');
+my ($low, $high) = sort { $a <=> $b } ($capped{alpha2}, $capped{delta});
+cmp_ok($low, '>=', 0.6 * $high, "shared fairly between the two databases ($low against $high)");
+sql('postgres', q{ALTER SYSTEM RESET delaysched.max_deliveries_per_second});
+$node->reload;
+for my $db (qw(alpha2 delta))
+{
+	sql($db, q{SELECT sched.drop_biz('capped', cancel_tasks => true)});
+}
 
 # ---------------------------------------------------------------------------
 # The launcher, terminated, comes back and adopts the running workers.
