@@ -9,17 +9,20 @@
 # scanners and one HTTP worker per database):
 #   steady-1    test/bench/dsbench's steady load, R tasks/s (default 50) for
 #               S seconds (default 60), in one database with the extension
+#   steady-1-total  N times that load in the one database (the same total
+#               as the next)
 #   steady-N    the same load in each of N databases (default 10) at once,
 #               each with its own dsbench, type and listener; lateness p50,
-#               p99 and max per database and over them all, against steady-1
+#               p99 and max per database and over them all, against both
 #   create      CREATE DATABASE from template0, CREATE EXTENSION, define a
-#               type, add a task due at once: seconds from the start of
-#               CREATE EXTENSION to its arrival at a LISTEN client (5 times)
+#               type, add a task due at once: how long CREATE EXTENSION
+#               takes, and from its commit to the task's arrival at a LISTEN
+#               client (5 times)
 #   drop        DROP DATABASE (no FORCE) of a served database while 1,000 of
 #               its tasks fall due over 10 s (5 times)
-#   footprint   per served database: worker processes, their resident
-#               memory (RSS, of which most is shared), and its share of
-#               delaysched's shared memory
+#   footprint   per served database: worker processes, their proportional
+#               memory (PSS: a shared page counted once over its sharers),
+#               and its share of delaysched's shared memory
 # Results go to bench/results/databases-<time>/ (or $BENCH_OUT): table.txt and
 # the receipts of every delivery.
 set -euo pipefail
@@ -77,12 +80,12 @@ wait_scanners() {
 	return 1
 }
 
-# steady LABEL DB...: the steady load in every DB at once; one CSV per DB.
+# steady LABEL RATE DB...: the steady load in every DB at once; one CSV per DB.
 steady() {
-	local label=$1 db pids=() status=0
-	shift
+	local label=$1 r=$2 db pids=() status=0
+	shift 2
 	for db in "$@"; do
-		(cd /tmp && as_pg_user "$dsbench" --system delaysched --workload steady --rate "$rate" \
+		(cd /tmp && as_pg_user "$dsbench" --system delaysched --workload steady --rate "$r" \
 			--seconds "$seconds" --ack-timeout 30 --label "$label" --name "$db" \
 			--csv "$out/$label.csv" --receipts "$out/receipts/$label--$db.dat" \
 			"$(conninfo "$db")" >/dev/null) &
@@ -112,8 +115,15 @@ log "steady-1: $rate tasks/s for $seconds s in one database"
 sql postgres -c "CREATE DATABASE db1" >/dev/null
 sql db1 -c "CREATE EXTENSION delaysched"
 wait_scanners db1 2
-steady steady-1 db1
+steady steady-1 "$rate" db1
 read -r n1 p50_1 p99_1 max_1 <<<"$(lateness steady-1)"
+cpu_1=$(cut -d, -f12 "$out/steady-1.csv")
+
+total=$(awk -v r="$rate" -v n="$ndb" 'BEGIN {print r * n}')
+log "steady-1-total: $total tasks/s for $seconds s in one database (the N databases' total)"
+steady steady-1-total "$total" db1
+read -r nt p50_t p99_t max_t <<<"$(lateness steady-1-total)"
+cpu_t=$(cut -d, -f12 "$out/steady-1-total.csv")
 
 log "steady-$ndb: $rate tasks/s for $seconds s in each of $ndb databases"
 dbs=(db1)
@@ -123,8 +133,9 @@ for i in $(seq 2 "$ndb"); do
 	dbs+=("db$i")
 done
 for db in "${dbs[@]}"; do wait_scanners "$db" 2; done
-steady "steady-$ndb" "${dbs[@]}"
+steady "steady-$ndb" "$rate" "${dbs[@]}"
 read -r nn p50_n p99_n max_n <<<"$(lateness "steady-$ndb")"
+cpu_n=$(cut -d, -f12 "$out/steady-$ndb.csv" | sort -n | tail -1)
 per_db=$(for db in "${dbs[@]}"; do
 	python3 - "$out/receipts/steady-$ndb--$db.dat" <<'EOF'
 import sys
@@ -135,8 +146,9 @@ done | sort -n | tr '\n' ' ')
 
 log "footprint per served database"
 workers=$(sql postgres -c "SELECT count(*) FROM pg_stat_activity WHERE backend_type IN ('delaysched scanner', 'delaysched http')")
-rss_kb=$(for pid in $(sql postgres -c "SELECT pid FROM pg_stat_activity WHERE backend_type IN ('delaysched scanner', 'delaysched http')"); do
-	awk '/^VmRSS/ {print $2}' "/proc/$pid/status" 2>/dev/null || true
+# Proportional set size: each shared page counted once over the processes sharing it.
+pss_kb=$(for pid in $(sql postgres -c "SELECT pid FROM pg_stat_activity WHERE backend_type IN ('delaysched scanner', 'delaysched http')"); do
+	awk '/^Pss:/ {print $2}' "/proc/$pid/smaps_rollup" 2>/dev/null || true
 done | awk '{s += $1} END {print s + 0}')
 shmem=$(sql postgres -c "SELECT (SELECT size FROM pg_shmem_allocations WHERE name = 'delaysched databases') / current_setting('delaysched.max_databases')::int")
 
@@ -144,6 +156,7 @@ log "create: CREATE EXTENSION to the first delivery, $rounds times"
 # A LISTEN client waits on the new database's channel before the extension
 # exists; the time is from just before CREATE EXTENSION to its receipt.
 create_times=()
+install_times=()
 for r in $(seq 1 "$rounds"); do
 	sql postgres -c "CREATE DATABASE fresh$r TEMPLATE template0" >/dev/null
 	got=$out/first$r.txt
@@ -152,12 +165,14 @@ for r in $(seq 1 "$rounds"); do
 	listener=$!
 	for i in $(seq 1 300); do grep -q '^listening' "$got" 2>/dev/null && break; sleep 0.01; done
 	start_us=$(date +%s%6N)
-	sql "fresh$r" -c "CREATE EXTENSION delaysched" \
-		-c "SELECT sched.define_biz('first', channel => 'first')" \
+	sql "fresh$r" -c "CREATE EXTENSION delaysched"
+	committed_us=$(date +%s%6N)
+	sql "fresh$r" -c "SELECT sched.define_biz('first', channel => 'first')" \
 		-c "SELECT sched.add('first', clock_timestamp())" >/dev/null
 	wait "$listener"
 	recv_us=$(awk -F'\t' 'NR > 1 {print $1; exit}' "$got")
-	create_times+=("$(awk -v a="$recv_us" -v b="$start_us" 'BEGIN {printf "%.6f", (a - b) / 1e6}')")
+	install_times+=("$(awk -v a="$committed_us" -v b="$start_us" 'BEGIN {printf "%.6f", (a - b) / 1e6}')")
+	create_times+=("$(awk -v a="$recv_us" -v b="$committed_us" 'BEGIN {printf "%.6f", (a - b) / 1e6}')")
 done
 
 log "drop: DROP DATABASE while 1,000 tasks fall due, $rounds times"
@@ -174,19 +189,21 @@ stats() {	# stats VALUE...: median and max
 	printf '%s\n' "$@" | sort -g | awk '{v[NR] = $1} END {printf "%.3f %.3f", v[int((NR + 1) / 2)], v[NR]}'
 }
 read -r create_median create_max <<<"$(stats "${create_times[@]}")"
+read -r install_median install_max <<<"$(stats "${install_times[@]}")"
 read -r drop_median drop_max <<<"$(stats "${drop_times[@]}")"
 
 {
-	printf '%-34s %12s %12s\n' "figure" "1 database" "$ndb databases"
-	printf '%-34s %12s %12s\n' "deliveries" "$n1" "$nn"
-	printf '%-34s %12s %12s\n' "lateness p50 ms" "$p50_1" "$p50_n"
-	printf '%-34s %12s %12s\n' "lateness p99 ms" "$p99_1" "$p99_n"
-	printf '%-34s %12s %12s\n' "lateness max ms" "$max_1" "$max_n"
-	printf '%-34s %12s %12s\n' "p99, N databases / 1" "" "$(awk -v a="$p99_n" -v b="$p99_1" 'BEGIN {printf "%.2f", a / b}')"
+	printf '%-26s %14s %14s %14s\n' "figure" "1 db, $rate/s" "1 db, $total/s" "$ndb dbs, $rate/s each"
+	printf '%-26s %14s %14s %14s\n' "deliveries" "$n1" "$nt" "$nn"
+	printf '%-26s %14s %14s %14s\n' "lateness p50 ms" "$p50_1" "$p50_t" "$p50_n"
+	printf '%-26s %14s %14s %14s\n' "lateness p99 ms" "$p99_1" "$p99_t" "$p99_n"
+	printf '%-26s %14s %14s %14s\n' "lateness max ms" "$max_1" "$max_t" "$max_n"
+	printf '%-26s %14s %14s %14s\n' "server cpu %" "$cpu_1" "$cpu_t" "$cpu_n"
 	printf '%s %s\n' "p99 of each database (ms):" "$per_db"
-	printf '%-34s %s s median, %s s max (%s rounds)\n' "CREATE EXTENSION to first delivery" "$create_median" "$create_max" "$rounds"
-	printf '%-34s %s s median, %s s max (%s rounds)\n' "DROP DATABASE, tasks falling due" "$drop_median" "$drop_max" "$rounds"
-	printf '%-34s %s processes, %s kB RSS in all, %s bytes of shared memory each\n' \
-		"workers of $ndb databases" "$workers" "$rss_kb" "$shmem"
+	printf '%-36s %s s median, %s s max (%s rounds)\n' "CREATE EXTENSION itself" "$install_median" "$install_max" "$rounds"
+	printf '%-36s %s s median, %s s max (%s rounds)\n' "its commit to the first delivery" "$create_median" "$create_max" "$rounds"
+	printf '%-36s %s s median, %s s max (%s rounds)\n' "DROP DATABASE, tasks falling due" "$drop_median" "$drop_max" "$rounds"
+	printf '%-36s %s processes, %s kB proportional memory (PSS) in all, %s bytes of shared memory each\n' \
+		"workers of $ndb databases" "$workers" "$pss_kb" "$shmem"
 } | tee "$out/table.txt"
 log "bench: results in $out"
