@@ -7,6 +7,7 @@
 MODULE_big = delaysched
 OBJS = \
 	src/caller.o \
+	src/cluster.o \
 	src/delaysched.o \
 	src/drain.o \
 	src/firing.o \
@@ -19,6 +20,7 @@ OBJS = \
 	src/http_store.o \
 	src/http_transfer.o \
 	src/http_worker.o \
+	src/launcher.o \
 	src/lease.o \
 	src/limiter.o \
 	src/message.o \
@@ -29,6 +31,7 @@ OBJS = \
 	src/shmem.o \
 	src/spi_plans.o \
 	src/tick.o \
+	src/utility.o \
 	src/wake.o \
 	src/worker.o \
 	src/worker_views.o
@@ -73,7 +76,7 @@ test/bench/hooksink: test/bench/hooksink.c
 	$(CC) -O2 -Wall -Wextra -Werror -o $@ $<
 
 # Benchmarks (not tests): bench/run.sh; bench-smoke is the few-second run CI does.
-.PHONY: bench bench-compare bench-smoke bench-xmin bench-http bench-schedules bench-contention bench-contention-smoke
+.PHONY: bench bench-compare bench-smoke bench-xmin bench-http bench-schedules bench-contention bench-contention-smoke bench-databases bench-databases-smoke
 bench: all
 	bash bench/run.sh
 bench-compare: all
@@ -91,3 +94,7 @@ bench-contention: all
 	bash bench/contention.sh $(if $(BASELINE),--baseline $(BASELINE))
 bench-contention-smoke: all
 	bash bench/contention.sh --smoke $(if $(BASELINE),--baseline $(BASELINE))
+bench-databases: all
+	bash bench/databases.sh
+bench-databases-smoke: all
+	bash bench/databases.sh --smoke

@@ -1657,10 +1657,10 @@ BEGIN
 	IF rate_limit IS NOT NULL AND v_old_rate IS NULL THEN
 		-- Every rate-limited type has a token bucket in shared memory.
 		v_max_types := pg_catalog.current_setting('delaysched.max_biz_types')::int;
-		IF (SELECT count(*) FROM sched.biz b WHERE b.rate_limit IS NOT NULL) >= v_max_types THEN
+		IF (SELECT count(*) FROM sched.biz b WHERE b.rate_limit IS NOT NULL) + sched._buckets_elsewhere() >= v_max_types THEN
 			RAISE EXCEPTION 'too many rate-limited business types'
 				USING ERRCODE = 'configuration_limit_exceeded',
-					  DETAIL = pg_catalog.format('delaysched.max_biz_types is %s.', v_max_types),
+					  DETAIL = pg_catalog.format('delaysched.max_biz_types is %s, counted across every database of the cluster.', v_max_types),
 					  HINT = 'Raise delaysched.max_biz_types (a restart is needed), or remove the rate limit of a type that does not need it.';
 		END IF;
 	END IF;
@@ -1742,6 +1742,63 @@ END
 $$;
 COMMENT ON FUNCTION sched._check_interval(interval, text, interval, interval) IS 'internal: refuse an interval outside its range';
 
+CREATE FUNCTION sched._cluster(
+	OUT role text, OUT database name, OUT pid int, OUT state text,
+	OUT scanners int, OUT scanners_granted int, OUT http_workers int, OUT http_granted int,
+	OUT failures int, OUT next_start timestamptz, OUT pointer_lag interval,
+	OUT served_since timestamptz)
+RETURNS SETOF record
+LANGUAGE c STRICT VOLATILE
+AS 'MODULE_PATHNAME', 'delaysched_cluster_status';
+COMMENT ON FUNCTION sched._cluster() IS 'internal: the launcher and every database served, from shared memory, behind sched.cluster';
+
+CREATE FUNCTION sched._buckets_elsewhere() RETURNS int
+LANGUAGE c STABLE
+AS 'MODULE_PATHNAME', 'delaysched_buckets_elsewhere_sql';
+COMMENT ON FUNCTION sched._buckets_elsewhere() IS 'internal: token buckets of rate-limited types in the other databases (delaysched.max_biz_types counts them all)';
+
+CREATE FUNCTION sched._database_listed() RETURNS boolean
+LANGUAGE c STABLE
+AS 'MODULE_PATHNAME', 'delaysched_database_listed_sql';
+COMMENT ON FUNCTION sched._database_listed() IS 'internal: whether delaysched.databases (or the deprecated delaysched.database) lets delaysched serve the current database';
+
+CREATE OR REPLACE FUNCTION sched._check_task(run_at timestamptz, payload jsonb, dedupe_key text)
+RETURNS void
+LANGUAGE plpgsql STABLE
+AS $$
+DECLARE
+	payload_bytes bigint;
+	limit_bytes bigint;
+BEGIN
+	PERFORM sched._require(run_at, 'run_at');
+	IF NOT pg_catalog.isfinite(run_at) THEN
+		RAISE EXCEPTION 'run_at must be a finite timestamp, not %', run_at
+			USING ERRCODE = 'datetime_field_overflow';
+	END IF;
+	PERFORM sched._require(payload, 'payload');
+	payload_bytes := pg_catalog.octet_length(payload::text);
+	limit_bytes := pg_catalog.pg_size_bytes(pg_catalog.current_setting('delaysched.max_payload_size'));
+	IF payload_bytes > limit_bytes THEN
+		RAISE EXCEPTION 'payload is too large'
+			USING ERRCODE = 'program_limit_exceeded',
+				  DETAIL = pg_catalog.format('The payload is %s bytes; delaysched.max_payload_size is %s.',
+											  payload_bytes, pg_catalog.current_setting('delaysched.max_payload_size')),
+				  HINT = 'Store large documents in a table of your own and put their key in the payload.';
+	END IF;
+	IF dedupe_key IS NOT NULL AND (dedupe_key = '' OR pg_catalog.octet_length(dedupe_key) > 512) THEN
+		RAISE EXCEPTION 'dedupe_key must be between 1 and 512 bytes long'
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	IF NOT sched._database_listed() THEN
+		RAISE EXCEPTION 'delaysched does not deliver tasks of database "%"', pg_catalog.current_database()
+			USING ERRCODE = 'object_not_in_prerequisite_state',
+				  DETAIL = pg_catalog.format('delaysched.databases is "%s".', pg_catalog.current_setting('delaysched.databases')),
+				  HINT = 'Schedule tasks in a database it lists, or add this one to delaysched.databases and reload the configuration.';
+	END IF;
+END
+$$;
+COMMENT ON FUNCTION sched._check_task(timestamptz, jsonb, text) IS 'internal: refuse a task that could not be delivered as asked';
+
 -------------------------------------------------------------------------------
 -- Views
 -------------------------------------------------------------------------------
@@ -1773,6 +1830,12 @@ CREATE VIEW sched.schedules WITH (security_barrier) AS
 	WHERE ((SELECT v.sees_all FROM sched._viewer v) OR s.biz_type IN (SELECT vt.biz_type FROM sched._viewer_types vt));
 COMMENT ON VIEW sched.schedules IS 'every recurring schedule the querying role may see: its rule, next and last firing, firings made and missed';
 
+CREATE VIEW sched.cluster AS
+	SELECT c.role, c.database, c.pid, c.state, c.scanners, c.scanners_granted, c.http_workers,
+		   c.http_granted, c.failures, c.next_start, c.pointer_lag, c.served_since
+	FROM sched._cluster() c;
+COMMENT ON VIEW sched.cluster IS 'the delaysched launcher and every database it serves in the cluster: workers running and granted, failures, pointer lag (superusers and pg_monitor)';
+
 -------------------------------------------------------------------------------
 -- Privileges: nothing for PUBLIC, as in the install script
 -------------------------------------------------------------------------------
@@ -1783,6 +1846,10 @@ REVOKE ALL ON ALL FUNCTIONS IN SCHEMA sched FROM PUBLIC;
 -- The views call it, as the role reading them: it only tells a role which
 -- role it is running as (see src/caller.c).
 GRANT EXECUTE ON FUNCTION sched._caller() TO PUBLIC;
+-- The cluster-wide view is for monitoring (src/worker_views.c checks it too).
+GRANT USAGE ON SCHEMA sched TO pg_monitor;
+GRANT SELECT ON sched.cluster TO pg_monitor;
+GRANT EXECUTE ON FUNCTION sched._cluster() TO pg_monitor;
 
 -- Wake the workers, which waited while the database was at 0.1.
 SELECT sched._wake('-infinity');

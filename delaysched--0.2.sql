@@ -350,6 +350,26 @@ LANGUAGE c STRICT VOLATILE
 AS 'MODULE_PATHNAME', 'delaysched_worker_status';
 COMMENT ON FUNCTION sched._workers() IS 'internal: the workers'' shared-memory status, behind sched.workers';
 
+CREATE FUNCTION sched._cluster(
+	OUT role text, OUT database name, OUT pid int, OUT state text,
+	OUT scanners int, OUT scanners_granted int, OUT http_workers int, OUT http_granted int,
+	OUT failures int, OUT next_start timestamptz, OUT pointer_lag interval,
+	OUT served_since timestamptz)
+RETURNS SETOF record
+LANGUAGE c STRICT VOLATILE
+AS 'MODULE_PATHNAME', 'delaysched_cluster_status';
+COMMENT ON FUNCTION sched._cluster() IS 'internal: the launcher and every database served, from shared memory, behind sched.cluster';
+
+CREATE FUNCTION sched._buckets_elsewhere() RETURNS int
+LANGUAGE c STABLE
+AS 'MODULE_PATHNAME', 'delaysched_buckets_elsewhere_sql';
+COMMENT ON FUNCTION sched._buckets_elsewhere() IS 'internal: token buckets of rate-limited types in the other databases (delaysched.max_biz_types counts them all)';
+
+CREATE FUNCTION sched._database_listed() RETURNS boolean
+LANGUAGE c STABLE
+AS 'MODULE_PATHNAME', 'delaysched_database_listed_sql';
+COMMENT ON FUNCTION sched._database_listed() IS 'internal: whether delaysched.databases (or the deprecated delaysched.database) lets delaysched serve the current database';
+
 CREATE FUNCTION sched._message(p_id bigint, p_biz text, p_run_at timestamptz, p_payload jsonb, p_attempt int,
 							   p_schedule text DEFAULT NULL)
 RETURNS text
@@ -510,11 +530,11 @@ BEGIN
 		RAISE EXCEPTION 'dedupe_key must be between 1 and 512 bytes long'
 			USING ERRCODE = 'invalid_parameter_value';
 	END IF;
-	IF pg_catalog.current_database() OPERATOR(pg_catalog.<>) pg_catalog.current_setting('delaysched.database') THEN
+	IF NOT sched._database_listed() THEN
 		RAISE EXCEPTION 'delaysched does not deliver tasks of database "%"', pg_catalog.current_database()
 			USING ERRCODE = 'object_not_in_prerequisite_state',
-				  DETAIL = pg_catalog.format('delaysched.database is "%s".', pg_catalog.current_setting('delaysched.database')),
-				  HINT = 'Schedule tasks in that database, or set delaysched.database and restart the server.';
+				  DETAIL = pg_catalog.format('delaysched.databases is "%s".', pg_catalog.current_setting('delaysched.databases')),
+				  HINT = 'Schedule tasks in a database it lists, or add this one to delaysched.databases and reload the configuration.';
 	END IF;
 END
 $$;
@@ -1333,10 +1353,10 @@ BEGIN
 	IF rate_limit IS NOT NULL AND v_old_rate IS NULL THEN
 		-- Every rate-limited type has a token bucket in shared memory.
 		v_max_types := pg_catalog.current_setting('delaysched.max_biz_types')::int;
-		IF (SELECT count(*) FROM sched.biz b WHERE b.rate_limit IS NOT NULL) >= v_max_types THEN
+		IF (SELECT count(*) FROM sched.biz b WHERE b.rate_limit IS NOT NULL) + sched._buckets_elsewhere() >= v_max_types THEN
 			RAISE EXCEPTION 'too many rate-limited business types'
 				USING ERRCODE = 'configuration_limit_exceeded',
-					  DETAIL = pg_catalog.format('delaysched.max_biz_types is %s.', v_max_types),
+					  DETAIL = pg_catalog.format('delaysched.max_biz_types is %s, counted across every database of the cluster.', v_max_types),
 					  HINT = 'Raise delaysched.max_biz_types (a restart is needed), or remove the rate limit of a type that does not need it.';
 		END IF;
 	END IF;
@@ -2681,6 +2701,12 @@ CREATE VIEW sched.workers AS
 	FROM sched._workers() w;
 COMMENT ON VIEW sched.workers IS 'the delaysched background workers and the range each is working on';
 
+CREATE VIEW sched.cluster AS
+	SELECT c.role, c.database, c.pid, c.state, c.scanners, c.scanners_granted, c.http_workers,
+		   c.http_granted, c.failures, c.next_start, c.pointer_lag, c.served_since
+	FROM sched._cluster() c;
+COMMENT ON VIEW sched.cluster IS 'the delaysched launcher and every database it serves in the cluster: workers running and granted, failures, pointer lag (superusers and pg_monitor)';
+
 CREATE VIEW sched.time_pointer AS
 	SELECT p.range_id, p.pointer, p.updated_at, now() - p.pointer AS lag
 	FROM sched.pointer p;
@@ -2697,6 +2723,10 @@ REVOKE ALL ON ALL FUNCTIONS IN SCHEMA sched FROM PUBLIC;
 -- The views call it, as the role reading them: it only tells a role which
 -- role it is running as (see src/caller.c).
 GRANT EXECUTE ON FUNCTION sched._caller() TO PUBLIC;
+-- The cluster-wide view is for monitoring (src/worker_views.c checks it too).
+GRANT USAGE ON SCHEMA sched TO pg_monitor;
+GRANT SELECT ON sched.cluster TO pg_monitor;
+GRANT EXECUTE ON FUNCTION sched._cluster() TO pg_monitor;
 
 -- Wake a scanner that was waiting for the extension to appear.
 SELECT sched._wake('-infinity');

@@ -68,7 +68,6 @@ start_throwaway_cluster() {
 	as_pg_user initdb -D "$CLUSTER_DIR/data" -A trust -U postgres >/dev/null
 	if [ "$plain" != plain ]; then
 		extra="shared_preload_libraries = 'delaysched'
-delaysched.database = 'postgres'
 $extra"
 	fi
 	cat >>"$CLUSTER_DIR/data/postgresql.conf" <<CONF

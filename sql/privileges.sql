@@ -267,6 +267,26 @@ SET ROLE regress_ds_app;
 SELECT try($$SELECT sched.add_after('priv_nope', '1 day')$$);
 RESET ROLE;
 
+-- sched.cluster (every database's workers) is for superusers and pg_monitor:
+-- granted to pg_monitor by the extension, to nobody else; and a role
+-- given the view and its function anyway is still refused by the function
+SELECT has_table_privilege('pg_monitor', 'sched.cluster', 'SELECT') AS monitor_select,
+       has_function_privilege('pg_monitor', 'sched._cluster()', 'EXECUTE') AS monitor_execute,
+       has_schema_privilege('pg_monitor', 'sched', 'USAGE') AS monitor_usage,
+       has_table_privilege('regress_ds_nobody', 'sched.cluster', 'SELECT') AS nobody_select;
+SELECT count(*) > 0 AS superuser_sees_rows FROM sched.cluster WHERE role = 'launcher';
+GRANT USAGE ON SCHEMA sched TO regress_ds_team;
+GRANT SELECT ON sched.cluster TO regress_ds_team;
+GRANT EXECUTE ON FUNCTION sched._cluster() TO regress_ds_team;
+SET ROLE regress_ds_team;
+SELECT try($$SELECT count(*) FROM sched.cluster$$);
+RESET ROLE;
+GRANT pg_monitor TO regress_ds_team;
+SET ROLE regress_ds_team;
+SELECT count(*) > 0 AS monitor_sees_rows FROM sched.cluster WHERE role = 'launcher';
+RESET ROLE;
+REVOKE pg_monitor FROM regress_ds_team;
+
 -- clean up
 SELECT sched.drop_biz('priv_jobs', cancel_tasks => true);
 DROP TABLE priv_task;

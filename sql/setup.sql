@@ -5,8 +5,8 @@
 SELECT extname, extnamespace::regnamespace AS schema, extversion
 FROM pg_extension WHERE extname = 'delaysched';
 
--- the worker reads this database
-SHOW delaysched.database;
+-- delaysched serves this database
+SHOW delaysched.databases;
 
 -- public functions with their arguments
 SELECT p.proname, pg_get_function_arguments(p.oid) AS arguments,

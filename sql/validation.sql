@@ -214,7 +214,7 @@ FROM fingerprint f,
 SELECT biz_type, state, attempt, payload, dedupe_key FROM sched.tasks WHERE id = (SELECT id FROM keep);
 SELECT name FROM sched.biz WHERE name LIKE 'val\_%' ORDER BY name;
 
--- tasks are scheduled only in delaysched.database
+-- tasks are scheduled only in a database delaysched.databases lists
 CREATE DATABASE regress_delaysched_other;
 \c regress_delaysched_other
 CREATE EXTENSION delaysched;

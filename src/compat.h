@@ -100,4 +100,42 @@ delaysched_init_materialized_srf(FunctionCallInfo fcinfo)
 #define DELAYSCHED_HAS_HMAC 1
 #endif
 
+/*
+ * The ProcessUtility hook gained readOnlyTree in 14.
+ */
+#include "tcop/utility.h"
+#if PG_VERSION_NUM >= 140000
+#define DELAYSCHED_UTILITY_ARGS PlannedStmt *pstmt, const char *queryString, \
+	bool readOnlyTree, ProcessUtilityContext context, ParamListInfo params, \
+	QueryEnvironment *queryEnv, DestReceiver *dest, QueryCompletion *qc
+#define DELAYSCHED_UTILITY_CALL pstmt, queryString, readOnlyTree, context, params, \
+	queryEnv, dest, qc
+#else
+#define DELAYSCHED_UTILITY_ARGS PlannedStmt *pstmt, const char *queryString, \
+	ProcessUtilityContext context, ParamListInfo params, \
+	QueryEnvironment *queryEnv, DestReceiver *dest, QueryCompletion *qc
+#define DELAYSCHED_UTILITY_CALL pstmt, queryString, context, params, queryEnv, dest, qc
+#endif
+
+/* Does the current role own database dboid?  object_ownercheck from 16 on. */
+#include "utils/acl.h"
+#if PG_VERSION_NUM >= 160000
+#include "catalog/pg_database.h"
+#define delaysched_owns_database(dboid) \
+	object_ownercheck(DatabaseRelationId, (dboid), GetUserId())
+#else
+#define delaysched_owns_database(dboid) pg_database_ownercheck((dboid), GetUserId())
+#endif
+
+/*
+ * A database left half-dropped by an interrupted DROP DATABASE is marked
+ * invalid from 15.4 (and 13.12, 14.9) on; before, there is no such mark.
+ */
+#include "catalog/pg_database.h"
+#ifdef DATCONNLIMIT_INVALID_DB
+#define delaysched_database_is_invalid(form) ((form)->datconnlimit == DATCONNLIMIT_INVALID_DB)
+#else
+#define delaysched_database_is_invalid(form) false
+#endif
+
 #endif							/* DELAYSCHED_COMPAT_H */

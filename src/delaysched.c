@@ -2,21 +2,26 @@
  *
  * delaysched.c
  *		Entry point of the delaysched extension: checks that the library is
- *		preloaded, then defines the parameters, asks for shared memory and
- *		registers the scanner and HTTP workers.
+ *		preloaded, then defines the parameters, asks for shared memory,
+ *		registers the launcher (which starts every database's workers) and
+ *		installs the hook on database and extension commands.
  *
  * Layout of src/:
+ *	 cluster.c		the table of databases served, in shared memory
  *	 drain.c		the drain: parked tasks of limited types, as tokens allow
  *	 guc.c			the delaysched.* parameters
  *	 horizon.c		the warning when the xmin horizon is held too long
  *	 http_*.c		the HTTP workers (see http.h); http_perimeter.c
  *					is where webhooks may go
+ *	 launcher.c		the launcher, which starts every database's workers,
+ *					and the probe, which looks for the extension
  *	 lease.c		the lease transition (lease.h), sched._lease()
  *	 limiter.c		token buckets in shared memory
  *	 message.c		the NOTIFY payloads of deliveries and announcements
  *	 spi_plans.c	helpers for the workers' kept statements
  *	 shmem.c		shared memory (the workers' slots and the ranges' state)
  *	 tick.c			one tick on one range: walk, deliver, sweep
+ *	 utility.c		the hook on database and extension commands
  *	 wake.c			sched._wake(): wake a worker after a commit
  *	 scanner.c		the scanner workers' loop
  *	 worker.c		what every worker shares: sessions, transactions
@@ -35,10 +40,9 @@
 
 #include "compat.h"
 #include "guc.h"
-#include "http_worker.h"
+#include "launcher.h"
 #include "shmem.h"
-#include "scanner.h"
-#include "worker.h"
+#include "utility.h"
 
 PG_MODULE_MAGIC;
 
@@ -59,6 +63,6 @@ _PG_init(void)
 
 	delaysched_define_gucs();
 	delaysched_shmem_register();
-	delaysched_register_scanner();
-	delaysched_register_http_workers();
+	delaysched_register_launcher();
+	delaysched_install_utility_hook();
 }

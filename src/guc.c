@@ -4,9 +4,9 @@
  *		Definitions of the delaysched.* configuration parameters.
  *
  * Every parameter is documented in doc/configuration.md; keep the two in
- * step.  Parameters the worker reads are PGC_SIGHUP so that a reload changes
- * them without a restart, except delaysched.database and the worker counts,
- * which decide what the postmaster starts and so need a restart.  The HTTP
+ * step.  Parameters the workers read are PGC_SIGHUP so that a reload changes
+ * them without a restart, except those that size shared memory
+ * (delaysched.max_databases, http_workers, max_biz_types).  The HTTP
  * perimeter's lists are PGC_SUSET: a superuser's session may try a list
  * out (sched.define_biz checks literal addresses against it), and the HTTP
  * workers take the server's at a reload.  The SQL
@@ -19,14 +19,23 @@
 
 #include <limits.h>
 
+#include "commands/dbcommands.h"
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "nodes/pg_list.h"
 #include "utils/guc.h"
+#include "utils/varlena.h"
 
+#include "cluster.h"
 #include "compat.h"
 #include "guc.h"
 #include "http_perimeter.h"
 #include "shmem.h"
 
+char	   *delaysched_databases = NULL;
 char	   *delaysched_database = NULL;
+int			delaysched_max_databases = 64;
+int			delaysched_max_workers = 64;
 int			delaysched_batch_size = 1000;
 int			delaysched_sweep_interval_ms = 1000;
 int			delaysched_retention_s = 3600;
@@ -41,20 +50,141 @@ double		delaysched_max_deliveries_per_second = 0;
 int			delaysched_http_workers = 1;
 int			delaysched_http_max_in_flight = 1000;
 
+/* delaysched.databases: "*" or a list of names. */
+static bool
+delaysched_check_database_list(char **newval, void **extra, GucSource source)
+{
+	char	   *copy = pstrdup(*newval);
+	List	   *names = NIL;
+	bool		ok = SplitGUCList(copy, ',', &names);
+
+	if (!ok)
+		GUC_check_errdetail("The value must be \"*\" or a comma-separated list of database names.");
+	list_free(names);
+	pfree(copy);
+	return ok;
+}
+
+/*
+ * delaysched.database counts only if someone set it.  Its built-in value,
+ * "postgres", is 0.1's, which the SQL functions of a database still at 0.1
+ * compare with current_database(); left alone, it must not restrict what
+ * 0.2 serves.  The check hook is told where a value comes from; the assign
+ * hook keeps that.
+ */
+static bool delaysched_database_set = false;
+
+static bool
+delaysched_check_database(char **newval, void **extra, GucSource source)
+{
+	bool	   *set = malloc(sizeof(bool));	/* GUC frees it with free() */
+
+	if (set == NULL)
+		return false;
+	*set = source > PGC_S_DEFAULT;
+	*extra = set;
+	return true;
+}
+
+static void
+delaysched_assign_database(const char *newval, void *extra)
+{
+	delaysched_database_set = extra != NULL && *(bool *) extra;
+}
+
+/* Was the deprecated delaysched.database set (and not empty)? */
+bool
+delaysched_database_is_set(void)
+{
+	return delaysched_database_set && delaysched_database != NULL && delaysched_database[0] != '\0';
+}
+
+/*
+ * Does delaysched serve the database called "name", as far as the
+ * configuration says?  (The extension must be installed there too.)
+ * delaysched.databases decides; while it is "*", the deprecated
+ * delaysched.database, if set, names the one database.
+ */
+bool
+delaysched_database_listed(const char *name)
+{
+	char	   *copy;
+	List	   *names = NIL;
+	ListCell   *lc;
+	bool		listed = false;
+
+	if (delaysched_databases == NULL || strcmp(delaysched_databases, "*") == 0)
+		return !delaysched_database_is_set() || strcmp(delaysched_database, name) == 0;
+	copy = pstrdup(delaysched_databases);
+	if (SplitGUCList(copy, ',', &names))
+		foreach(lc, names)
+			if (strcmp((const char *) lfirst(lc), "*") == 0 ||
+				strcmp((const char *) lfirst(lc), name) == 0)
+				listed = true;
+	list_free(names);
+	pfree(copy);
+	return listed;
+}
+
+PG_FUNCTION_INFO_V1(delaysched_database_listed_sql);
+
+/*
+ * sched._database_listed() RETURNS boolean
+ *
+ * Does the configuration let delaysched serve the current database?
+ * (sched.add refuses tasks it would never deliver.)
+ */
+Datum
+delaysched_database_listed_sql(PG_FUNCTION_ARGS)
+{
+	char	   *name = get_database_name(MyDatabaseId);
+
+	PG_RETURN_BOOL(name != NULL && delaysched_database_listed(name));
+}
+
 /*
  * Define every delaysched.* parameter.  Called once from _PG_init.
  */
 void
 delaysched_define_gucs(void)
 {
+	DefineCustomStringVariable("delaysched.databases",
+							   "Databases delaysched serves: \"*\" (every database where the extension is installed) or a comma-separated list.",
+							   "A database must also have the extension installed; sched.add refuses to schedule tasks elsewhere.",
+							   &delaysched_databases,
+							   "*",
+							   PGC_SIGHUP,
+							   GUC_LIST_INPUT,
+							   delaysched_check_database_list, NULL, NULL);
+
 	DefineCustomStringVariable("delaysched.database",
-							   "Database whose tasks the delaysched workers deliver.",
-							   "sched.add refuses to schedule tasks in any other database.",
+							   "Deprecated: one database to serve, as delaysched.databases = that name.",
+							   "Used only while delaysched.databases is \"*\", and only if set.",
 							   &delaysched_database,
 							   "postgres",
-							   PGC_POSTMASTER,
+							   PGC_SIGHUP,
 							   0,
-							   NULL, NULL, NULL);
+							   delaysched_check_database, delaysched_assign_database, NULL);
+
+	DefineCustomIntVariable("delaysched.max_databases",
+							"Most databases delaysched serves at once.",
+							"Each has its ranges, workers and hand-off rings in shared memory; "
+							"CREATE EXTENSION refuses a database beyond this many.",
+							&delaysched_max_databases,
+							64, 1, DELAYSCHED_MAX_DATABASES,
+							PGC_POSTMASTER,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("delaysched.max_workers",
+							"Most delaysched workers (scanners and HTTP workers) across all databases.",
+							"The launcher also leaves max_worker_processes room for itself and for one "
+							"short-lived probe.  When short, every database gets one scanner before any gets two.",
+							&delaysched_max_workers,
+							64, 1, 4096,
+							PGC_SIGHUP,
+							0,
+							NULL, NULL, NULL);
 
 	DefineCustomIntVariable("delaysched.batch_size",
 							"Most tasks delivered in one worker transaction.",
@@ -123,11 +253,11 @@ delaysched_define_gucs(void)
 							NULL, NULL, NULL);
 
 	DefineCustomIntVariable("delaysched.workers",
-							"Number of scanner workers.",
+							"Number of scanner workers per database served.",
 							"They share the ranges; more workers drain a burst faster, up to the number of ranges.",
 							&delaysched_workers,
 							2, 1, DELAYSCHED_MAX_WORKERS,
-							PGC_POSTMASTER,
+							PGC_SIGHUP,
 							0,
 							NULL, NULL, NULL);
 
@@ -161,7 +291,7 @@ delaysched_define_gucs(void)
 							 NULL, NULL, NULL);
 
 	DefineCustomIntVariable("delaysched.http_workers",
-							"Number of HTTP workers, which send the requests of http business types.",
+							"Number of HTTP workers per database served, which send the requests of http business types.",
 							"Each drives many requests at once; 0 sends none (http tasks wait).",
 							&delaysched_http_workers,
 							1, 0, DELAYSCHED_MAX_HTTP_WORKERS,

@@ -8,7 +8,10 @@
 #ifndef DELAYSCHED_GUC_H
 #define DELAYSCHED_GUC_H
 
+extern char *delaysched_databases;
 extern char *delaysched_database;
+extern int	delaysched_max_databases;
+extern int	delaysched_max_workers;
 extern int	delaysched_batch_size;
 extern int	delaysched_sweep_interval_ms;
 extern int	delaysched_retention_s;
@@ -24,5 +27,7 @@ extern int	delaysched_http_workers;
 extern int	delaysched_http_max_in_flight;
 
 extern void delaysched_define_gucs(void);
+extern bool delaysched_database_listed(const char *name);
+extern bool delaysched_database_is_set(void);
 
 #endif							/* DELAYSCHED_GUC_H */

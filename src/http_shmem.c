@@ -1,8 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * http_shmem.c
- *		Allocation of the HTTP workers' slots in shared memory, and the
- *		wake-up of every HTTP worker after a commit that parked http tasks.
+ *		The HTTP workers' slots of a database in shared memory (allocated
+ *		with the database's area, shmem.c), and the wake-up of every HTTP
+ *		worker after a commit that parked http tasks.
  *		The locking rules are in http_shmem.h.
  *
  *-------------------------------------------------------------------------
@@ -16,32 +17,28 @@
 
 HttpWorkerSlot *delaysched_http_slots = NULL;
 
+/* The slots of one database: delaysched.http_workers of them. */
 Size
 delaysched_http_shmem_size(void)
 {
-	return mul_size(sizeof(HttpWorkerSlot), DELAYSCHED_MAX_HTTP_WORKERS);
+	return mul_size(sizeof(HttpWorkerSlot), delaysched_http_workers);
 }
 
 /*
- * Create or attach to the slots; called with AddinShmemInitLock held, after
- * the "delaysched" tranche exists.
+ * Make one database's slots as new (see delaysched_init_database_area);
+ * their LWLocks are that database entry's.
  */
 void
-delaysched_http_shmem_init(void)
+delaysched_http_init_slots(HttpWorkerSlot *slots, int database)
 {
-	bool		found;
-
-	delaysched_http_slots = ShmemInitStruct("delaysched http workers",
-											delaysched_http_shmem_size(),
-											&found);
-	if (found)
-		return;
-	memset(delaysched_http_slots, 0, delaysched_http_shmem_size());
-	for (int i = 0; i < DELAYSCHED_MAX_HTTP_WORKERS; i++)
+	for (int i = 0; i < delaysched_http_workers; i++)
 	{
-		HttpWorkerSlot *slot = &delaysched_http_slots[i];
+		HttpWorkerSlot *slot = &slots[i];
 
-		slot->lock = delaysched_lwlock(DELAYSCHED_LWLOCK_HTTP + i);
+		/* The lock pointer is never zeroed (see delaysched_init_database_area). */
+		slot->lock = delaysched_database_lwlock(database, DELAYSCHED_LWLOCK_HTTP + i);
+		memset((char *) slot + offsetof(HttpWorkerSlot, pid), 0,
+			   offsetof(HttpWorkerSlot, handoff) - offsetof(HttpWorkerSlot, pid));
 		pg_atomic_init_u64(&slot->last_claim, 0);
 		pg_atomic_init_u64(&slot->sent, 0);
 		pg_atomic_init_u64(&slot->succeeded, 0);

@@ -5,8 +5,10 @@
  *		counters for sched.workers and the ring through which scanners hand
  *		it leased tasks (http_handoff.c).
  *
- * Locking.  Each slot has an LWLock of its own (DELAYSCHED_LWLOCK_HTTP + the
- * worker's index in the "delaysched" tranche, see shmem.h), so that
+ * Each database served has its own slots (cluster.h).
+ *
+ * Locking.  Each slot has an LWLock of its own (its database's
+ * DELAYSCHED_LWLOCK_HTTP + the worker's index, see shmem.h), so that
  * scanners handing tasks to one worker never wait for another:
  *
  *	 lock guards pid, latch, in_flight, max_in_flight, handoff_head,
@@ -87,11 +89,15 @@ typedef struct HttpWorkerSlot
 	HttpHandoff handoff[HTTP_HANDOFF_RING];
 } HttpWorkerSlot;
 
-/* DELAYSCHED_MAX_HTTP_WORKERS slots, of which delaysched.http_workers are used. */
+/*
+ * The delaysched.http_workers slots of the database this process works
+ * for (see cluster.h); NULL while it has none.
+ */
 extern HttpWorkerSlot *delaysched_http_slots;
 
 extern Size delaysched_http_shmem_size(void);
-extern void delaysched_http_shmem_init(void);
+extern void delaysched_http_init_slots(HttpWorkerSlot *slots, int database);
+extern HttpWorkerSlot *delaysched_database_http_slots(int database);
 extern void delaysched_http_wake_all(void);
 
 #endif							/* DELAYSCHED_HTTP_SHMEM_H */

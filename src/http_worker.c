@@ -110,15 +110,6 @@ static int	ended_since_claim = 0;
 /* Shorthand: this worker's slot (see http_shmem.h for its locking). */
 #define MY_SLOT (&delaysched_http_slots[my_index])
 
-/*
- * Register the HTTP workers with the postmaster; called from _PG_init.
- */
-void
-delaysched_register_http_workers(void)
-{
-	delaysched_register_workers(delaysched_http_workers, "delaysched_http_main", "http");
-}
-
 /* before_shmem_exit callback: this worker is gone.  Takes its slot's lock. */
 static void
 http_detach(int code, Datum arg)
@@ -130,13 +121,31 @@ http_detach(int code, Datum arg)
 	LWLockRelease(MY_SLOT->lock);
 }
 
+/* The in-flight cap http_attach records; set before it runs. */
+static int	attach_cap = 0;
+
 /*
- * Take slot "index" for this process, its counters at zero.  Takes its
- * slot's lock.
+ * Take slot "index" of this database's HTTP workers for this process, its
+ * counters at zero; false if another worker has it.  Takes its slot's lock.
  */
-static void
-http_attach(int index, int max_in_flight)
+static bool
+http_attach(int index)
 {
+	HttpWorkerSlot *slot;
+
+	if (index < 0 || index >= delaysched_http_workers)
+		return false;
+	slot = &delaysched_http_slots[index];
+	LWLockAcquire(slot->lock, LW_EXCLUSIVE);
+	if (slot->pid != 0)
+	{
+		LWLockRelease(slot->lock);
+		return false;
+	}
+	slot->pid = MyProcPid;
+	slot->latch = NULL;
+	LWLockRelease(slot->lock);
+
 	my_index = index;
 	/* What the previous run was handed is for sched._http_release. */
 	delaysched_handoff_clear(my_index);
@@ -149,12 +158,12 @@ http_attach(int index, int max_in_flight)
 	pg_atomic_write_u32(&MY_SLOT->claim_wanted, 0);
 	/* Not the ring: scanners' open transactions hold places in it. */
 	LWLockAcquire(MY_SLOT->lock, LW_EXCLUSIVE);
-	MY_SLOT->pid = MyProcPid;
 	MY_SLOT->latch = MyLatch;
 	MY_SLOT->in_flight = 0;
-	MY_SLOT->max_in_flight = max_in_flight;
+	MY_SLOT->max_in_flight = attach_cap;
 	LWLockRelease(MY_SLOT->lock);
 	before_shmem_exit(http_detach, (Datum) 0);
+	return true;
 }
 
 /*
@@ -414,10 +423,8 @@ delaysched_http_main(Datum main_arg)
 	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
 	BackgroundWorkerUnblockSignals();
 
-	my_index = DatumGetInt32(main_arg);
-	cap = in_flight_cap();
-	http_attach(my_index, cap);
-	BackgroundWorkerInitializeConnection(delaysched_database, NULL, 0);
+	cap = attach_cap = in_flight_cap();
+	delaysched_join_database(http_attach, DatumGetInt32(main_arg));
 	pgstat_report_appname("delaysched http");
 	delaysched_setup_worker_session();
 
@@ -443,6 +450,9 @@ delaysched_http_main(Datum main_arg)
 			cap = in_flight_cap();
 			delaysched_http_driver_set_cap(cap);
 		}
+		/* The launcher stops a database's workers; this spares a round. */
+		if (!delaysched_database_wanted())
+			ShutdownRequestPending = true;
 		if (ShutdownRequestPending)
 		{
 			if (n_results > 0)
@@ -453,12 +463,8 @@ delaysched_http_main(Datum main_arg)
 													 store_work, &call);
 				forget_results();
 			}
-			/*
-			 * Exit code 1, as the standard SIGTERM handler's FATAL would: the
-			 * postmaster starts the worker again after bgw_restart_time (at
-			 * a server shutdown it does not, whatever the code).
-			 */
-			proc_exit(1);
+			/* The launcher starts it again if its database is still served. */
+			proc_exit(0);
 		}
 		CHECK_FOR_INTERRUPTS();
 

@@ -10,7 +10,6 @@
 
 #include "postgres.h"
 
-extern void delaysched_register_http_workers(void);
 extern PGDLLEXPORT void delaysched_http_main(Datum main_arg);
 
 #endif							/* DELAYSCHED_HTTP_WORKER_H */

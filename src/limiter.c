@@ -26,10 +26,19 @@
  * all), the drain probes every type instead ("probe_all"), and it also does
  * so now and then as a backstop.
  *
+ * Several databases.  Buckets and hints are per database: the hash key is
+ * (database, type), and delaysched.max_biz_types counts the entries of
+ * every database together.  Each database's drain reads its own hints and
+ * its own probe flags (DelayschedShared.probe_all, last_full_probe).  The
+ * global bucket of delaysched.max_deliveries_per_second is the cluster's:
+ * the cap protects the one server.  Drains of several databases share it
+ * (see delaysched_take_global_tokens).
+ *
  * Locking: one LWLock (DELAYSCHED_LWLOCK_LIMITER of the "delaysched"
- * tranche, see shmem.h) guards the hash table and the global bucket.  It is
- * held for a lookup and a few arithmetic operations, never across anything
- * that can fail.
+ * tranche, see shmem.h) guards the hash table, the global bucket, and the
+ * limiter's fields of each database's DelayschedShared.  It is held for a
+ * lookup and a few arithmetic operations (or a walk of the databases),
+ * never across anything that can fail.
  *
  *-------------------------------------------------------------------------
  */
@@ -38,6 +47,7 @@
 #include <math.h>
 
 #include "access/xact.h"
+#include "miscadmin.h"
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
 #include "utils/builtins.h"
@@ -45,6 +55,7 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
+#include "cluster.h"
 #include "compat.h"
 #include "guc.h"
 #include "limiter.h"
@@ -54,10 +65,17 @@
 /* How often the drain probes every type, hinted or not. */
 #define FULL_PROBE_EVERY_MS		5000
 
+/* A business type of a database: the hash key. */
+typedef struct BucketKey
+{
+	Oid			database;
+	char		name[NAMEDATALEN];
+} BucketKey;
+
 /* One business type's bucket and hint. */
 typedef struct TypeBucket
 {
-	char		name[NAMEDATALEN];	/* hash key */
+	BucketKey	key;			/* hash key */
 	double		rate;			/* tokens per second; 0: a hint only */
 	int			burst;
 	double		tokens;
@@ -72,8 +90,6 @@ typedef struct LimiterShared
 	double		global_rate;	/* as last used; 0 before */
 	double		global_tokens;
 	TimestampTz global_refilled_at;
-	bool		probe_all;		/* a hint was lost: look at every type */
-	TimestampTz last_full_probe;
 } LimiterShared;
 
 static LimiterShared *limiter = NULL;
@@ -87,6 +103,7 @@ PG_FUNCTION_INFO_V1(delaysched_note_parked_sql);
 PG_FUNCTION_INFO_V1(delaysched_take_tokens_sql);
 PG_FUNCTION_INFO_V1(delaysched_return_tokens_sql);
 PG_FUNCTION_INFO_V1(delaysched_forget_bucket_sql);
+PG_FUNCTION_INFO_V1(delaysched_buckets_elsewhere_sql);
 
 Size
 delaysched_limiter_shmem_size(void)
@@ -107,14 +124,35 @@ delaysched_limiter_shmem_init(void)
 	{
 		memset(limiter, 0, sizeof(LimiterShared));
 		limiter->lock = delaysched_lwlock(DELAYSCHED_LWLOCK_LIMITER);
-		limiter->probe_all = true;	/* hints do not survive a restart */
 	}
 	memset(&info, 0, sizeof(info));
-	info.keysize = NAMEDATALEN;
+	info.keysize = sizeof(BucketKey);
 	info.entrysize = sizeof(TypeBucket);
 	buckets = ShmemInitHash("delaysched token buckets",
 							delaysched_max_biz_types, delaysched_max_biz_types,
-							&info, HASH_ELEM | HASH_STRINGS);
+							&info, HASH_ELEM | HASH_BLOBS);
+}
+
+/* The key of type biz of the current database. */
+static void
+make_key(BucketKey *key, const char *biz)
+{
+	memset(key, 0, sizeof(BucketKey));
+	key->database = MyDatabaseId;
+	strlcpy(key->name, biz, NAMEDATALEN);
+}
+
+/*
+ * A hint of database dboid was lost: its drain must look at every type.
+ * Lock held exclusively.
+ */
+static void
+hint_lost(Oid dboid)
+{
+	int			index = delaysched_find_database(dboid);
+
+	if (index >= 0)
+		delaysched_database_area(index)->probe_all = true;
 }
 
 static void
@@ -148,10 +186,10 @@ find_or_make(const char *biz)
 {
 	TypeBucket *entry;
 	bool		found;
-	char		key[NAMEDATALEN];
+	BucketKey	key;
 
-	strlcpy(key, biz, NAMEDATALEN);
-	entry = hash_search(buckets, key, HASH_FIND, NULL);
+	make_key(&key, biz);
+	entry = hash_search(buckets, &key, HASH_FIND, NULL);
 	if (entry != NULL)
 		return entry;
 
@@ -171,11 +209,11 @@ find_or_make(const char *biz)
 		if (victim == NULL)
 			return NULL;
 		if (victim->backlog)
-			limiter->probe_all = true;
-		hash_search(buckets, victim->name, HASH_REMOVE, NULL);
+			hint_lost(victim->key.database);
+		hash_search(buckets, &victim->key, HASH_REMOVE, NULL);
 	}
 
-	entry = hash_search(buckets, key, HASH_ENTER, &found);
+	entry = hash_search(buckets, &key, HASH_ENTER, &found);
 	if (!found)
 	{
 		entry->rate = 0;
@@ -226,10 +264,13 @@ delaysched_return_tokens(const char *biz, int n)
 {
 	TypeBucket *entry;
 
+	BucketKey	key;
+
 	if (n <= 0)
 		return;
+	make_key(&key, biz);
 	LWLockAcquire(limiter->lock, LW_EXCLUSIVE);
-	entry = hash_search(buckets, biz, HASH_FIND, NULL);
+	entry = hash_search(buckets, &key, HASH_FIND, NULL);
 	if (entry != NULL && entry->rate > 0)
 		entry->tokens = Min((double) entry->burst, entry->tokens + n);
 	LWLockRelease(limiter->lock);
@@ -245,10 +286,38 @@ global_burst(double rate)
 	return Max(1.0, rate / 10.0);
 }
 
+/*
+ * How many databases' drains wanted tokens of the global cap in the last
+ * second, this one included.  Lock held.
+ */
+static int
+databases_wanting(TimestampTz now)
+{
+	int			n = 0;
+
+	for (int d = 0; d < delaysched_cluster->max_databases; d++)
+	{
+		if (!OidIsValid(pg_atomic_read_u32(&delaysched_cluster->databases[d].dboid)))
+			continue;
+		if (delaysched_database_area(d)->global_wanted_at > now - USECS_PER_SEC ||
+			d == delaysched_database_index)
+			n++;
+	}
+	return Max(n, 1);
+}
+
+/*
+ * Take up to want tokens of the global cap for the current database's
+ * drain.  The cap protects the one server, so its bucket is the cluster's;
+ * while several databases' drains want tokens, each takes at most its
+ * share of what the bucket holds (rounded up), so that none starves the
+ * others, as the drain shares a database's tokens out between its types.
+ */
 int
 delaysched_take_global_tokens(double rate, int want, TimestampTz now, TimestampTz *next_token)
 {
 	int			taken;
+	double		share;
 
 	LWLockAcquire(limiter->lock, LW_EXCLUSIVE);
 	if (limiter->global_rate == 0)
@@ -258,7 +327,10 @@ delaysched_take_global_tokens(double rate, int want, TimestampTz now, TimestampT
 	}
 	limiter->global_rate = rate;
 	refill(&limiter->global_tokens, &limiter->global_refilled_at, rate, global_burst(rate), now);
-	taken = (int) Min((double) want, floor(limiter->global_tokens));
+	share = ceil(limiter->global_tokens / databases_wanting(now));
+	if (delaysched_shared != NULL)
+		delaysched_shared->global_wanted_at = now;
+	taken = (int) Min((double) want, floor(Min(share, limiter->global_tokens)));
 	taken = Max(taken, 0);
 	limiter->global_tokens -= taken;
 	*next_token = next_token_at(limiter->global_tokens, rate, now);
@@ -316,7 +388,7 @@ delaysched_publish_parked(void)
 
 		if (entry == NULL)
 		{
-			limiter->probe_all = true;
+			hint_lost(MyDatabaseId);
 			new_hint = true;
 		}
 		else
@@ -355,19 +427,19 @@ delaysched_backlog_hints(int *count, bool *probe_all, TimestampTz now)
 	hints = palloc(sizeof(BacklogHint) * Max(1, hash_get_num_entries(buckets)));
 	hash_seq_init(&scan, buckets);
 	while ((entry = hash_seq_search(&scan)) != NULL)
-		if (entry->backlog)
+		if (entry->backlog && entry->key.database == MyDatabaseId)
 		{
-			memcpy(hints[n].name, entry->name, NAMEDATALEN);
+			memcpy(hints[n].name, entry->key.name, NAMEDATALEN);
 			hints[n].marks = entry->marks;
 			n++;
 		}
-	*probe_all = limiter->probe_all ||
-		now - limiter->last_full_probe >= (TimestampTz) FULL_PROBE_EVERY_MS * 1000 ||
-		now < limiter->last_full_probe;
+	*probe_all = delaysched_shared->probe_all ||
+		now - delaysched_shared->last_full_probe >= (TimestampTz) FULL_PROBE_EVERY_MS * 1000 ||
+		now < delaysched_shared->last_full_probe;
 	if (*probe_all)
 	{
-		limiter->probe_all = false;
-		limiter->last_full_probe = now;
+		delaysched_shared->probe_all = false;
+		delaysched_shared->last_full_probe = now;
 	}
 	LWLockRelease(limiter->lock);
 	*count = n;
@@ -382,14 +454,16 @@ void
 delaysched_backlog_drained(const char *biz, uint64 marks)
 {
 	TypeBucket *entry;
+	BucketKey	key;
 
+	make_key(&key, biz);
 	LWLockAcquire(limiter->lock, LW_EXCLUSIVE);
-	entry = hash_search(buckets, biz, HASH_FIND, NULL);
+	entry = hash_search(buckets, &key, HASH_FIND, NULL);
 	if (entry != NULL && entry->marks == marks)
 	{
 		entry->backlog = false;
 		if (entry->rate == 0)
-			hash_search(buckets, biz, HASH_REMOVE, NULL);
+			hash_search(buckets, &key, HASH_REMOVE, NULL);
 	}
 	LWLockRelease(limiter->lock);
 }
@@ -409,11 +483,13 @@ delaysched_tokens_sql(PG_FUNCTION_ARGS)
 	int			burst = PG_GETARG_INT32(2);
 	double		tokens = burst;
 	TypeBucket *entry;
+	BucketKey	key;
 
 	if (!(rate > 0) || burst < 1)
 		PG_RETURN_NULL();
+	make_key(&key, biz);
 	LWLockAcquire(limiter->lock, LW_SHARED);
-	entry = hash_search(buckets, biz, HASH_FIND, NULL);
+	entry = hash_search(buckets, &key, HASH_FIND, NULL);
 	if (entry != NULL && entry->rate > 0)
 	{
 		TimestampTz at = entry->refilled_at;
@@ -494,16 +570,44 @@ delaysched_forget_bucket_sql(PG_FUNCTION_ARGS)
 	char	   *biz = text_to_cstring(PG_GETARG_TEXT_PP(0));
 	bool		dropped = PG_GETARG_BOOL(1);
 	TypeBucket *entry;
+	BucketKey	key;
 
+	make_key(&key, biz);
 	LWLockAcquire(limiter->lock, LW_EXCLUSIVE);
-	entry = hash_search(buckets, biz, HASH_FIND, NULL);
+	entry = hash_search(buckets, &key, HASH_FIND, NULL);
 	if (entry != NULL)
 	{
 		if (entry->backlog && !dropped)
 			entry->rate = 0;
 		else
-			hash_search(buckets, biz, HASH_REMOVE, NULL);
+			hash_search(buckets, &key, HASH_REMOVE, NULL);
 	}
 	LWLockRelease(limiter->lock);
 	PG_RETURN_VOID();
+}
+
+/*
+ * sched._buckets_elsewhere() RETURNS int
+ *
+ * The token buckets of rate-limited types of the other databases:
+ * delaysched.max_biz_types counts the types of every database together, and
+ * sched.define_biz adds this database's own from sched.biz.  (A type whose
+ * bucket was not used since the server started has none yet, and is not
+ * counted here; if the table turns out full when it is, its deliveries wait
+ * and the drain says why, see drain.c.)
+ */
+Datum
+delaysched_buckets_elsewhere_sql(PG_FUNCTION_ARGS)
+{
+	HASH_SEQ_STATUS scan;
+	TypeBucket *entry;
+	int			n = 0;
+
+	LWLockAcquire(limiter->lock, LW_SHARED);
+	hash_seq_init(&scan, buckets);
+	while ((entry = hash_seq_search(&scan)) != NULL)
+		if (entry->rate > 0 && entry->key.database != MyDatabaseId)
+			n++;
+	LWLockRelease(limiter->lock);
+	PG_RETURN_INT32(n);
 }

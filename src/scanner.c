@@ -69,6 +69,7 @@
 #include "utils/timeout.h"
 #include "utils/timestamp.h"
 
+#include "cluster.h"
 #include "compat.h"
 #include "drain.h"
 #include "guc.h"
@@ -88,15 +89,6 @@ static int	my_index = -1;
 
 /* The last thing this worker did was the drain: a range goes next. */
 static bool drained_last = false;
-
-/*
- * Register the scanner workers with the postmaster; called from _PG_init.
- */
-void
-delaysched_register_scanner(void)
-{
-	delaysched_register_workers(delaysched_workers, "delaysched_scanner_main", "scanner");
-}
 
 /*
  * Shorthand: this worker's slot.  Its fields under workers_lock are changed
@@ -158,19 +150,22 @@ worker_detach(int code, Datum arg)
 	LWLockRelease(delaysched_shared->workers_lock);
 }
 
-/* Take slot "index" for this process.  Takes ranges_lock, then workers_lock. */
-static void
+/*
+ * Take slot "index" of this database's scanners for this process; false if
+ * another worker has it.  Takes ranges_lock, then workers_lock.
+ */
+static bool
 worker_attach(int index)
 {
-	my_index = index;
-	/* A predecessor that died without detaching may have left a range marked. */
-	LWLockAcquire(delaysched_shared->ranges_lock, LW_EXCLUSIVE);
-	for (int r = 0; r < DELAYSCHED_MAX_RANGES; r++)
-		if (delaysched_shared->ranges[r].holder == index)
-			delaysched_shared->ranges[r].holder = -1;
-	LWLockRelease(delaysched_shared->ranges_lock);
-
+	if (index < 0 || index >= DELAYSCHED_MAX_WORKERS)
+		return false;
 	LWLockAcquire(delaysched_shared->workers_lock, LW_EXCLUSIVE);
+	if (delaysched_shared->workers[index].pid != 0)
+	{
+		LWLockRelease(delaysched_shared->workers_lock);
+		return false;
+	}
+	my_index = index;
 	drop_drain(index);
 	MY_SLOT->draining = false;
 	MY_SLOT->pid = MyProcPid;
@@ -178,17 +173,27 @@ worker_attach(int index)
 	MY_SLOT->status = SCANNER_DELIVERING;
 	MY_SLOT->range = -1;
 	LWLockRelease(delaysched_shared->workers_lock);
+
+	/* A predecessor that died without detaching may have left a range marked. */
+	LWLockAcquire(delaysched_shared->ranges_lock, LW_EXCLUSIVE);
+	for (int r = 0; r < DELAYSCHED_MAX_RANGES; r++)
+		if (delaysched_shared->ranges[r].holder == index)
+			delaysched_shared->ranges[r].holder = -1;
+	LWLockRelease(delaysched_shared->ranges_lock);
+
 	/* The latch is visible before sleep_until can be non-zero (shmem.h). */
 	pg_write_barrier();
 	pg_atomic_write_u64(&MY_SLOT->sleep_until, 0);
 	pg_atomic_write_u64(&MY_SLOT->delivered, 0);
 	pg_atomic_write_u64(&MY_SLOT->ticks, 0);
 	before_shmem_exit(worker_detach, (Datum) 0);
+	return true;
 }
 
 /*
  * In a transaction of its own: is the extension installed, and with how
- * many ranges?  0 when it is not installed.
+ * many ranges?  0 when it is at another version than this library's, -1
+ * when it is not installed.
  */
 static int
 count_ranges(void)
@@ -201,7 +206,9 @@ count_ranges(void)
 	PushActiveSnapshot(GetTransactionSnapshot());
 	pgstat_report_activity(STATE_RUNNING, "delaysched: looking for the extension");
 
-	if (delaysched_schema_ready())
+	if (!delaysched_extension_installed())
+		nranges = -1;
+	else if (delaysched_schema_ready())
 	{
 		bool		isnull;
 
@@ -567,8 +574,7 @@ delaysched_scanner_main(Datum main_arg)
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
 
-	worker_attach(DatumGetInt32(main_arg));
-	BackgroundWorkerInitializeConnection(delaysched_database, NULL, 0);
+	delaysched_join_database(worker_attach, DatumGetInt32(main_arg));
 	pgstat_report_appname("delaysched scanner");
 	delaysched_setup_worker_session();
 
@@ -592,10 +598,20 @@ delaysched_scanner_main(Datum main_arg)
 			ProcessConfigFile(PGC_SIGHUP);
 		}
 
+		/* The launcher stops a database's workers; this spares a tick. */
+		if (!delaysched_database_wanted())
+			proc_exit(0);
+
 		if (delaysched_shared->nranges == 0)
 		{
 			int			nranges = count_ranges();
 
+			if (nranges < 0)
+			{
+				/* The extension was dropped: this database is served no more. */
+				delaysched_stop_database(MyDatabaseId);
+				proc_exit(0);
+			}
 			if (nranges == 0)
 			{
 				now = GetCurrentTimestamp();

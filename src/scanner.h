@@ -1,8 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * scanner.h
- *		The scanner background workers (delaysched.workers of them), which
- *		walk the ranges and deliver tasks as they fall due (scanner.c).
+ *		The scanner background workers (delaysched.workers of them per
+ *		database, started by the launcher), which walk the ranges and
+ *		deliver tasks as they fall due (scanner.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -11,7 +12,6 @@
 
 #include "postgres.h"
 
-extern void delaysched_register_scanner(void);
 extern PGDLLEXPORT void delaysched_scanner_main(Datum main_arg);
 
 #endif							/* DELAYSCHED_SCANNER_H */

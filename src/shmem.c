@@ -3,9 +3,11 @@
  * shmem.c
  *		Allocation and initialisation of delaysched's shared memory.
  *
- * Three structs: DelayschedShared (ranges, scanner workers, drain; see
- * shmem.h for its locking rules), the HTTP workers' slots (http_shmem.h)
- * and the token buckets (limiter.c).  Their LWLocks are one named tranche,
+ * Three parts: the table of databases served (cluster.h), and for each of
+ * its delaysched.max_databases entries an area with that database's
+ * DelayschedShared (ranges, scanner workers, drain; see shmem.h for its
+ * locking rules) followed by its HTTP workers' slots (http_shmem.h); and
+ * the token buckets (limiter.c).  Their LWLocks are one named tranche,
  * "delaysched", requested here.  All are created once, under
  * AddinShmemInitLock, by whichever process attaches first.
  *
@@ -18,24 +20,50 @@
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
 
+#include "cluster.h"
 #include "compat.h"
+#include "guc.h"
 #include "http_shmem.h"
 #include "limiter.h"
 #include "shmem.h"
 
 DelayschedShared *delaysched_shared = NULL;
 
+/* The databases' areas, one after the other. */
+static char *database_areas = NULL;
+
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
+
+/* One database's area: its DelayschedShared, then its HTTP workers' slots. */
+static Size
+database_area_size(void)
+{
+	return add_size(MAXALIGN(sizeof(DelayschedShared)),
+					MAXALIGN(delaysched_http_shmem_size()));
+}
+
+static int
+lwlocks_per_database(void)
+{
+	return DELAYSCHED_LWLOCK_HTTP + delaysched_http_workers;
+}
+
+static int
+num_lwlocks(void)
+{
+	return DELAYSCHED_LWLOCK_FIRST_DATABASE +
+		delaysched_max_databases * lwlocks_per_database();
+}
 
 static void
 request_shmem(void)
 {
-	Size		size = MAXALIGN(sizeof(DelayschedShared));
+	Size		size = MAXALIGN(delaysched_cluster_shmem_size());
 
-	size = add_size(size, MAXALIGN(delaysched_http_shmem_size()));
+	size = add_size(size, mul_size(database_area_size(), delaysched_max_databases));
 	size = add_size(size, delaysched_limiter_shmem_size());
 	RequestAddinShmemSpace(size);
-	RequestNamedLWLockTranche("delaysched", DELAYSCHED_NUM_LWLOCKS);
+	RequestNamedLWLockTranche("delaysched", num_lwlocks());
 }
 
 /*
@@ -45,8 +73,78 @@ request_shmem(void)
 LWLock *
 delaysched_lwlock(int index)
 {
-	Assert(index >= 0 && index < DELAYSCHED_NUM_LWLOCKS);
+	Assert(index >= 0 && index < num_lwlocks());
 	return &(GetNamedLWLockTranche("delaysched"))[index].lock;
+}
+
+/* A database entry's LWLock "which" (DELAYSCHED_LWLOCK_RANGES, ...). */
+LWLock *
+delaysched_database_lwlock(int database, int which)
+{
+	Assert(which >= 0 && which < lwlocks_per_database());
+	return delaysched_lwlock(DELAYSCHED_LWLOCK_FIRST_DATABASE +
+							 database * lwlocks_per_database() + which);
+}
+
+/* The DelayschedShared of database entry "database". */
+DelayschedShared *
+delaysched_database_area(int database)
+{
+	Assert(database >= 0 && database < delaysched_max_databases);
+	return (DelayschedShared *) (database_areas + database * database_area_size());
+}
+
+/* The HTTP workers' slots of database entry "database". */
+HttpWorkerSlot *
+delaysched_database_http_slots(int database)
+{
+	return (HttpWorkerSlot *) ((char *) delaysched_database_area(database) +
+							   MAXALIGN(sizeof(DelayschedShared)));
+}
+
+/*
+ * Make database entry "database"'s area as new: no worker, no range known.
+ * At start-up, and by whoever takes the entry for a database, with the
+ * cluster's lock held exclusive and no worker of the entry running.
+ */
+void
+delaysched_init_database_area(int database)
+{
+	DelayschedShared *shared = delaysched_database_area(database);
+
+	/*
+	 * The lock pointers are never zeroed, not even for a moment: a backend
+	 * may still be using the entry it knew (see cluster.h).
+	 */
+	shared->ranges_lock = delaysched_database_lwlock(database, DELAYSCHED_LWLOCK_RANGES);
+	shared->workers_lock = delaysched_database_lwlock(database, DELAYSCHED_LWLOCK_WORKERS);
+	memset((char *) shared + offsetof(DelayschedShared, nranges), 0,
+		   sizeof(DelayschedShared) - offsetof(DelayschedShared, nranges));
+	pg_atomic_init_u64(&shared->drain_at, (uint64) DT_NOBEGIN);
+	shared->drainer = -1;
+	pg_atomic_init_u32(&shared->drain_waits_for_slot, 0);
+	pg_atomic_init_u32(&shared->old_schema_reported, 0);
+	shared->probe_all = true;	/* hints do not survive a restart */
+	for (int i = 0; i < DELAYSCHED_MAX_WORKERS; i++)
+	{
+		WorkerSlot *worker = &shared->workers[i];
+
+		worker->status = SCANNER_STOPPED;
+		worker->range = -1;
+		pg_atomic_init_u64(&worker->sleep_until, 0);
+		pg_atomic_init_u64(&worker->last_tick, 0);
+		pg_atomic_init_u64(&worker->delivered, 0);
+		pg_atomic_init_u64(&worker->ticks, 0);
+	}
+	for (int i = 0; i < DELAYSCHED_MAX_RANGES; i++)
+	{
+		RangeState *range = &shared->ranges[i];
+
+		pg_atomic_init_u64(&range->wake_at, (uint64) DT_NOEND);
+		pg_atomic_init_u64(&range->far_added, (uint64) DT_NOEND);
+		delaysched_reset_range(range);
+	}
+	delaysched_http_init_slots(delaysched_database_http_slots(database), database);
 }
 
 #ifdef DELAYSCHED_HAS_SHMEM_REQUEST_HOOK
@@ -62,7 +160,7 @@ delaysched_shmem_request(void)
 #endif
 
 /*
- * Create or attach to the shared struct.
+ * Create or attach to the shared structs.
  */
 static void
 delaysched_shmem_startup(void)
@@ -73,39 +171,15 @@ delaysched_shmem_startup(void)
 		prev_shmem_startup_hook();
 
 	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-	delaysched_shared = ShmemInitStruct("delaysched",
-										sizeof(DelayschedShared),
-										&found);
+	database_areas = ShmemInitStruct("delaysched databases",
+									 mul_size(database_area_size(), delaysched_max_databases),
+									 &found);
 	if (!found)
 	{
-		memset(delaysched_shared, 0, sizeof(DelayschedShared));
-		delaysched_shared->ranges_lock = delaysched_lwlock(DELAYSCHED_LWLOCK_RANGES);
-		delaysched_shared->workers_lock = delaysched_lwlock(DELAYSCHED_LWLOCK_WORKERS);
-		pg_atomic_init_u64(&delaysched_shared->drain_at, (uint64) DT_NOBEGIN);
-		delaysched_shared->drainer = -1;
-		pg_atomic_init_u32(&delaysched_shared->drain_waits_for_slot, 0);
-		pg_atomic_init_u32(&delaysched_shared->old_schema_reported, 0);
-		for (int i = 0; i < DELAYSCHED_MAX_WORKERS; i++)
-		{
-			WorkerSlot *worker = &delaysched_shared->workers[i];
-
-			worker->status = SCANNER_STOPPED;
-			worker->range = -1;
-			pg_atomic_init_u64(&worker->sleep_until, 0);
-			pg_atomic_init_u64(&worker->last_tick, 0);
-			pg_atomic_init_u64(&worker->delivered, 0);
-			pg_atomic_init_u64(&worker->ticks, 0);
-		}
-		for (int i = 0; i < DELAYSCHED_MAX_RANGES; i++)
-		{
-			RangeState *range = &delaysched_shared->ranges[i];
-
-			pg_atomic_init_u64(&range->wake_at, (uint64) DT_NOEND);
-			pg_atomic_init_u64(&range->far_added, (uint64) DT_NOEND);
-			delaysched_reset_range(range);
-		}
+		for (int d = 0; d < delaysched_max_databases; d++)
+			delaysched_init_database_area(d);
 	}
-	delaysched_http_shmem_init();
+	delaysched_cluster_shmem_init();
 	delaysched_limiter_shmem_init();
 	LWLockRelease(AddinShmemInitLock);
 }

@@ -72,12 +72,17 @@
 /* Upper bound of delaysched.http_workers. */
 #define DELAYSCHED_MAX_HTTP_WORKERS	16
 
-/* The LWLocks of the "delaysched" tranche, by index. */
-#define DELAYSCHED_LWLOCK_LIMITER	0	/* limiter.c */
-#define DELAYSCHED_LWLOCK_RANGES	1
-#define DELAYSCHED_LWLOCK_WORKERS	2
-#define DELAYSCHED_LWLOCK_HTTP		3	/* one per HTTP worker (http_shmem.h) */
-#define DELAYSCHED_NUM_LWLOCKS		(DELAYSCHED_LWLOCK_HTTP + DELAYSCHED_MAX_HTTP_WORKERS)
+/*
+ * The LWLocks of the "delaysched" tranche, by index: the limiter's
+ * (limiter.c), the cluster's (cluster.h), then for each database entry its
+ * ranges_lock, its workers_lock and one per HTTP worker (http_shmem.h).
+ */
+#define DELAYSCHED_LWLOCK_LIMITER	0
+#define DELAYSCHED_LWLOCK_CLUSTER	1
+#define DELAYSCHED_LWLOCK_FIRST_DATABASE 2
+#define DELAYSCHED_LWLOCK_RANGES	0	/* within a database's */
+#define DELAYSCHED_LWLOCK_WORKERS	1
+#define DELAYSCHED_LWLOCK_HTTP		2	/* + the HTTP worker's index */
 
 /* What a worker is doing, for sched.workers. */
 typedef enum ScannerStatus
@@ -203,14 +208,30 @@ typedef struct DelayschedShared
 	 */
 	pg_atomic_uint32 old_schema_reported;
 
+	/*
+	 * The limiter's, for this database, under the limiter's lock (see
+	 * limiter.c): a hint was lost, so the drain looks at every type; when
+	 * it last did; when its drain last wanted tokens of the global cap.
+	 */
+	bool		probe_all;
+	TimestampTz last_full_probe;
+	TimestampTz global_wanted_at;
+
 	WorkerSlot	workers[DELAYSCHED_MAX_WORKERS];
 	RangeState	ranges[DELAYSCHED_MAX_RANGES];
 } DelayschedShared;
 
+/*
+ * The state of the database this process works for (see cluster.h); NULL
+ * while it has none.
+ */
 extern DelayschedShared *delaysched_shared;
 
 extern void delaysched_shmem_register(void);
 extern LWLock *delaysched_lwlock(int index);
+extern LWLock *delaysched_database_lwlock(int database, int which);
+extern DelayschedShared *delaysched_database_area(int database);
+extern void delaysched_init_database_area(int database);
 extern void delaysched_reset_range(RangeState *range);
 
 /* Time stamps in atomics (see the top of this file). */

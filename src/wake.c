@@ -20,6 +20,9 @@
  * reports an earlier one.  A task scheduled nearer than that falls in the
  * seconds the scanner looks at directly.
  *
+ * All of it concerns the current database's workers (cluster.h); a
+ * database not served (yet) has none to wake.
+ *
  * The drain (drain.c) is woken the same way, after a commit that parked
  * tasks (the parked types' hints are published first, see limiter.c),
  * changed a type's limits, or freed a slot of a type waiting at its
@@ -33,6 +36,7 @@
 #include "access/xact.h"
 #include "utils/timestamp.h"
 
+#include "cluster.h"
 #include "compat.h"
 #include "guc.h"
 #include "http_shmem.h"
@@ -142,8 +146,9 @@ wake_xact_callback(XactEvent event, void *arg)
 
 	if (pending_earliest == DT_NOEND && !pending_drain && !pending_hints && !pending_http)
 		return;
-	if (delaysched_shared == NULL)
+	if (!delaysched_current_database())
 	{
+		/* Not served (yet): its workers find everything when they start. */
 		forget_pending();
 		return;
 	}
@@ -268,7 +273,7 @@ delaysched_wake_drain(PG_FUNCTION_ARGS)
 	bool		for_slot = !PG_ARGISNULL(0) && PG_GETARG_BOOL(0);
 
 	if (!for_slot ||
-		(delaysched_shared != NULL &&
+		(delaysched_current_database() &&
 		 pg_atomic_read_u32(&delaysched_shared->drain_waits_for_slot) != 0))
 		delaysched_drain_after_commit();
 	PG_RETURN_VOID();

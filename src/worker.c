@@ -20,6 +20,7 @@
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
+#include "storage/ipc.h"
 #include "storage/latch.h"
 #include "tcop/tcopprot.h"
 #include "utils/builtins.h"
@@ -29,6 +30,7 @@
 #include "utils/snapmgr.h"
 #include "utils/timeout.h"
 
+#include "cluster.h"
 #include "compat.h"
 #include "shmem.h"
 #include "worker.h"
@@ -37,30 +39,94 @@
 #define WORKER_LOCK_TIMEOUT		"500ms"
 
 /*
- * Register "count" background workers of one kind ("scanner", "http") whose
- * entry point is the library's function "function"; each gets its index as
- * main_arg.  Called from _PG_init.
+ * Start a worker's life in the database the launcher started it for
+ * (bgw_extra): check that the database is still to be served and no
+ * command needs it to itself, make its state this process's (cluster.h),
+ * take slot "index" with take_slot, and connect.  The cluster's lock is
+ * held while the slot is taken, so that the launcher cannot give the entry
+ * away meanwhile.  A worker that comes too late -- the database is no
+ * longer served, or its slot has a worker already (started by a previous
+ * launcher) -- exits quietly.
  */
 void
-delaysched_register_workers(int count, const char *function, const char *kind)
+delaysched_join_database(bool (*take_slot) (int index), int index)
 {
-	for (int i = 0; i < count; i++)
-	{
-		BackgroundWorker worker;
+	DelayschedWorkerArgs args;
+	DatabaseEntry *entry;
+	bool		joined = false;
 
-		memset(&worker, 0, sizeof(worker));
-		worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-		/* A standby cannot deliver (it cannot write); start on promotion. */
-		worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-		/* Come back quickly after an error: tasks are waiting. */
-		worker.bgw_restart_time = 1;
-		worker.bgw_main_arg = Int32GetDatum(i);
-		snprintf(worker.bgw_library_name, BGW_MAXLEN, "delaysched");
-		snprintf(worker.bgw_function_name, BGW_MAXLEN, "%s", function);
-		snprintf(worker.bgw_name, BGW_MAXLEN, "delaysched %s %d", kind, i);
-		snprintf(worker.bgw_type, BGW_MAXLEN, "delaysched %s", kind);
-		RegisterBackgroundWorker(&worker);
+	memcpy(&args, MyBgworkerEntry->bgw_extra, sizeof(args));
+	if (args.entry < 0 || args.entry >= delaysched_cluster->max_databases)
+		proc_exit(0);
+	entry = &delaysched_cluster->databases[args.entry];
+	LWLockAcquire(delaysched_cluster->lock, LW_SHARED);
+	if (pg_atomic_read_u32(&entry->dboid) == args.dboid &&
+		entry->want == DATABASE_SERVE && entry->leaving_for == 0)
+	{
+		delaysched_use_database(args.entry);
+		joined = take_slot(index);
 	}
+	LWLockRelease(delaysched_cluster->lock);
+	if (!joined)
+		proc_exit(0);
+	BackgroundWorkerInitializeConnectionByOid(args.dboid, InvalidOid, 0);
+}
+
+/*
+ * Is this worker's database still to be served, by its workers, now?  Read
+ * without the lock: the launcher sends SIGTERM anyway; this only spares a
+ * tick.
+ */
+bool
+delaysched_database_wanted(void)
+{
+	DatabaseEntry *entry = &delaysched_cluster->databases[delaysched_database_index];
+
+	return entry->want == DATABASE_SERVE && entry->leaving_for == 0 &&
+		pg_atomic_read_u32(&entry->dboid) == MyDatabaseId;
+}
+
+/*
+ * The installed version of the extension in this database, or NULL.  In a
+ * transaction.
+ */
+static char *
+installed_version(bool *installed)
+{
+	Relation	rel;
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tuple;
+	char	   *version = NULL;
+
+	rel = table_open(ExtensionRelationId, AccessShareLock);
+	ScanKeyInit(&key, Anum_pg_extension_extname, BTEqualStrategyNumber, F_NAMEEQ,
+				CStringGetDatum("delaysched"));
+	scan = systable_beginscan(rel, ExtensionNameIndexId, true, NULL, 1, &key);
+	tuple = systable_getnext(scan);
+	*installed = HeapTupleIsValid(tuple);
+	if (*installed)
+	{
+		bool		isnull;
+		Datum		value = heap_getattr(tuple, Anum_pg_extension_extversion,
+										 RelationGetDescr(rel), &isnull);
+
+		if (!isnull)
+			version = TextDatumGetCString(value);
+	}
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	return version;
+}
+
+/* Is the extension installed in this database, at any version?  In a transaction. */
+bool
+delaysched_extension_installed(void)
+{
+	bool		installed;
+
+	(void) installed_version(&installed);
+	return installed;
 }
 
 /*
@@ -73,30 +139,10 @@ delaysched_register_workers(int count, const char *function, const char *kind)
 bool
 delaysched_schema_ready(void)
 {
-	Relation	rel;
-	ScanKeyData key;
-	SysScanDesc scan;
-	HeapTuple	tuple;
-	char	   *version = NULL;
+	bool		installed;
+	char	   *version = installed_version(&installed);
 	bool		ready;
 	bool		report = false;
-
-	rel = table_open(ExtensionRelationId, AccessShareLock);
-	ScanKeyInit(&key, Anum_pg_extension_extname, BTEqualStrategyNumber, F_NAMEEQ,
-				CStringGetDatum("delaysched"));
-	scan = systable_beginscan(rel, ExtensionNameIndexId, true, NULL, 1, &key);
-	tuple = systable_getnext(scan);
-	if (HeapTupleIsValid(tuple))
-	{
-		bool		isnull;
-		Datum		value = heap_getattr(tuple, Anum_pg_extension_extversion,
-										 RelationGetDescr(rel), &isnull);
-
-		if (!isnull)
-			version = TextDatumGetCString(value);
-	}
-	systable_endscan(scan);
-	table_close(rel, AccessShareLock);
 
 	ready = version != NULL && strcmp(version, DELAYSCHED_SCHEMA_VERSION) == 0;
 	if (version != NULL && !ready)

@@ -24,7 +24,20 @@
  */
 #define DELAYSCHED_ERROR_PAUSE_MS	1000
 
-extern void delaysched_register_workers(int count, const char *function, const char *kind);
+/*
+ * What the launcher (launcher.c) tells a worker it starts, in bgw_extra:
+ * its database, and that database's entry in the table of databases served
+ * (cluster.h; -1 for a probe).
+ */
+typedef struct DelayschedWorkerArgs
+{
+	Oid			dboid;
+	int32		entry;
+} DelayschedWorkerArgs;
+
+extern void delaysched_join_database(bool (*take_slot) (int index), int index);
+extern bool delaysched_database_wanted(void);
+extern bool delaysched_extension_installed(void);
 extern bool delaysched_schema_ready(void);
 extern bool delaysched_run_in_transaction(const char *activity, void (*work) (void *), void *arg);
 extern void delaysched_setup_worker_session(void);

@@ -48,10 +48,17 @@ EOC
 sub poll_until
 {
 	my ($node, $query, $expected, $timeout) = @_;
+	return poll_until_in($node, 'postgres', $query, $expected, $timeout);
+}
+
+# The same in database $dbname.
+sub poll_until_in
+{
+	my ($node, $dbname, $query, $expected, $timeout) = @_;
 	my $deadline = time + ($timeout // 30);
 	while (time < $deadline)
 	{
-		my $got = $node->safe_psql('postgres', $query);
+		my $got = $node->safe_psql($dbname, $query);
 		return 1 if $got eq $expected;
 		usleep(50_000);
 	}

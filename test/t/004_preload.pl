@@ -1,4 +1,5 @@
-# The library must be preloaded; only the configured database is served.
+# The library must be preloaded; only the databases configured are served
+# (delaysched.databases, or the deprecated delaysched.database).
 use strict;
 use warnings;
 
@@ -6,6 +7,7 @@ use FindBin;
 use lib "$FindBin::Bin/../perl";
 use DelayschedTest;
 use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
 use Test::More;
 
 # Not in shared_preload_libraries: a clear refusal, nothing half-installed.
@@ -20,15 +22,20 @@ is($plain->safe_psql('postgres', "SELECT count(*) FROM pg_namespace WHERE nspnam
 	'0', 'no schema left behind');
 $plain->stop;
 
-# Preloaded, serving database "postgres": another database refuses tasks
-# that would never be delivered.
-my $node = DelayschedTest::new_node('served');
+# Preloaded, serving database "postgres" only (by the deprecated name of
+# the setting): another database refuses tasks that would never be
+# delivered, and has no worker.
+my $node = DelayschedTest::new_node('served', extra_conf => "delaysched.database = 'postgres'");
 $node->safe_psql('postgres', 'CREATE DATABASE other');
 $node->safe_psql('other', "CREATE EXTENSION delaysched; SELECT sched.define_biz('x')");
 ($ret, $out, $err) = $node->psql('other',
 	"SELECT sched.add('x', now() + interval '1 minute')");
 isnt($ret, 0, 'sched.add refuses in a database the workers do not serve');
 like($err, qr/delaysched does not deliver tasks of database "other"/, 'the error names the database');
+is($node->safe_psql('postgres', "SELECT count(*) FROM pg_stat_activity WHERE datname = 'other' AND backend_type LIKE 'delaysched%'"),
+	'0', 'and no worker connects to it');
+like(slurp_file($node->logfile), qr/delaysched.database is deprecated: use delaysched.databases/,
+	'the log says the old name is deprecated');
 
 # The scanner runs in the served database and says so.
 ok(DelayschedTest::poll_until($node,
@@ -36,7 +43,21 @@ ok(DelayschedTest::poll_until($node,
 	'the scanner workers are running and idle');
 is($node->safe_psql('postgres',
 	"SELECT string_agg(datname, ',') FROM pg_stat_activity WHERE backend_type = 'delaysched scanner'"),
-	'postgres,postgres', 'both scanner workers are connected to delaysched.database');
+	'postgres,postgres', 'both scanner workers are connected to the database served');
+
+# delaysched.databases, changed with a reload, serves the other database too.
+$node->safe_psql('postgres', "ALTER SYSTEM SET delaysched.databases = 'postgres, other'");
+$node->reload;
+ok(DelayschedTest::poll_until($node,
+	"SELECT count(*) FROM pg_stat_activity WHERE datname = 'other' AND backend_type = 'delaysched scanner'", '2', 15),
+	'a reload that lists another database starts its workers');
+$node->safe_psql('other', "SELECT sched.add('x', now() + interval '1 minute')");
+pass('and sched.add accepts its tasks');
+$node->safe_psql('postgres', "ALTER SYSTEM SET delaysched.databases = 'postgres'");
+$node->reload;
+ok(DelayschedTest::poll_until($node,
+	"SELECT count(*) FROM pg_stat_activity WHERE datname = 'other' AND backend_type LIKE 'delaysched%'", '0', 15),
+	'a reload that no longer lists it stops them');
 
 # Database defaults do not reach the scanner's transactions: with REPEATABLE
 # READ as the database default and claims racing it, the scanner neither
@@ -59,12 +80,12 @@ is($node->safe_psql('postgres', $pids), $scanner_pid,
 	'the workers survived: no serialisation failure restarted them');
 $node->safe_psql('postgres', 'ALTER DATABASE postgres RESET default_transaction_isolation');
 
-# Dropping the extension under the running scanner, then creating it again:
-# the scanner waits, then serves the new installation.
+# Dropping the extension under the running scanners, then creating it
+# again: the scanners leave, and come back for the new installation.
 $node->safe_psql('postgres', 'DROP EXTENSION delaysched');
 ok(DelayschedTest::poll_until($node,
-	"SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'delaysched scanner' AND state = 'idle'",
-	'2', 10), 'the scanner workers outlive DROP EXTENSION');
+	"SELECT count(*) FROM pg_stat_activity WHERE datname = 'postgres' AND backend_type = 'delaysched scanner'",
+	'0', 10), 'the scanner workers leave after DROP EXTENSION');
 $node->safe_psql('postgres', "CREATE EXTENSION delaysched; SELECT sched.define_biz('again', delivery => 'pull')");
 my $listener = DelayschedTest::Listener->start($node, 'postgres', [], 'again');
 $node->safe_psql('postgres', "SELECT sched.add('again', clock_timestamp())");

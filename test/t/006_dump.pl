@@ -50,7 +50,7 @@ my $grants_query = 'SELECT biz_type, role, privilege FROM sched.biz_grants ORDER
 my $dump_fc = $node->basedir . '/dump.custom';
 $node->command_ok([ 'pg_dump', '-Fc', '-d', $node->connstr('postgres'), '-f', $dump_fc ],
 	'pg_dump -Fc succeeds');
-my $other = DelayschedTest::new_node('other', extra_conf => "delaysched.database = 'copy'");
+my $other = DelayschedTest::new_node('other', extra_conf => "delaysched.databases = 'copy'");
 $other->safe_psql('postgres', q{
 	CREATE ROLE regress_filler_1;
 	CREATE ROLE regress_filler_2;
