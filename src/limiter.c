@@ -308,16 +308,21 @@ databases_wanting(TimestampTz now)
 
 /*
  * Take up to want tokens of the global cap for the current database's
- * drain.  The cap protects the one server, so its bucket is the cluster's;
- * while several databases' drains want tokens, each takes at most its
- * share of what the bucket holds (rounded up), so that none starves the
- * others, as the drain shares a database's tokens out between its types.
+ * drain.  The cap protects the one server, so its bucket is the cluster's.
+ * While several databases' drains want tokens, each database also has a
+ * bucket of its own share, filled at the cap divided by their number (and
+ * holding as much of the burst), and takes no more than both hold: so none
+ * starves the others, as the drain shares a database's tokens out between
+ * its types, and one alone has the whole cap.
  */
 int
 delaysched_take_global_tokens(double rate, int want, TimestampTz now, TimestampTz *next_token)
 {
 	int			taken;
-	double		share;
+	int			sharing;
+	double		share_rate;
+	double		share_burst;
+	DelayschedShared *mine = delaysched_shared;
 
 	LWLockAcquire(limiter->lock, LW_EXCLUSIVE);
 	if (limiter->global_rate == 0)
@@ -327,13 +332,24 @@ delaysched_take_global_tokens(double rate, int want, TimestampTz now, TimestampT
 	}
 	limiter->global_rate = rate;
 	refill(&limiter->global_tokens, &limiter->global_refilled_at, rate, global_burst(rate), now);
-	share = ceil(limiter->global_tokens / databases_wanting(now));
-	if (delaysched_shared != NULL)
-		delaysched_shared->global_wanted_at = now;
-	taken = (int) Min((double) want, floor(Min(share, limiter->global_tokens)));
+
+	sharing = databases_wanting(now);
+	share_rate = rate / sharing;
+	share_burst = Max(1.0, global_burst(rate) / sharing);
+	if (mine->global_share_at == 0)
+	{
+		mine->global_share = share_burst;
+		mine->global_share_at = now;
+	}
+	refill(&mine->global_share, &mine->global_share_at, share_rate, share_burst, now);
+	mine->global_wanted_at = now;
+
+	taken = (int) Min((double) want, floor(Min(mine->global_share, limiter->global_tokens)));
 	taken = Max(taken, 0);
 	limiter->global_tokens -= taken;
-	*next_token = next_token_at(limiter->global_tokens, rate, now);
+	mine->global_share -= taken;
+	*next_token = Max(next_token_at(limiter->global_tokens, rate, now),
+					  next_token_at(mine->global_share, share_rate, now));
 	LWLockRelease(limiter->lock);
 	return taken;
 }
@@ -345,8 +361,11 @@ delaysched_return_global_tokens(int n)
 		return;
 	LWLockAcquire(limiter->lock, LW_EXCLUSIVE);
 	if (limiter->global_rate > 0)
+	{
 		limiter->global_tokens = Min(global_burst(limiter->global_rate),
 									 limiter->global_tokens + n);
+		delaysched_shared->global_share += n;
+	}
 	LWLockRelease(limiter->lock);
 }
 

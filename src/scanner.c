@@ -578,6 +578,13 @@ delaysched_scanner_main(Datum main_arg)
 	pgstat_report_appname("delaysched scanner");
 	delaysched_setup_worker_session();
 
+	/*
+	 * What the database's ranges knew may be of an installation that is
+	 * gone (DROP EXTENSION, then CREATE EXTENSION while the workers were
+	 * leaving): look afresh.  The ranges another worker holds keep theirs.
+	 */
+	forget_ranges();
+
 	drained_last = false;
 	for (;;)
 	{

@@ -211,11 +211,14 @@ typedef struct DelayschedShared
 	/*
 	 * The limiter's, for this database, under the limiter's lock (see
 	 * limiter.c): a hint was lost, so the drain looks at every type; when
-	 * it last did; when its drain last wanted tokens of the global cap.
+	 * it last did; when its drain last wanted tokens of the global cap, and
+	 * its share of that cap (tokens, and when last filled; 0: never).
 	 */
 	bool		probe_all;
 	TimestampTz last_full_probe;
 	TimestampTz global_wanted_at;
+	double		global_share;
+	TimestampTz global_share_at;
 
 	WorkerSlot	workers[DELAYSCHED_MAX_WORKERS];
 	RangeState	ranges[DELAYSCHED_MAX_RANGES];
