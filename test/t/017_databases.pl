@@ -2,9 +2,10 @@
 # EXTENSION is all it takes.  Three databases deliver their own tasks to
 # their own listeners only; a fourth, created from template0 or from a
 # template that has the extension, is served; DROP EXTENSION stops a
-# database's workers; DROP DATABASE, ALTER DATABASE ... RENAME and CREATE
-# DATABASE ... TEMPLATE succeed without FORCE while tasks fall due; another
-# role's DROP DATABASE stops nothing; a database whose workers keep failing
+# database's workers; DROP DATABASE, ALTER DATABASE ... RENAME and SET
+# TABLESPACE, and CREATE DATABASE ... TEMPLATE succeed without FORCE while
+# tasks fall due; another role's DROP DATABASE stops nothing; a database
+# whose workers keep failing
 # backs off and stalls no other; the launcher, terminated, adopts the
 # workers, and killed (a crash) loses nothing; CREATE EXTENSION racing DROP
 # DATABASE; a short max_worker_processes still gives every database a
@@ -141,6 +142,13 @@ ok(defined wait_scanners('gamma_copy', 1, 15), 'and so is the copy');
 ok(wait_none_pending('gamma', 30), 'gamma delivered every task across the copy');
 ok(wait_none_pending('gamma_copy', 30), 'and the copy the tasks it copied');
 
+# ALTER DATABASE ... SET TABLESPACE of a served database: the same.
+my $ts_dir = PostgreSQL::Test::Utils::tempdir;
+sql('postgres', qq{CREATE TABLESPACE regress_ts LOCATION '$ts_dir'});
+my ($rc, $out, $err) = $node->psql('postgres', 'ALTER DATABASE gamma_copy SET TABLESPACE regress_ts');
+is($rc, 0, 'ALTER DATABASE SET TABLESPACE of a served database succeeds') or diag($err);
+ok(defined wait_scanners('gamma_copy', 1, 10), 'and the database is served again');
+
 # ---------------------------------------------------------------------------
 # DROP EXTENSION stops a database's workers within a second.
 my $drop_start = time;
@@ -159,7 +167,7 @@ is(scalar(@beta_again) - $beta_before, 20, 'an extension dropped and created aga
 # Another role's DROP DATABASE stops nothing.
 sql('postgres', q{CREATE ROLE mallory LOGIN});
 my $pids = sql('postgres', q{SELECT string_agg(pid::text, ',' ORDER BY pid) FROM pg_stat_activity WHERE datname = 'alpha' AND backend_type LIKE 'delaysched%'});
-my ($rc, $out, $err) = $node->psql('postgres', 'DROP DATABASE alpha', extra_params => [ '-U', 'mallory' ]);
+($rc, $out, $err) = $node->psql('postgres', 'DROP DATABASE alpha', extra_params => [ '-U', 'mallory' ]);
 like($err, qr/must be owner/, "another role's DROP DATABASE is refused");
 is(sql('postgres', q{SELECT string_agg(pid::text, ',' ORDER BY pid) FROM pg_stat_activity WHERE datname = 'alpha' AND backend_type LIKE 'delaysched%'}),
 	$pids, 'and the workers of that database did not move');
