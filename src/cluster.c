@@ -183,30 +183,30 @@ delaysched_stop_database(Oid dboid)
 }
 
 /*
- * The pids of the workers of database entry "index" that run (scanners
- * first, then HTTP workers), at most max of them; returns how many.  Takes
- * the entry's workers_lock and each HTTP slot's lock, shared, in turn.
+ * The pids in database entry "index"'s slots, scanners and HTTP workers.
+ * Takes the entry's workers_lock and each HTTP slot's lock, shared, in
+ * turn.  (The launcher, sched.cluster and the commands that need a
+ * database to themselves all read them here.)
  */
-int
-delaysched_database_pids(int index, pid_t *pids, int max)
+void
+delaysched_database_pids(int index, DatabasePids *pids)
 {
 	DelayschedShared *shared = delaysched_database_area(index);
 	HttpWorkerSlot *slots = delaysched_database_http_slots(index);
-	int			n = 0;
 
+	memset(pids, 0, sizeof(DatabasePids));
 	LWLockAcquire(shared->workers_lock, LW_SHARED);
-	for (int i = 0; i < DELAYSCHED_MAX_WORKERS && n < max; i++)
-		if (shared->workers[i].pid != 0)
-			pids[n++] = shared->workers[i].pid;
+	for (int i = 0; i < DELAYSCHED_MAX_WORKERS; i++)
+		if ((pids->scanners[i] = shared->workers[i].pid) != 0)
+			pids->nscanners++;
 	LWLockRelease(shared->workers_lock);
-	for (int i = 0; i < delaysched_http_workers && n < max; i++)
+	for (int i = 0; i < delaysched_http_workers; i++)
 	{
 		LWLockAcquire(slots[i].lock, LW_SHARED);
-		if (slots[i].pid != 0)
-			pids[n++] = slots[i].pid;
+		if ((pids->http[i] = slots[i].pid) != 0)
+			pids->nhttp++;
 		LWLockRelease(slots[i].lock);
 	}
-	return n;
 }
 
 /*

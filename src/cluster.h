@@ -45,6 +45,8 @@
 #include "storage/lwlock.h"
 #include "utils/timestamp.h"
 
+#include "shmem.h"
+
 /* Upper bound of delaysched.max_databases. */
 #define DELAYSCHED_MAX_DATABASES	1024
 
@@ -115,6 +117,15 @@ extern void delaysched_stop_database(Oid dboid);
 extern bool delaysched_database_has_room(Oid dboid);
 extern void delaysched_wake_launcher(void);
 extern void delaysched_wake_database_workers(int index);
-extern int	delaysched_database_pids(int index, pid_t *pids, int max);
+/* The pids in database entry d's worker slots, by kind and index (0: none). */
+typedef struct DatabasePids
+{
+	pid_t		scanners[DELAYSCHED_MAX_WORKERS];
+	pid_t		http[DELAYSCHED_MAX_HTTP_WORKERS];
+	int			nscanners;		/* non-zero among scanners[] */
+	int			nhttp;			/* non-zero among http[] */
+} DatabasePids;
+
+extern void delaysched_database_pids(int index, DatabasePids *pids);
 
 #endif							/* DELAYSCHED_CLUSTER_H */

@@ -392,35 +392,6 @@ stop(pid_t slot_pid, Started *started)
 		TerminateBackgroundWorker(started->handle);
 }
 
-/* A copy of entry d's slots' pids, by kind and index. */
-typedef struct EntryPids
-{
-	pid_t		scanners[DELAYSCHED_MAX_WORKERS];
-	pid_t		http[DELAYSCHED_MAX_HTTP_WORKERS];
-	int			count;
-} EntryPids;
-
-static void
-read_pids(int d, EntryPids *pids)
-{
-	DelayschedShared *shared = delaysched_database_area(d);
-	HttpWorkerSlot *slots = delaysched_database_http_slots(d);
-
-	memset(pids, 0, sizeof(EntryPids));
-	LWLockAcquire(shared->workers_lock, LW_SHARED);
-	for (int i = 0; i < DELAYSCHED_MAX_WORKERS; i++)
-		if ((pids->scanners[i] = shared->workers[i].pid) != 0)
-			pids->count++;
-	LWLockRelease(shared->workers_lock);
-	for (int i = 0; i < delaysched_http_workers; i++)
-	{
-		LWLockAcquire(slots[i].lock, LW_SHARED);
-		if ((pids->http[i] = slots[i].pid) != 0)
-			pids->count++;
-		LWLockRelease(slots[i].lock);
-	}
-}
-
 /*
  * Entry d is not to run workers now (to be stopped, or a command needs its
  * database): stop those that run, and give the entry back once none does
@@ -430,10 +401,10 @@ static void
 stop_entry(int d, bool give_back)
 {
 	EntryLocal *local = &locals[d];
-	EntryPids	pids;
+	DatabasePids pids;
 	bool		any = false;
 
-	read_pids(d, &pids);
+	delaysched_database_pids(d, &pids);
 	for (int i = 0; i < DELAYSCHED_MAX_WORKERS; i++)
 		if (running(pids.scanners[i], &local->scanners[i]))
 		{
@@ -451,8 +422,9 @@ stop_entry(int d, bool give_back)
 
 	/* None runs: give the entry back, unless it is wanted again. */
 	LWLockAcquire(delaysched_cluster->lock, LW_EXCLUSIVE);
-	read_pids(d, &pids);
-	if (delaysched_cluster->databases[d].want == DATABASE_STOP && pids.count == 0)
+	delaysched_database_pids(d, &pids);
+	if (delaysched_cluster->databases[d].want == DATABASE_STOP &&
+		pids.nscanners + pids.nhttp == 0)
 	{
 		pg_atomic_write_u32(&delaysched_cluster->databases[d].dboid, InvalidOid);
 		delaysched_cluster->databases[d].scanners_granted = 0;
@@ -500,10 +472,10 @@ static int
 trim_entry(int d, int nscanners, int nhttp)
 {
 	EntryLocal *local = &locals[d];
-	EntryPids	pids;
+	DatabasePids pids;
 	int			stopped = 0;
 
-	read_pids(d, &pids);
+	delaysched_database_pids(d, &pids);
 	for (int i = nscanners; i < DELAYSCHED_MAX_WORKERS; i++)
 		if (running(pids.scanners[i], &local->scanners[i]))
 		{
@@ -540,7 +512,7 @@ static bool
 fill_entry(int d, Oid dboid, int nscanners, int nhttp, TimestampTz now)
 {
 	EntryLocal *local = &locals[d];
-	EntryPids	pids;
+	DatabasePids pids;
 	bool		may_start;
 
 	LWLockAcquire(delaysched_cluster->lock, LW_SHARED);
@@ -549,7 +521,7 @@ fill_entry(int d, Oid dboid, int nscanners, int nhttp, TimestampTz now)
 	if (!may_start)
 		return true;
 
-	read_pids(d, &pids);
+	delaysched_database_pids(d, &pids);
 	for (int i = 0; i < nscanners; i++)
 		if (!running(pids.scanners[i], &local->scanners[i]) &&
 			!start_one(&local->scanners[i], "delaysched_scanner_main", "scanner", i, dboid, d, now))

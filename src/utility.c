@@ -209,13 +209,17 @@ leave_database(Oid dboid)
 	pgstat_report_activity(STATE_RUNNING, "delaysched: waiting for a database's workers to exit");
 	for (;;)
 	{
-		pid_t		pids[DELAYSCHED_MAX_WORKERS + DELAYSCHED_MAX_HTTP_WORKERS];
-		int			n = delaysched_database_pids(index, pids, lengthof(pids));
+		DatabasePids pids;
 
-		if (n == 0 || GetCurrentTimestamp() >= deadline)
+		delaysched_database_pids(index, &pids);
+		if (pids.nscanners + pids.nhttp == 0 || GetCurrentTimestamp() >= deadline)
 			break;
-		for (int i = 0; i < n; i++)
-			kill(pids[i], SIGTERM);
+		for (int i = 0; i < DELAYSCHED_MAX_WORKERS; i++)
+			if (pids.scanners[i] != 0)
+				kill(pids.scanners[i], SIGTERM);
+		for (int i = 0; i < DELAYSCHED_MAX_HTTP_WORKERS; i++)
+			if (pids.http[i] != 0)
+				kill(pids.http[i], SIGTERM);
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 10, PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);

@@ -200,28 +200,6 @@ delaysched_worker_status(PG_FUNCTION_ARGS)
 
 #define CLUSTER_COLUMNS 12
 
-/* The running workers of database entry d, by kind. */
-static void
-count_running(int d, int *scanners, int *http)
-{
-	DelayschedShared *shared = delaysched_database_area(d);
-	HttpWorkerSlot *slots = delaysched_database_http_slots(d);
-
-	*scanners = *http = 0;
-	LWLockAcquire(shared->workers_lock, LW_SHARED);
-	for (int i = 0; i < DELAYSCHED_MAX_WORKERS; i++)
-		if (shared->workers[i].pid != 0)
-			(*scanners)++;
-	LWLockRelease(shared->workers_lock);
-	for (int i = 0; i < delaysched_http_workers; i++)
-	{
-		LWLockAcquire(slots[i].lock, LW_SHARED);
-		if (slots[i].pid != 0)
-			(*http)++;
-		LWLockRelease(slots[i].lock);
-	}
-}
-
 /* The earliest time pointer of database entry d's ranges; DT_NOEND if none known. */
 static TimestampTz
 oldest_pointer(int d)
@@ -284,8 +262,7 @@ delaysched_cluster_status(PG_FUNCTION_ARGS)
 		DatabaseEntry entry;
 		Oid			dboid;
 		char	   *name;
-		int			scanners;
-		int			http;
+		DatabasePids pids;
 		TimestampTz oldest;
 		const char *state;
 
@@ -302,14 +279,14 @@ delaysched_cluster_status(PG_FUNCTION_ARGS)
 		if (!OidIsValid(dboid))
 			continue;
 		name = get_database_name(dboid);
-		count_running(d, &scanners, &http);
+		delaysched_database_pids(d, &pids);
 		oldest = oldest_pointer(d);
 
 		if (entry.want != DATABASE_SERVE)
 			state = "stopping";
 		else if (entry.leaving_for != 0)
 			state = "leaving";
-		else if (entry.retry_at > now && scanners == 0)
+		else if (entry.retry_at > now && pids.nscanners == 0)
 			state = "backing off";
 		else
 			state = "served";
@@ -319,9 +296,9 @@ delaysched_cluster_status(PG_FUNCTION_ARGS)
 		values[1] = DirectFunctionCall1(namein, CStringGetDatum(name != NULL ? name : psprintf("%u", dboid)));
 		nulls[2] = true;
 		values[3] = CStringGetTextDatum(state);
-		values[4] = Int32GetDatum(scanners);
+		values[4] = Int32GetDatum(pids.nscanners);
 		values[5] = Int32GetDatum(entry.scanners_granted);
-		values[6] = Int32GetDatum(http);
+		values[6] = Int32GetDatum(pids.nhttp);
 		values[7] = Int32GetDatum(entry.http_granted);
 		values[8] = Int32GetDatum(entry.failures);
 		values[9] = TimestampTzGetDatum(entry.retry_at);
