@@ -687,6 +687,10 @@ delaysched_scanner_main(Datum main_arg)
 			(now - range.full_sweep_at >= DELAYSCHED_FULL_SWEEP_EVERY ||
 			 now < range.full_sweep_at);
 		request.late_from = full ? DT_NOBEGIN : range.late_from;
+		/* Its next regular sweep, as finish_range will record it. */
+		request.ticked_again_by = sweep_every +
+			(request.sweep ? sweep_grid_point(r, delaysched_shared->nranges, now, sweep_every)
+			 : range.last_sweep);
 		request.lease_from = full ? DT_NOBEGIN : range.lease_from;
 		request.purge_done_from = full ? DT_NOBEGIN : range.purge_done_from;
 		request.purge_dead_from = full ? DT_NOBEGIN : range.purge_dead_from;

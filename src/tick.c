@@ -55,7 +55,21 @@
  * The next due time.  After the walk, the tick probes the rest of the
  * current second and the next second, one partition each; beyond them,
  * the far search looks at the whole table, and its answer is kept a while
- * (far_due).
+ * (far_due).  The far search is spared when the range is ticked again
+ * anyway before those two seconds are over (its next regular sweep, once
+ * a second by default): that tick probes the seconds then ahead, so a
+ * task beyond them is found in time without a search of the whole table.
+ *
+ * An idle range.  Every range is swept once a second, in every database
+ * served, with nothing due: what such a tick costs is what a served
+ * database costs when idle.  A statement on the parent table starts an
+ * index scan of every partition (60 by default), about ten times the cost
+ * of one on a leaf.  So an idle sweep keeps to the leaves where it can:
+ * the late tasks behind the pointer are looked for second by second when
+ * they can only lie in the few seconds since the last sweep, and the one
+ * search of the lease index (which spans every partition) comes first,
+ * telling at once whether any lease ran out (then, and only then, the
+ * expiry runs) and when the next one will.
  *
  * A held horizon.  A delivered task's entry stays in the pending index,
  * and an acknowledged task's in the lease index, until vacuum removes
@@ -601,15 +615,47 @@ far_due(int range, TimestampTz horizon, TimestampTz now)
  * only if both are empty by the far search.  DT_NOEND if none.
  */
 static TimestampTz
-next_due_after(int range, TimestampTz now)
+next_due_after(int range, TimestampTz now, TimestampTz ticked_again_by)
 {
 	TimestampTz second = second_of(now);
+	TimestampTz horizon = second + 2 * USECS_PER_SEC;
 	TimestampTz found;
 
 	if (first_due_in_second(range, now + 1, second + USECS_PER_SEC, &found) ||
-		first_due_in_second(range, second + USECS_PER_SEC, second + 2 * USECS_PER_SEC, &found))
+		first_due_in_second(range, second + USECS_PER_SEC, horizon, &found))
 		return found;
-	return far_due(range, second + 2 * USECS_PER_SEC, now);
+
+	/*
+	 * Ticked again before the horizon, the range probes the seconds then
+	 * ahead: nothing is due before the horizon, and what is after it is
+	 * that tick's to find.
+	 */
+	if (ticked_again_by < horizon)
+		return horizon;
+	return far_due(range, horizon, now);
+}
+
+/*
+ * The earliest pending task of a range in [from, before), DT_NOEND if none.
+ * The search behind the pointer: over a few seconds, probed a partition at
+ * a time (see "An idle range" above); over more, by the parent.
+ */
+#define LATE_PROBE_SECONDS	3
+
+static bool
+first_pending_before(int range, TimestampTz from, TimestampTz before, TimestampTz *run_at)
+{
+	if (from >= before)
+		return false;
+	if (from > before - LATE_PROBE_SECONDS * USECS_PER_SEC)
+	{
+		for (TimestampTz second = second_of(from); second < before; second += USECS_PER_SEC)
+			if (first_due_in_second(range, Max(from, second),
+									Min(second + USECS_PER_SEC, before), run_at))
+				return true;
+		return false;
+	}
+	return first_pending(range, from, -1, run_at) && *run_at < before;
 }
 
 /*
@@ -711,7 +757,7 @@ walk(const TickRequest *request, TimestampTz pointer, int limit, TickResult *res
 		}
 		/* The current second, drained up to now. */
 		new_pointer = Max(new_pointer, second);
-		result->next_due = next_due_after(range, now);
+		result->next_due = next_due_after(range, now, request->ticked_again_by);
 		break;
 	}
 
@@ -746,7 +792,6 @@ deliver_late(const TickRequest *request, TimestampTz pointer, int limit,
 	int			range = request->range;
 	TimestampTz now = request->now;
 	TimestampTz after = request->late_from;
-	int64		after_id = -1;
 	int			n = 0;
 
 	/*
@@ -760,23 +805,18 @@ deliver_late(const TickRequest *request, TimestampTz pointer, int limit,
 		TimestampTz second;
 		Delivered	d;
 
-		if (!first_pending(range, after, after_id, &next) || next >= pointer)
+		if (!first_pending_before(range, after, pointer, &next))
 			break;
 		if (seconds == 0)
 			*late_from = next;
 		second = second_of(next);
-		if (after < second)
-		{
-			after = second;
-			after_id = -1;
-		}
-		d = deliver(bucket_of(second), range, after, after_id,
+		after = Max(after, second);
+		d = deliver(bucket_of(second), range, after, -1,
 					Min(second + USECS_PER_SEC, pointer), now, limit - n, request->park_all);
 		n += d.count;
 		*notified += d.notified;
 		*first_lease = Min(*first_lease, d.first_lease);
 		after = second + USECS_PER_SEC;
-		after_id = -1;
 	}
 	return n;
 }
@@ -830,29 +870,50 @@ delaysched_tick(const TickRequest *request, TickResult *result)
 
 	if (request->sweep)
 	{
-		int			expired;
+		int			expired = 0;
 		int			purged = 0;
-
-		values[0] = Int16GetDatum((int16) request->range);
-		values[1] = TimestampTzGetDatum(request->now);
-		values[2] = Int32GetDatum(request->batch);
-		values[3] = BoolGetDatum(request->park_all);
-		values[4] = TimestampTzGetDatum(request->lease_from);
-		expired = delaysched_fetch_int(plans.expire_leases, values);
+		TimestampTz sweep_end = TimestampTzPlusMilliseconds(request->now,
+															delaysched_sweep_interval_ms);
+		TimestampTz first;
 
 		/*
-		 * Every lease that ran out by now is expired, but for rows others
-		 * held: the next sweep starts at the first of those, or at now
-		 * (leases granted from now on end later; see "A held horizon"
-		 * above).
+		 * The first lease from where the last sweep left off up to the
+		 * next regular sweep: if it has not run out, there is nothing to
+		 * expire and it is when to look again (see "An idle range").
 		 */
-		if (expired < request->batch)
+		values[0] = Int16GetDatum((int16) request->range);
+		values[1] = TimestampTzGetDatum(request->lease_from);
+		values[2] = TimestampTzGetDatum(sweep_end);
+		if (!delaysched_fetch_timestamp(plans.held_lease, values, &first))
+			first = DT_NOEND;
+		if (first > request->now)
+		{
+			result->lease_from = request->now;
+			result->next_sweep = Min(result->next_sweep, first);
+		}
+		else
 		{
 			values[0] = Int16GetDatum((int16) request->range);
-			values[1] = TimestampTzGetDatum(request->lease_from);
-			values[2] = TimestampTzGetDatum(request->now);
-			if (!delaysched_fetch_timestamp(plans.held_lease, values, &result->lease_from))
-				result->lease_from = request->now;
+			values[1] = TimestampTzGetDatum(request->now);
+			values[2] = Int32GetDatum(request->batch);
+			values[3] = BoolGetDatum(request->park_all);
+			values[4] = TimestampTzGetDatum(request->lease_from);
+			expired = delaysched_fetch_int(plans.expire_leases, values);
+
+			/*
+			 * Every lease that ran out by now is expired, but for rows
+			 * others held: the next sweep starts at the first of those, or
+			 * at now (leases granted from now on end later; see "A held
+			 * horizon" above).
+			 */
+			if (expired < request->batch)
+			{
+				values[0] = Int16GetDatum((int16) request->range);
+				values[1] = TimestampTzGetDatum(request->lease_from);
+				values[2] = TimestampTzGetDatum(request->now);
+				if (!delaysched_fetch_timestamp(plans.held_lease, values, &result->lease_from))
+					result->lease_from = request->now;
+			}
 		}
 
 		if (request->range == 0)
@@ -876,14 +937,14 @@ delaysched_tick(const TickRequest *request, TickResult *result)
 
 		if (late >= request->batch || expired >= request->batch || purged >= request->batch)
 			result->next_sweep = request->now;	/* a full batch: again at once */
-		else
+		else if (first <= request->now)
 		{
+			/* Leases ran out: when does the next? */
 			values[0] = Int16GetDatum((int16) request->range);
 			values[1] = TimestampTzGetDatum(request->now);
-			values[2] = TimestampTzGetDatum(TimestampTzPlusMilliseconds(request->now,
-																		delaysched_sweep_interval_ms));
-			if (!delaysched_fetch_timestamp(plans.next_lease, values, &result->next_sweep))
-				result->next_sweep = DT_NOEND;
+			values[2] = TimestampTzGetDatum(sweep_end);
+			if (delaysched_fetch_timestamp(plans.next_lease, values, &first))
+				result->next_sweep = Min(result->next_sweep, first);
 		}
 	}
 
@@ -924,7 +985,8 @@ delaysched_tick_sql(PG_FUNCTION_ARGS)
 	request.cursor.run_at = request.cursor.valid ? PG_GETARG_TIMESTAMPTZ(6) : 0;
 	request.cursor.id = request.cursor.valid ? PG_GETARG_INT64(7) : 0;
 	request.park_all = !PG_ARGISNULL(8) && PG_GETARG_BOOL(8);
-	/* Always a full sweep. */
+	/* Always a full sweep, and the far search when it is asked. */
+	request.ticked_again_by = DT_NOEND;
 	request.late_from = DT_NOBEGIN;
 	request.lease_from = DT_NOBEGIN;
 	request.purge_done_from = DT_NOBEGIN;

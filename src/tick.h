@@ -47,6 +47,13 @@ typedef struct TickRequest
 	bool		park_all;		/* park every notify type's tasks for the
 								 * drain (delaysched.max_deliveries_per_second
 								 * is set) */
+
+	/*
+	 * The latest time the range is ticked again whatever happens (its next
+	 * regular sweep); DT_NOEND if not known.  The far search is spared when
+	 * this comes before the seconds it would look at (see tick.c).
+	 */
+	TimestampTz ticked_again_by;
 } TickRequest;
 
 typedef struct TickResult
