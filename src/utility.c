@@ -15,6 +15,14 @@
  * extension dropped some other way, by DROP SCHEMA ... CASCADE say, is
  * noticed by the workers themselves at their next look.)
  *
+ * Prepared transactions.  A CREATE or DROP EXTENSION in a transaction that
+ * is prepared (PREPARE TRANSACTION) does nothing at the PREPARE: it takes
+ * effect at COMMIT PREPARED, perhaps in another session, which this hook
+ * sees.  COMMIT PREPARED runs in the database where the transaction was
+ * prepared; once it has committed, the hook looks whether the extension
+ * is there now and the database not served (serve it when the statement's
+ * own transaction commits), or the other way round (stop serving it).
+ *
  * Databases.  Some commands fail while any other session is connected to
  * the database they name: DROP DATABASE (without FORCE), ALTER DATABASE ...
  * RENAME TO and SET TABLESPACE, CREATE DATABASE ... TEMPLATE.  PostgreSQL
@@ -45,12 +53,14 @@
 #include "access/xact.h"
 #include "commands/dbcommands.h"
 #include "commands/defrem.h"
+#include "commands/extension.h"
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
 #include "pgstat.h"
 #include "storage/latch.h"
 #include "tcop/utility.h"
 #include "utils/acl.h"
+#include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
 #include "cluster.h"
@@ -248,6 +258,25 @@ return_database(Oid dboid, bool dropped)
 	delaysched_wake_launcher();
 }
 
+/*
+ * COMMIT PREPARED has just committed a transaction of this database's: did
+ * it create or drop the extension?  (See "Prepared transactions" above.)
+ */
+static void
+after_commit_prepared(void)
+{
+	bool		installed;
+	bool		served = delaysched_find_database(MyDatabaseId) >= 0;
+
+	/* The catalogs as of now, with the prepared transaction's changes. */
+	InvalidateCatalogSnapshot();
+	installed = OidIsValid(get_extension_oid("delaysched", true));
+	if (installed && !served && listed_here() && delaysched_database_has_room(MyDatabaseId))
+		after_commit(AT_COMMIT_SERVE, false);
+	else if (!installed && served)
+		after_commit(AT_COMMIT_STOP, false);
+}
+
 static void
 delaysched_utility(DELAYSCHED_UTILITY_ARGS)
 {
@@ -320,6 +349,9 @@ delaysched_utility(DELAYSCHED_UTILITY_ARGS)
 	PG_END_TRY();
 	if (OidIsValid(needed))
 		return_database(needed, dropping);
+	if (IsA(parsetree, TransactionStmt) &&
+		((TransactionStmt *) parsetree)->kind == TRANS_STMT_COMMIT_PREPARED)
+		after_commit_prepared();
 }
 
 /* Install the hook; called from _PG_init. */

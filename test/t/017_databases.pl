@@ -2,7 +2,8 @@
 # EXTENSION is all it takes.  Three databases deliver their own tasks to
 # their own listeners only; a fourth, created from template0 or from a
 # template that has the extension, is served; DROP EXTENSION stops a
-# database's workers; DROP DATABASE, ALTER DATABASE ... RENAME and SET
+# database's workers, and so do both in a prepared transaction once COMMIT
+# PREPARED commits them; DROP DATABASE, ALTER DATABASE ... RENAME and SET
 # TABLESPACE, and CREATE DATABASE ... TEMPLATE succeed without FORCE while
 # tasks fall due; another role's DROP DATABASE stops nothing; a database
 # whose workers keep failing
@@ -26,6 +27,7 @@ max_worker_processes = 32
 delaysched.workers = 1
 delaysched.http_workers = 0
 log_min_messages = log
+max_prepared_transactions = 4
 # A SIGKILL of the launcher, below, is a crash the server recovers from.
 restart_after_crash = on
 EOC
@@ -163,6 +165,22 @@ my $beta_before = scalar($listener{beta}->received);
 add_tasks('beta', 20, 1);
 my @beta_again = $listener{beta}->wait_for($beta_before + 20, 30);
 is(scalar(@beta_again) - $beta_before, 20, 'an extension dropped and created again is served anew');
+
+# In a prepared transaction, CREATE EXTENSION is served once COMMIT
+# PREPARED (another session) commits it, and DROP EXTENSION stops the
+# workers then.
+sql('postgres', q{CREATE DATABASE twophase});
+sql('twophase', q{BEGIN; CREATE EXTENSION delaysched; PREPARE TRANSACTION 'ext_in'});
+ok(!defined wait_scanners('twophase', 1, 1.5), 'a prepared CREATE EXTENSION is not served yet');
+sql('twophase', q{COMMIT PREPARED 'ext_in'});
+my $in = wait_scanners('twophase', 1, 10);
+ok(defined $in && $in < 2.0, sprintf('served %.3f s after COMMIT PREPARED', $in // -1));
+sql('twophase', q{BEGIN; DROP EXTENSION delaysched; PREPARE TRANSACTION 'ext_out'});
+is(scanners('twophase'), '1', 'a prepared DROP EXTENSION stops nothing yet');
+sql('twophase', q{COMMIT PREPARED 'ext_out'});
+my $out_2pc = wait_scanners('twophase', 0, 10);
+ok(defined $out_2pc && $out_2pc < 2.0, sprintf('and no worker %.3f s after its COMMIT PREPARED', $out_2pc // -1));
+sql('postgres', q{DROP DATABASE twophase});
 
 # Another role's DROP DATABASE stops nothing.
 sql('postgres', q{CREATE ROLE mallory LOGIN});
