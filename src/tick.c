@@ -121,6 +121,12 @@
 /* The most seconds one tick walks before it lets the worker look around. */
 #define WALK_MAX_SECONDS	64
 
+/*
+ * The sweep looks for late tasks a partition at a time over at most this
+ * many seconds behind the pointer, and over more by the parent.
+ */
+#define LATE_PROBE_SECONDS	3
+
 /* The far search's answer is used again for at most this long (µs). */
 #define FAR_RECHECK			USECS_PER_SEC
 
@@ -640,8 +646,6 @@ next_due_after(int range, TimestampTz now, TimestampTz ticked_again_by)
  * The search behind the pointer: over a few seconds, probed a partition at
  * a time (see "An idle range" above); over more, by the parent.
  */
-#define LATE_PROBE_SECONDS	3
-
 static bool
 first_pending_before(int range, TimestampTz from, TimestampTz before, TimestampTz *run_at)
 {
