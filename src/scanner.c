@@ -46,6 +46,8 @@
  */
 #include "postgres.h"
 
+#include <math.h>
+
 #include "access/genam.h"
 #include "access/htup_details.h"
 #include "access/table.h"
@@ -455,17 +457,25 @@ pick_range(TimestampTz now, TimestampTz sweep_every, TimestampTz *next,
 /*
  * When a sweep of range r made at "now" counts as made: the latest point at
  * or before now of the range's own grid, sweep_every apart and offset by
- * (r + 1/2) / nranges of it (none on a second's boundary, where every range
- * moves its pointer).  The next sweep falls due at the next point, so the
- * ranges' sweeps (a few milliseconds each: searches of the whole table)
- * are spread over the interval.  Counted from the sweeps' own times, they
- * all fell in the same moment once started together, and held every
- * scanner at once: webhooks due then waited up to 45 ms, every second.
+ * (r + phase) / nranges of it.  The next sweep falls due at the next point,
+ * so the ranges' sweeps (a few milliseconds each) are spread over the
+ * interval.  Counted from the sweeps' own times, they all fell in the same
+ * moment once started together, and held every scanner at once: webhooks
+ * due then waited up to 45 ms, every second.
+ *
+ * The phase, in [0.05, 0.95) (so no sweep on a second's boundary, where
+ * every range moves its pointer), is the database's: 1/2 for the first
+ * served, and for the others the golden-ratio sequence, which spreads any
+ * number of databases evenly.  With one phase for all, range r of every
+ * database was swept at the same instant: ten databases' sweeps at once
+ * on two cores delayed the tasks due then by several milliseconds.
  */
 static TimestampTz
 sweep_grid_point(int r, int nranges, TimestampTz now, TimestampTz sweep_every)
 {
-	TimestampTz offset = sweep_every * (2 * r + 1) / (2 * Max(nranges, 1));
+	double		spread = 0.5 + 0.6180339887 * Max(delaysched_database_index, 0);
+	double		phase = 0.05 + 0.9 * (spread - floor(spread));
+	TimestampTz offset = (TimestampTz) (sweep_every * (r + phase) / Max(nranges, 1));
 	TimestampTz into = (now - offset) % sweep_every;
 
 	if (into < 0)
