@@ -10,7 +10,12 @@
 #   steady-1    test/bench/dsbench's steady load, R tasks/s (default 50) for
 #               S seconds (default 60), in one database with the extension
 #   steady-1-total  N times that load in the one database (the same total
-#               as the next)
+#               as the next), from one dsbench
+#   steady-1-clients  the same total in the one database from N dsbench
+#               runs at R tasks/s each, each with its own type and listener:
+#               the next case's clients, in one database, so that what the
+#               number of databases costs is told apart from what the
+#               number of clients does
 #   steady-N    the same load in each of N databases (default 10) at once,
 #               each with its own dsbench, type and listener; lateness p50,
 #               p99 and max per database and over them all, against both
@@ -95,6 +100,21 @@ steady() {
 	return $status
 }
 
+# steady_types LABEL RATE DB N: N dsbench runs at RATE in DB at once, with
+# types t1..tN; one receipts file per type.
+steady_types() {
+	local label=$1 r=$2 db=$3 n=$4 i pids=() status=0
+	for i in $(seq 1 "$n"); do
+		(cd /tmp && as_pg_user "$dsbench" --system delaysched --workload steady --rate "$r" \
+			--seconds "$seconds" --ack-timeout 30 --label "$label" --name "t$i" --type "t$i" \
+			--csv "$out/$label.csv" --receipts "$out/receipts/$label--t$i.dat" \
+			"$(conninfo "$db")" >/dev/null) &
+		pids+=($!)
+	done
+	for p in "${pids[@]}"; do wait "$p" || status=$?; done
+	return $status
+}
+
 # Lateness percentiles over every receipt of a label (ms).
 lateness() {	# lateness LABEL
 	python3 - "$out/receipts" "$1" <<'EOF'
@@ -124,6 +144,11 @@ log "steady-1-total: $total tasks/s for $seconds s in one database (the N databa
 steady steady-1-total "$total" db1
 read -r nt p50_t p99_t max_t <<<"$(lateness steady-1-total)"
 cpu_t=$(cut -d, -f12 "$out/steady-1-total.csv")
+
+log "steady-1-clients: $rate tasks/s for $seconds s from each of $ndb clients in one database"
+steady_types steady-1-clients "$rate" db1 "$ndb"
+read -r nc p50_c p99_c max_c <<<"$(lateness steady-1-clients)"
+cpu_c=$(cut -d, -f12 "$out/steady-1-clients.csv" | sort -n | tail -1)
 
 log "steady-$ndb: $rate tasks/s for $seconds s in each of $ndb databases"
 dbs=(db1)
@@ -193,12 +218,12 @@ read -r install_median install_max <<<"$(stats "${install_times[@]}")"
 read -r drop_median drop_max <<<"$(stats "${drop_times[@]}")"
 
 {
-	printf '%-26s %14s %14s %14s\n' "figure" "1 db, $rate/s" "1 db, $total/s" "$ndb dbs, $rate/s each"
-	printf '%-26s %14s %14s %14s\n' "deliveries" "$n1" "$nt" "$nn"
-	printf '%-26s %14s %14s %14s\n' "lateness p50 ms" "$p50_1" "$p50_t" "$p50_n"
-	printf '%-26s %14s %14s %14s\n' "lateness p99 ms" "$p99_1" "$p99_t" "$p99_n"
-	printf '%-26s %14s %14s %14s\n' "lateness max ms" "$max_1" "$max_t" "$max_n"
-	printf '%-26s %14s %14s %14s\n' "server cpu %" "$cpu_1" "$cpu_t" "$cpu_n"
+	printf '%-26s %14s %14s %16s %16s\n' "figure" "1 db, $rate/s" "1 db, $total/s" "1 db, $ndb clients" "$ndb dbs, $rate/s each"
+	printf '%-26s %14s %14s %16s %16s\n' "deliveries" "$n1" "$nt" "$nc" "$nn"
+	printf '%-26s %14s %14s %16s %16s\n' "lateness p50 ms" "$p50_1" "$p50_t" "$p50_c" "$p50_n"
+	printf '%-26s %14s %14s %16s %16s\n' "lateness p99 ms" "$p99_1" "$p99_t" "$p99_c" "$p99_n"
+	printf '%-26s %14s %14s %16s %16s\n' "lateness max ms" "$max_1" "$max_t" "$max_c" "$max_n"
+	printf '%-26s %14s %14s %16s %16s\n' "server cpu %" "$cpu_1" "$cpu_t" "$cpu_c" "$cpu_n"
 	printf '%s %s\n' "p99 of each database (ms):" "$per_db"
 	printf '%-36s %s s median, %s s max (%s rounds)\n' "CREATE EXTENSION itself" "$install_median" "$install_max" "$rounds"
 	printf '%-36s %s s median, %s s max (%s rounds)\n' "its commit to the first delivery" "$create_median" "$create_max" "$rounds"

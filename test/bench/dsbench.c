@@ -8,7 +8,8 @@
  *				   --workload burst|steady|idle|pending|enqueue
  *				   [--size N] [--rate R] [--seconds S] [--pending N] [--batch N]
  *				   [--rate-limit R [--burst B]] [--hold snapshot|xid] [--ack-timeout S]
- *				   [--label NAME] [--name NAME] [--csv FILE] [--receipts FILE] CONNINFO
+ *				   [--type NAME] [--label NAME] [--name NAME] [--csv FILE] [--receipts FILE]
+ *				   CONNINFO
  *
  * Systems:
  *	 delaysched  sched.add / sched.add_many; a LISTEN client on channel
@@ -40,6 +41,10 @@
  * transaction id.  Nothing can be vacuumed meanwhile.  The result row then
  * counts the dead tuples of the system's tables at the end (the "dead"
  * column, from pg_stat_user_tables; -1 where not measured).
+ *
+ * --type names delaysched's type and its channel (default "bench").  With
+ * it, several dsbench runs share one database: each empties only its own
+ * type's tasks at the start instead of the whole store.
  *
  * --ack-timeout gives delaysched's type that ack_timeout in seconds (by
  * default one hour, so that no slow acknowledgement is ever redelivered;
@@ -90,6 +95,7 @@ typedef struct Options
 	long		burst;			/* 0: the default */
 	const char *hold;			/* NULL, "snapshot" or "xid": see --hold */
 	long		ack_timeout_s;	/* delaysched's ack_timeout */
+	const char *type;			/* delaysched's type and channel; see --type */
 } Options;
 
 static void
@@ -160,22 +166,31 @@ prepare_system(PGconn *conn, const Options *o)
 	}
 	else
 	{
+		char		sql[256];
+
 		exec_or_die(conn, "CREATE EXTENSION IF NOT EXISTS delaysched");
 		/* Start from an empty store: no pending load from an earlier run. */
-		exec_or_die(conn, "TRUNCATE sched.task, sched.finished, sched.dedupe");
-		char		sql[256];
+		if (strcmp(o->type, "bench") == 0)
+			exec_or_die(conn, "TRUNCATE sched.task, sched.finished, sched.dedupe");
+		else
+		{
+			snprintf(sql, sizeof(sql), "DELETE FROM sched.task WHERE biz_type = '%s'", o->type);
+			exec_or_die(conn, sql);
+			snprintf(sql, sizeof(sql), "DELETE FROM sched.finished WHERE biz_type = '%s'", o->type);
+			exec_or_die(conn, sql);
+		}
 
 		if (o->rate_limit > 0 && o->burst > 0)
 			snprintf(sql, sizeof(sql),
-					 "SELECT sched.define_biz('bench', ack_timeout => '%ld s', rate_limit => %g, burst => %ld)",
-					 o->ack_timeout_s, o->rate_limit, o->burst);
+					 "SELECT sched.define_biz('%s', ack_timeout => '%ld s', rate_limit => %g, burst => %ld)",
+					 o->type, o->ack_timeout_s, o->rate_limit, o->burst);
 		else if (o->rate_limit > 0)
 			snprintf(sql, sizeof(sql),
-					 "SELECT sched.define_biz('bench', ack_timeout => '%ld s', rate_limit => %g)",
-					 o->ack_timeout_s, o->rate_limit);
+					 "SELECT sched.define_biz('%s', ack_timeout => '%ld s', rate_limit => %g)",
+					 o->type, o->ack_timeout_s, o->rate_limit);
 		else
-			snprintf(sql, sizeof(sql), "SELECT sched.define_biz('bench', ack_timeout => '%ld s')",
-					 o->ack_timeout_s);
+			snprintf(sql, sizeof(sql), "SELECT sched.define_biz('%s', ack_timeout => '%ld s')",
+					 o->type, o->ack_timeout_s);
 		exec_or_die(conn, sql);
 	}
 }
@@ -200,8 +215,8 @@ schedule_batch(PGconn *conn, const Options *o, long n, usec_t first, usec_t step
 				 "WITH s AS (SELECT array_agg(to_timestamp(d / 1e6)) AS run_at,"
 				 "  array_agg(jsonb_build_object('due', d)) AS payload"
 				 "  FROM (SELECT %lld + %lld::bigint * g AS d FROM generate_series(0, %ld - 1) g) x)"
-				 " SELECT count(*) FROM s, sched.add_many('bench', s.run_at, s.payload)",
-				 first, step, n);
+				 " SELECT count(*) FROM s, sched.add_many('%s', s.run_at, s.payload)",
+				 first, step, n, o->type);
 	exec_or_die(conn, sql);
 }
 
@@ -217,8 +232,8 @@ schedule_one(PGconn *conn, const Options *o, usec_t due)
 				 " VALUES (to_timestamp(%lld / 1e6), jsonb_build_object('due', %lld))", due, due);
 	else
 		snprintf(sql, sizeof(sql),
-				 "SELECT sched.add('bench', to_timestamp(%lld / 1e6), jsonb_build_object('due', %lld))",
-				 due, due);
+				 "SELECT sched.add('%s', to_timestamp(%lld / 1e6), jsonb_build_object('due', %lld))",
+				 o->type, due, due);
 	exec_or_die(conn, sql);
 }
 
@@ -746,7 +761,12 @@ run_delivery_workload(const Options *o)
 	prepare_system(setup, o);
 	if (strcmp(o->workload, "pending") == 0)
 		add_pending_load(setup, o);
-	exec_or_die(listen_conn, "LISTEN bench");
+	{
+		char		listen[128];
+
+		snprintf(listen, sizeof(listen), "LISTEN %s", is_raw(o) ? "bench" : o->type);
+		exec_or_die(listen_conn, listen);
+	}
 	if (is_raw(o))
 	{
 		baseline = fork();
@@ -888,7 +908,8 @@ usage(void)
 			"usage: dsbench --system delaysched|raw --workload burst|steady|idle|pending|enqueue\n"
 			"               [--size N] [--rate R] [--seconds S] [--pending N] [--batch N]\n"
 			"               [--rate-limit R [--burst B]] [--hold snapshot|xid] [--ack-timeout S]\n"
-			"               [--label NAME] [--name NAME] [--csv FILE] [--receipts FILE] [--header] CONNINFO\n");
+			"               [--type NAME] [--label NAME] [--name NAME] [--csv FILE] [--receipts FILE]\n"
+			"               [--header] CONNINFO\n");
 	exit(2);
 }
 
@@ -904,6 +925,7 @@ main(int argc, char **argv)
 	o.pending = 1000000;
 	o.batch = 1;
 	o.ack_timeout_s = 3600;
+	o.type = "bench";
 	for (i = 1; i < argc && strncmp(argv[i], "--", 2) == 0; i++)
 	{
 		if (strcmp(argv[i], "--header") == 0)
@@ -939,6 +961,8 @@ main(int argc, char **argv)
 			o.hold = argv[++i];
 		else if (strcmp(argv[i], "--ack-timeout") == 0)
 			o.ack_timeout_s = atol(argv[++i]);
+		else if (strcmp(argv[i], "--type") == 0)
+			o.type = argv[++i];
 		else if (strcmp(argv[i], "--label") == 0)
 			o.label = argv[++i];
 		else if (strcmp(argv[i], "--name") == 0)
@@ -954,6 +978,10 @@ main(int argc, char **argv)
 		o.ack_timeout_s < 1)
 		usage();
 	if (strcmp(o.system, "delaysched") != 0 && strcmp(o.system, "raw") != 0)
+		usage();
+	/* A name that needs no quoting: it is written into SQL as it is. */
+	if (o.type[0] == '\0' || strlen(o.type) > 60 ||
+		strspn(o.type, "abcdefghijklmnopqrstuvwxyz0123456789_") != strlen(o.type))
 		usage();
 	if (o.hold && strcmp(o.hold, "snapshot") != 0 && strcmp(o.hold, "xid") != 0)
 		usage();
