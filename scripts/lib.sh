@@ -14,10 +14,14 @@ PACKAGES="make gcc libc6-dev postgresql-$PG_MAJOR postgresql-server-dev-$PG_MAJO
 
 log() { printf '==> %s\n' "$*" >&2; }
 
-# Install whatever of $PACKAGES is missing (apt-get update first).
+# What building the Debian package needs besides (scripts/package.sh).
+PACKAGE_BUILD_PACKAGES="dpkg-dev debhelper postgresql-server-dev-all"
+
+# Install whatever of $PACKAGES (or of the list given) is missing
+# (apt-get update first).
 ensure_packages() {
-	local missing=""
-	for p in $PACKAGES; do
+	local missing="" p
+	for p in ${1:-$PACKAGES}; do
 		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
 	done
 	[ -z "$missing" ] && return 0
@@ -34,8 +38,9 @@ ensure_packages() {
 # Build and install the extension and the LISTEN client from $1.
 build_and_install() {
 	log "building and installing delaysched"
-	make -C "$1" -s PG_CONFIG="$PG_BINDIR/pg_config" >/dev/null
-	make -C "$1" -s PG_CONFIG="$PG_BINDIR/pg_config" install >/dev/null
+	# Warnings are errors for developers and CI (not for packagers: Makefile).
+	make -C "$1" -s PG_CONFIG="$PG_BINDIR/pg_config" COPT=-Werror >/dev/null
+	make -C "$1" -s PG_CONFIG="$PG_BINDIR/pg_config" COPT=-Werror install >/dev/null
 }
 
 # Run a command as $PG_USER (PostgreSQL refuses to run as root).

@@ -7,42 +7,70 @@
 #   isolation    specs/*.spec                          (races between sessions)
 #   TAP          test/t/*.pl                           (delivery, restart, crash)
 # and ends with one line: "N passed, N failed".  Exit status 0 only if all pass.
+# As root it first builds the Debian package (scripts/package.sh), installs it
+# and runs the pg_regress and isolation tests against it (counted too).
 set -uo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 . "$root/scripts/lib.sh"
 
 ensure_packages || exit 1
-build_and_install "$root" || exit 1
-
-work=$(copy_tree_for_pg_user "$root")
-logs=$work/test-logs
-as_pg_user mkdir -p "$logs"
 passed=0
 failed=0
 
 # pg_regress and pg_isolation_regress print one "... ok" or "... FAILED" per
 # test.  Run them one after the other, so that a failure in the first does not
-# hide the second.
-for suite in regress isolation; do
-	log "$suite tests"
-	case $suite in
-		regress) only="ISOLATION=" ;;
-		isolation) only="REGRESS=" ;;
-	esac
-	(cd "$work" && as_pg_user make -s installcheck $only PG_CONFIG="$PG_BINDIR/pg_config") \
-		>"$logs/$suite.log" 2>&1
-	status=$?
-	cat "$logs/$suite.log"
-	ok=$(grep -cE '\.\.\. ok' "$logs/$suite.log")
-	bad=$(grep -cE '\.\.\. FAILED|\.\.\. failed' "$logs/$suite.log")
-	if [ "$status" -ne 0 ] && [ "$bad" -eq 0 ]; then bad=1; fi
-	passed=$((passed + ok))
-	failed=$((failed + bad))
-done
-for d in "$work/regression.diffs" "$work/output_iso/regression.diffs"; do
-	[ -s "$d" ] && { echo "---- $d"; cat "$d"; }
-done
+# hide the second.  run_regress_suites DIR LABEL: in the tree copy DIR, against
+# the extension installed now; logs in DIR/test-logs.
+run_regress_suites() {
+	local dir=$1 label=$2 suite only status ok bad
+	as_pg_user mkdir -p "$dir/test-logs"
+	for suite in regress isolation; do
+		log "$label$suite tests"
+		case $suite in
+			regress) only="ISOLATION=" ;;
+			isolation) only="REGRESS=" ;;
+		esac
+		(cd "$dir" && as_pg_user make -s installcheck $only PG_CONFIG="$PG_BINDIR/pg_config") \
+			>"$dir/test-logs/$suite.log" 2>&1
+		status=$?
+		cat "$dir/test-logs/$suite.log"
+		ok=$(grep -cE '\.\.\. ok' "$dir/test-logs/$suite.log")
+		bad=$(grep -cE '\.\.\. FAILED|\.\.\. failed' "$dir/test-logs/$suite.log")
+		if [ "$status" -ne 0 ] && [ "$bad" -eq 0 ]; then bad=1; fi
+		passed=$((passed + ok))
+		failed=$((failed + bad))
+	done
+	for d in "$dir/regression.diffs" "$dir/output_iso/regression.diffs"; do
+		[ -s "$d" ] && { echo "---- $d"; cat "$d"; }
+	done
+}
+
+# The Debian package first: built from a clean copy of the tree with
+# pg_buildext (scripts/package.sh), installed with apt-get, and the
+# pg_regress and isolation tests run against what it installed, before the
+# build from source below replaces its files.  Installing needs root.
+if [ "$(id -u)" -eq 0 ]; then
+	if deb=$(bash "$root/scripts/package.sh"); then
+		log "installing $deb"
+		if apt-get install -y -qq --reinstall --allow-downgrades "$deb" >/dev/null; then
+			run_regress_suites "$(copy_tree_for_pg_user "$root")" "installed package: "
+		else
+			echo "package: apt-get install $deb failed" >&2
+			failed=$((failed + 1))
+		fi
+	else
+		failed=$((failed + 1))
+	fi
+else
+	log "the Debian package: skipped (installing it needs root)"
+fi
+
+build_and_install "$root" || exit 1
+
+work=$(copy_tree_for_pg_user "$root")
+logs=$work/test-logs
+run_regress_suites "$work" ""
 
 # TAP: every assertion counts.
 log "TAP tests"
