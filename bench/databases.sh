@@ -85,29 +85,20 @@ wait_scanners() {
 	return 1
 }
 
-# steady LABEL RATE DB...: the steady load in every DB at once; one CSV per DB.
+# steady LABEL RATE LOAD...: the steady load, one dsbench per LOAD at once.
+# A LOAD is DB (type "bench") or DB/TYPE; each has its own receipts file,
+# named for the database, or for the type when one is given.
 steady() {
-	local label=$1 r=$2 db pids=() status=0
+	local label=$1 r=$2 load db type name pids=() status=0
 	shift 2
-	for db in "$@"; do
+	for load in "$@"; do
+		db=${load%%/*}
+		type=bench
+		name=$db
+		if [ "$load" != "$db" ]; then type=${load#*/}; name=$type; fi
 		(cd /tmp && as_pg_user "$dsbench" --system delaysched --workload steady --rate "$r" \
-			--seconds "$seconds" --ack-timeout 30 --label "$label" --name "$db" \
-			--csv "$out/$label.csv" --receipts "$out/receipts/$label--$db.dat" \
-			"$(conninfo "$db")" >/dev/null) &
-		pids+=($!)
-	done
-	for p in "${pids[@]}"; do wait "$p" || status=$?; done
-	return $status
-}
-
-# steady_types LABEL RATE DB N: N dsbench runs at RATE in DB at once, with
-# types t1..tN; one receipts file per type.
-steady_types() {
-	local label=$1 r=$2 db=$3 n=$4 i pids=() status=0
-	for i in $(seq 1 "$n"); do
-		(cd /tmp && as_pg_user "$dsbench" --system delaysched --workload steady --rate "$r" \
-			--seconds "$seconds" --ack-timeout 30 --label "$label" --name "t$i" --type "t$i" \
-			--csv "$out/$label.csv" --receipts "$out/receipts/$label--t$i.dat" \
+			--seconds "$seconds" --ack-timeout 30 --label "$label" --name "$name" --type "$type" \
+			--csv "$out/$label.csv" --receipts "$out/receipts/$label--$name.dat" \
 			"$(conninfo "$db")" >/dev/null) &
 		pids+=($!)
 	done
@@ -146,7 +137,7 @@ read -r nt p50_t p99_t max_t <<<"$(lateness steady-1-total)"
 cpu_t=$(cut -d, -f12 "$out/steady-1-total.csv")
 
 log "steady-1-clients: $rate tasks/s for $seconds s from each of $ndb clients in one database"
-steady_types steady-1-clients "$rate" db1 "$ndb"
+steady steady-1-clients "$rate" $(for i in $(seq 1 "$ndb"); do echo "db1/t$i"; done)
 read -r nc p50_c p99_c max_c <<<"$(lateness steady-1-clients)"
 cpu_c=$(cut -d, -f12 "$out/steady-1-clients.csv" | sort -n | tail -1)
 
