@@ -268,10 +268,13 @@ after_commit_prepared(void)
 	bool		installed;
 	bool		served = delaysched_find_database(MyDatabaseId) >= 0;
 
-	/* The catalogs as of now, with the prepared transaction's changes. */
+	/*
+	 * The catalogs as of now, with the prepared transaction's changes.  (No
+	 * room for the database: the commit says so, as after CREATE EXTENSION.)
+	 */
 	InvalidateCatalogSnapshot();
 	installed = OidIsValid(get_extension_oid("delaysched", true));
-	if (installed && !served && listed_here() && delaysched_database_has_room(MyDatabaseId))
+	if (installed && !served && listed_here())
 		after_commit(AT_COMMIT_SERVE, false);
 	else if (!installed && served)
 		after_commit(AT_COMMIT_STOP, false);
