@@ -159,7 +159,7 @@ static struct
 	SPIPlanPtr	move_pointer;
 	SPIPlanPtr	first_pending;
 	SPIPlanPtr	next_lease;
-	SPIPlanPtr	held_lease;
+	SPIPlanPtr	first_lease;
 	SPIPlanPtr	expire_leases;
 	SPIPlanPtr	purge;
 } plans;
@@ -256,7 +256,7 @@ prepare_plans(void)
 	delaysched_free_plan(&plans.move_pointer);
 	delaysched_free_plan(&plans.first_pending);
 	delaysched_free_plan(&plans.next_lease);
-	delaysched_free_plan(&plans.held_lease);
+	delaysched_free_plan(&plans.first_lease);
 	delaysched_free_plan(&plans.expire_leases);
 	delaysched_free_plan(&plans.purge);
 	plans.extension = InvalidOid;
@@ -309,11 +309,12 @@ prepare_plans(void)
 			3, next_lease_types);
 
 		/*
-		 * After the expiry: the earliest lease in [$2, $3] still there, that
-		 * is, one whose row another transaction held (an acknowledgement
-		 * that may yet roll back).  The next sweep starts there.
+		 * The earliest lease in [$2, $3]: before the expiry, whether any ran
+		 * out and when the next will; after it, one still there, that is,
+		 * one whose row another transaction held (an acknowledgement that
+		 * may yet roll back), where the next sweep starts.
 		 */
-		plans.held_lease = delaysched_prepare_kept(
+		plans.first_lease = delaysched_prepare_kept(
 			"SELECT t.lease_until FROM sched.task t"
 			" WHERE t.door = $1 AND t.state = 'd' AND t.lease_until >= $2"
 			"   AND t.lease_until <= $3"
@@ -826,6 +827,22 @@ deliver_late(const TickRequest *request, TimestampTz pointer, int limit,
 }
 
 /*
+ * The earliest lease of a range that plan (first_lease or next_lease)
+ * finds between from and to; DT_NOEND if none.
+ */
+static TimestampTz
+lease_between(SPIPlanPtr plan, int range, TimestampTz from, TimestampTz to)
+{
+	Datum		values[3];
+	TimestampTz found;
+
+	values[0] = Int16GetDatum((int16) range);
+	values[1] = TimestampTzGetDatum(from);
+	values[2] = TimestampTzGetDatum(to);
+	return delaysched_fetch_timestamp(plan, values, &found) ? found : DT_NOEND;
+}
+
+/*
  * One tick on request->range, in the caller's transaction (with a snapshot
  * pushed).  The extension must be installed.
  */
@@ -885,11 +902,7 @@ delaysched_tick(const TickRequest *request, TickResult *result)
 		 * next regular sweep: if it has not run out, there is nothing to
 		 * expire and it is when to look again (see "An idle range").
 		 */
-		values[0] = Int16GetDatum((int16) request->range);
-		values[1] = TimestampTzGetDatum(request->lease_from);
-		values[2] = TimestampTzGetDatum(sweep_end);
-		if (!delaysched_fetch_timestamp(plans.held_lease, values, &first))
-			first = DT_NOEND;
+		first = lease_between(plans.first_lease, request->range, request->lease_from, sweep_end);
 		if (first > request->now)
 		{
 			result->lease_from = request->now;
@@ -912,11 +925,10 @@ delaysched_tick(const TickRequest *request, TickResult *result)
 			 */
 			if (expired < request->batch)
 			{
-				values[0] = Int16GetDatum((int16) request->range);
-				values[1] = TimestampTzGetDatum(request->lease_from);
-				values[2] = TimestampTzGetDatum(request->now);
-				if (!delaysched_fetch_timestamp(plans.held_lease, values, &result->lease_from))
-					result->lease_from = request->now;
+				TimestampTz held = lease_between(plans.first_lease, request->range,
+												 request->lease_from, request->now);
+
+				result->lease_from = held == DT_NOEND ? request->now : held;
 			}
 		}
 
@@ -944,11 +956,9 @@ delaysched_tick(const TickRequest *request, TickResult *result)
 		else if (first <= request->now)
 		{
 			/* Leases ran out: when does the next? */
-			values[0] = Int16GetDatum((int16) request->range);
-			values[1] = TimestampTzGetDatum(request->now);
-			values[2] = TimestampTzGetDatum(sweep_end);
-			if (delaysched_fetch_timestamp(plans.next_lease, values, &first))
-				result->next_sweep = Min(result->next_sweep, first);
+			result->next_sweep = Min(result->next_sweep,
+									 lease_between(plans.next_lease, request->range,
+												   request->now, sweep_end));
 		}
 	}
 
