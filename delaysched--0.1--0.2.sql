@@ -116,6 +116,7 @@ BEGIN
 	INSERT INTO sched.task (id, bucket, biz_type, run_at, payload, dedupe_key, created_at, schedule)
 		VALUES (v_id, v_bucket, p_biz, p_run_at, p_payload, p_dedupe_key, pg_catalog.clock_timestamp(),
 				p_schedule);
+	PERFORM sched._tally(p_biz, 'added', 1);
 	PERFORM sched._wake(p_run_at, sched._door(v_id));
 	RETURN v_id;
 END
@@ -611,6 +612,7 @@ BEGIN
 			v_error := pg_catalog.format('not acknowledged within %s (attempt %s of %s)',
 										 r.ack_timeout, r.attempt, r.max_attempts);
 		END IF;
+		PERFORM sched._tally(r.biz_type, 'ack_timeout', 1);
 		IF r.attempt >= r.max_attempts THEN
 			PERFORM sched._finish(r.bucket, ARRAY[r.id], 'dead', v_error);
 		ELSIF r.delivery IN ('pull', 'http') OR r.paused OR r.limited THEN
@@ -895,6 +897,7 @@ AS $$
 DECLARE
 	v_last bigint;
 	v_first timestamptz;
+	v_added bigint;
 BEGIN
 	WITH runs AS MATERIALIZED (
 		SELECT r.at, r.k FROM sched._next_runs(s.rule, s.time_zone, p_from - interval '1 microsecond', p_n, s.anchor)
@@ -912,8 +915,10 @@ BEGIN
 		FROM runs JOIN seqs ON seqs.k = runs.k
 		RETURNING id, run_at
 	)
-	SELECT (pg_catalog.array_agg(stored.id ORDER BY stored.run_at DESC))[1], min(stored.run_at)
-	INTO v_last, v_first FROM stored;
+	SELECT (pg_catalog.array_agg(stored.id ORDER BY stored.run_at DESC))[1], min(stored.run_at),
+		   pg_catalog.count(*)
+	INTO v_last, v_first, v_added FROM stored;
+	PERFORM sched._tally(s.biz_type, 'added', v_added);
 	PERFORM sched._wake(v_first, p_door);
 	RETURN v_last;
 END
@@ -1089,6 +1094,7 @@ DECLARE
 	v_done bigint[];
 	v_first timestamptz;
 	v_far timestamptz;
+	v_made_types text[];
 	r record;
 	v_reason text;
 	v_skipped bigint[] := '{}';
@@ -1124,9 +1130,13 @@ BEGIN
 		FROM made WHERE x.name = made.name
 	)
 	SELECT pg_catalog.array_agg(made.fired_id), min(made.next_at),
-		   min(made.next_at) FILTER (WHERE made.next_at > pg_catalog.clock_timestamp() + interval '1 second')
-	INTO v_done, v_first, v_far
+		   min(made.next_at) FILTER (WHERE made.next_at > pg_catalog.clock_timestamp() + interval '1 second'),
+		   pg_catalog.array_agg(made.biz_type)
+	INTO v_done, v_first, v_far, v_made_types
 	FROM made;
+	PERFORM sched._tally(m.biz_type, 'added', m.n)
+		FROM (SELECT u.biz_type, pg_catalog.count(*) AS n FROM unnest(v_made_types) AS u(biz_type)
+			  GROUP BY u.biz_type) m;
 	IF v_first IS NOT NULL THEN
 		-- As sched.add_many: the new ids go through every door.
 		PERFORM sched._wake(v_first);
@@ -1866,6 +1876,232 @@ END
 $$;
 COMMENT ON FUNCTION sched.ack_many(bigint[]) IS 'acknowledge several delivered tasks; returns how many awaited acknowledgement';
 
+CREATE OR REPLACE FUNCTION sched.add_many(biz_type text, run_ats timestamptz[], payloads jsonb[] DEFAULT NULL,
+							   dedupe_keys text[] DEFAULT NULL)
+RETURNS SETOF bigint
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	n int;
+	i int;
+	v_min timestamptz;
+	v_far timestamptz;
+BEGIN
+	PERFORM sched._biz(biz_type);
+	IF NOT sched._caller_is_admin() THEN
+		PERFORM sched._require_grant(biz_type, 'schedule');
+	END IF;
+	PERFORM sched._require(run_ats, 'run_ats');
+	PERFORM sched._check_array(run_ats, 'run_ats');
+	PERFORM sched._check_array(payloads, 'payloads');
+	PERFORM sched._check_array(dedupe_keys, 'dedupe_keys');
+	n := coalesce(cardinality(run_ats), 0);
+	IF payloads IS NOT NULL AND cardinality(payloads) <> n THEN
+		RAISE EXCEPTION 'payloads has % elements but run_ats has %', cardinality(payloads), n
+			USING ERRCODE = 'array_subscript_error';
+	END IF;
+	IF dedupe_keys IS NOT NULL AND cardinality(dedupe_keys) <> n THEN
+		RAISE EXCEPTION 'dedupe_keys has % elements but run_ats has %', cardinality(dedupe_keys), n
+			USING ERRCODE = 'array_subscript_error';
+	END IF;
+	IF n = 0 THEN
+		RETURN;
+	END IF;
+
+	-- Validate everything before storing anything.
+	FOR i IN 1 .. n LOOP
+		PERFORM sched._check_task(run_ats[i], coalesce(payloads[i], CASE WHEN payloads IS NULL THEN '{}'::jsonb END),
+								  dedupe_keys[i]);
+	END LOOP;
+
+	IF dedupe_keys IS NOT NULL THEN
+		FOR i IN 1 .. n LOOP
+			RETURN NEXT sched._insert(biz_type, run_ats[i], coalesce(payloads[i], '{}'), dedupe_keys[i]);
+		END LOOP;
+		RETURN;
+	END IF;
+
+	-- The set-based path: one INSERT for the whole batch.  Ids are drawn
+	-- first, so that they can be returned in input order.
+	RETURN QUERY
+	WITH input AS MATERIALIZED (
+		SELECT u.ord, u.run_at, coalesce(u.payload, '{}'::jsonb) AS payload,
+			   sched._bucket(u.run_at) AS bucket
+		FROM unnest(run_ats, payloads) WITH ORDINALITY AS u(run_at, payload, ord)
+	), numbered AS MATERIALIZED (
+		SELECT input.*, sched._new_id(input.bucket) AS id FROM input
+	), stored AS (
+		INSERT INTO sched.task (id, bucket, biz_type, run_at, payload, created_at)
+		SELECT numbered.id, numbered.bucket, add_many.biz_type, numbered.run_at,
+			   numbered.payload, clock_timestamp()
+		FROM numbered
+	)
+	SELECT numbered.id FROM numbered ORDER BY numbered.ord;
+	PERFORM sched._tally(biz_type, 'added', cardinality(run_ats));
+
+	-- Consecutive ids go through every door: wake every range, and tell the
+	-- scanners' far search the earliest task more than a second ahead.
+	SELECT min(r), min(r) FILTER (WHERE r > clock_timestamp() + interval '1 second')
+	INTO v_min, v_far FROM unnest(run_ats) AS r;
+	PERFORM sched._wake(v_min);
+	IF v_far IS NOT NULL THEN
+		PERFORM sched._wake(v_far, NULL, true);
+	END IF;
+END
+$$;
+COMMENT ON FUNCTION sched.add_many(text, timestamptz[], jsonb[], text[]) IS 'schedule many tasks of one type in one statement; returns their ids in input order';
+
+CREATE OR REPLACE FUNCTION sched.nack(id bigint, retry_in interval DEFAULT NULL, error text DEFAULT NULL)
+RETURNS boolean
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	v_bucket smallint;
+	t record;
+	v_delay interval;
+BEGIN
+	PERFORM sched._require(id, 'id');
+	IF retry_in IS NOT NULL THEN
+		PERFORM sched._check_interval(retry_in, 'retry_in', interval '0', interval '1 year');
+	END IF;
+	IF NOT sched._lock_type_of(id) THEN
+		RETURN false;
+	END IF;
+	v_bucket := sched._lock(id, '{d}', 'consume');
+	IF v_bucket IS NULL THEN
+		RETURN false;
+	END IF;
+	SELECT k.attempt, k.biz_type, b.max_attempts INTO t
+		FROM sched.task k JOIN sched.biz b ON b.name = k.biz_type
+		WHERE k.bucket = v_bucket AND k.id = nack.id;
+	PERFORM sched._tally(t.biz_type, 'nacked', 1);
+	IF t.attempt >= t.max_attempts THEN
+		PERFORM sched._finish(v_bucket, ARRAY[id], 'dead',
+			format('%s (attempt %s of %s)', coalesce(error, 'negative acknowledgement'), t.attempt, t.max_attempts));
+	ELSE
+		-- Without retry_in: 1 s, 2 s, 4 s ... capped at one hour.
+		v_delay := coalesce(retry_in,
+							LEAST(interval '1 second' * power(2, LEAST(t.attempt - 1, 12)), interval '1 hour'));
+		PERFORM sched._move(v_bucket, id, clock_timestamp() + v_delay,
+							coalesce(error, 'negative acknowledgement'));
+		PERFORM sched._wake_drain(true);
+	END IF;
+	RETURN true;
+END
+$$;
+COMMENT ON FUNCTION sched.nack(bigint, interval, text) IS 'report a failed delivery: retry later, or dead after max_attempts; false if no delivery of this id awaits acknowledgement';
+
+-------------------------------------------------------------------------------
+-- Statistics (src/stats*.c, src/metrics.c): counters and gauges per business
+-- type in shared memory, kept by the triggers below and sched._tally(),
+-- read by sched.metrics() and sched.biz_stats.  See doc/monitoring.md.
+-------------------------------------------------------------------------------
+
+CREATE FUNCTION sched._stats_trigger() RETURNS trigger
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'delaysched_stats_trigger';
+COMMENT ON FUNCTION sched._stats_trigger() IS 'internal: count a change of a task, a finished task, an HTTP attempt or a business type in the transaction''s tally';
+
+CREATE FUNCTION sched._tally(biz_type text, event text, n bigint) RETURNS void
+LANGUAGE c VOLATILE
+AS 'MODULE_PATHNAME', 'delaysched_tally_sql';
+COMMENT ON FUNCTION sched._tally(text, text, bigint) IS 'internal: count n events (added, nacked, ack_timeout) of a type, at commit';
+
+CREATE FUNCTION sched._type_counts(biz_types text[], OUT biz_type text, OUT pending bigint,
+								   OUT ready bigint, OUT delivered bigint, OUT done bigint,
+								   OUT dead bigint, OUT cancelled bigint, OUT counted boolean)
+RETURNS SETOF record
+LANGUAGE c STRICT VOLATILE
+AS 'MODULE_PATHNAME', 'delaysched_type_counts_sql';
+COMMENT ON FUNCTION sched._type_counts(text[]) IS 'internal: the tasks by state of the given types, from shared memory; counted is false while the gauges are not ready';
+
+CREATE FUNCTION sched.recount_stats() RETURNS void
+LANGUAGE c VOLATILE
+AS 'MODULE_PATHNAME', 'delaysched_recount_stats_sql';
+COMMENT ON FUNCTION sched.recount_stats() IS 'count this database''s task gauges again (after something bypassed the triggers that keep them)';
+
+CREATE FUNCTION sched.metrics() RETURNS text
+LANGUAGE c VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'delaysched_metrics_sql';
+COMMENT ON FUNCTION sched.metrics() IS 'this database''s delaysched counters, gauges and histograms in Prometheus''s text format';
+
+-- BEFORE ROW: the tally sees the row as it is written (stats_tally.c).
+CREATE TRIGGER stats BEFORE INSERT OR DELETE OR UPDATE OF state, attempt, bucket ON sched.task
+	FOR EACH ROW EXECUTE FUNCTION sched._stats_trigger('task');
+CREATE TRIGGER stats_truncate BEFORE TRUNCATE ON sched.task
+	FOR EACH STATEMENT EXECUTE FUNCTION sched._stats_trigger('task');
+CREATE TRIGGER stats BEFORE INSERT OR DELETE ON sched.finished
+	FOR EACH ROW EXECUTE FUNCTION sched._stats_trigger('finished');
+CREATE TRIGGER stats_truncate BEFORE TRUNCATE ON sched.finished
+	FOR EACH STATEMENT EXECUTE FUNCTION sched._stats_trigger('finished');
+CREATE TRIGGER stats BEFORE INSERT ON sched.attempt
+	FOR EACH ROW EXECUTE FUNCTION sched._stats_trigger('attempt');
+CREATE TRIGGER stats BEFORE INSERT OR UPDATE OF delivery ON sched.biz
+	FOR EACH ROW EXECUTE FUNCTION sched._stats_trigger('biz');
+
+/*
+ * Every type's tasks by state, counted from the tables: what the gauges
+ * start from (stats_recount.c), and what is read while they are not ready.
+ */
+CREATE VIEW sched._task_counts AS
+	SELECT u.biz_type, max(u.delivery) AS delivery,
+		   sum(u.pending)::bigint AS pending, sum(u.ready)::bigint AS ready,
+		   sum(u.delivered)::bigint AS delivered, sum(u.done)::bigint AS done,
+		   sum(u.dead)::bigint AS dead, sum(u.cancelled)::bigint AS cancelled
+	FROM (SELECT t.biz_type, NULL::text AS delivery,
+				 count(*) FILTER (WHERE t.state = 'p') AS pending,
+				 count(*) FILTER (WHERE t.state = 'r') AS ready,
+				 count(*) FILTER (WHERE t.state = 'd') AS delivered,
+				 0 AS done, 0 AS dead, 0 AS cancelled
+		  FROM sched.task t GROUP BY t.biz_type
+		  UNION ALL
+		  SELECT f.biz_type, NULL, 0, 0, 0,
+				 count(*) FILTER (WHERE f.state = 'done'),
+				 count(*) FILTER (WHERE f.state = 'dead'),
+				 count(*) FILTER (WHERE f.state = 'cancelled')
+		  FROM sched.finished f GROUP BY f.biz_type
+		  UNION ALL
+		  SELECT b.name, b.delivery, 0, 0, 0, 0, 0, 0 FROM sched.biz b) u
+	GROUP BY u.biz_type;
+COMMENT ON VIEW sched._task_counts IS 'internal: every type''s tasks by state, counted from the tables';
+
+/*
+ * Every defined type's tasks by state: from shared memory when the gauges
+ * are ready, or counted from the tables while they are not (after a server
+ * start, on a standby).  Both branches test the one answer of
+ * sched._type_counts(); the second is a one-time filter, so the tables
+ * are not read when the gauges are ready.  sched.biz_stats reads it, and
+ * the role reading that view needs EXECUTE on sched._type_counts(text[]).
+ */
+CREATE VIEW sched._counts AS
+	WITH c AS MATERIALIZED (
+		SELECT * FROM sched._type_counts(ARRAY(SELECT b.name FROM sched.biz b))
+	)
+	SELECT c.biz_type, c.pending, c.ready, c.delivered, c.done, c.dead, c.cancelled
+	FROM c WHERE c.counted
+	UNION ALL
+	SELECT k.biz_type, k.pending, k.ready, k.delivered, k.done, k.dead, k.cancelled
+	FROM sched._task_counts k WHERE NOT (SELECT coalesce(bool_and(c.counted), true) FROM c);
+COMMENT ON VIEW sched._counts IS 'internal: every type''s tasks by state, from shared memory or counted';
+
+/*
+ * Pending tasks due now, per type: an index search of each range's pending
+ * tasks up to now(), which finds only the due ones (the backlog).
+ */
+CREATE VIEW sched._due AS
+	SELECT t.biz_type, count(*) AS due
+	FROM sched.task t
+	WHERE t.state = 'p' AND t.run_at <= now()
+	  AND t.door = ANY (ARRAY(SELECT p.range_id::smallint FROM sched.pointer p))
+	GROUP BY t.biz_type;
+COMMENT ON VIEW sched._due IS 'internal: pending tasks due now, per type';
+
 -------------------------------------------------------------------------------
 -- Views
 -------------------------------------------------------------------------------
@@ -1885,7 +2121,43 @@ CREATE OR REPLACE VIEW sched.tasks WITH (security_barrier) AS
 	WHERE ((SELECT v.sees_all FROM sched._viewer v) OR u.biz_type IN (SELECT vt.biz_type FROM sched._viewer_types vt));
 COMMENT ON VIEW sched.tasks IS 'every delaysched task the querying role may see: unfinished ones, and finished ones within their retention';
 
-ALTER VIEW sched.biz_stats SET (security_barrier = true);
+CREATE OR REPLACE VIEW sched.biz_stats WITH (security_barrier) AS
+	WITH recent AS (
+		SELECT t.biz_type, t.attempt, t.delivered_at, t.delivered_at - t.run_at AS lateness
+		FROM sched.task t
+		WHERE t.state = 'd' AND t.delivered_at >= now() - interval '1 minute'
+		UNION ALL
+		SELECT f.biz_type, f.attempt, f.delivered_at, f.delivered_at - f.run_at
+		FROM sched.finished f
+		-- (a task finishes after its delivery: the narrower of two searches)
+		WHERE f.delivered_at >= now() - interval '1 minute' AND f.finished_at >= now() - interval '1 minute'
+	), rates AS (
+		SELECT r.biz_type,
+			   round(count(*) / 60.0, 2) AS delivered_per_sec,
+			   round(count(*) FILTER (WHERE r.delivered_at >= now() - interval '10 seconds') / 10.0, 1) AS current_rate,
+			   percentile_cont(0.5) WITHIN GROUP (ORDER BY r.lateness) FILTER (WHERE r.attempt = 1) AS lateness_p50,
+			   percentile_cont(0.99) WITHIN GROUP (ORDER BY r.lateness) FILTER (WHERE r.attempt = 1) AS lateness_p99
+		FROM recent r GROUP BY r.biz_type
+	)
+	SELECT b.name AS biz_type, b.delivery, b.channel, b.paused,
+		   coalesce(counts.pending + counts.ready, 0) AS pending,
+		   coalesce(counts.ready + due.due, counts.ready, 0) AS due_now,
+		   coalesce(counts.delivered, 0) AS awaiting_ack,
+		   coalesce(counts.done, 0) AS done,
+		   coalesce(counts.dead, 0) AS dead,
+		   coalesce(rates.delivered_per_sec, 0) AS delivered_per_sec,
+		   rates.lateness_p50,
+		   rates.lateness_p99,
+		   b.rate_limit, b.burst, b.max_concurrency,
+		   round(sched._tokens(b.name, b.rate_limit, b.burst)::numeric, 1) AS tokens,
+		   CASE WHEN b.delivery = 'notify' AND NOT b.paused THEN coalesce(counts.ready, 0) ELSE 0 END AS throttled,
+		   coalesce(rates.current_rate, 0) AS current_rate
+	FROM sched.biz b
+	LEFT JOIN sched._counts counts ON counts.biz_type = b.name
+	LEFT JOIN sched._due due ON due.biz_type = b.name
+	LEFT JOIN rates ON rates.biz_type = b.name
+	WHERE ((SELECT v.sees_all FROM sched._viewer v) OR b.name IN (SELECT vt.biz_type FROM sched._viewer_types vt));
+COMMENT ON VIEW sched.biz_stats IS 'per business type: task counts, delivery rate and lateness over the last minute, limits, tokens and throttled tasks';
 ALTER VIEW sched.attempts SET (security_barrier = true);
 
 CREATE VIEW sched.schedules WITH (security_barrier) AS
@@ -1917,6 +2189,24 @@ GRANT EXECUTE ON FUNCTION sched._caller() TO PUBLIC;
 GRANT USAGE ON SCHEMA sched TO pg_monitor;
 GRANT SELECT ON sched.cluster TO pg_monitor;
 GRANT EXECUTE ON FUNCTION sched._cluster() TO pg_monitor;
+GRANT EXECUTE ON FUNCTION sched.metrics() TO pg_monitor;
+-- sched.biz_stats now also calls sched._type_counts(text[]) as the role
+-- reading it: whoever could read it (EXECUTE on sched._tokens, which it
+-- called already) keeps reading it.
+DO $$
+DECLARE
+	r record;
+BEGIN
+	FOR r IN
+		SELECT DISTINCT a.grantee::regrole AS grantee
+		FROM pg_catalog.pg_proc p, pg_catalog.aclexplode(p.proacl) a
+		WHERE p.oid = 'sched._tokens(text, float8, int)'::pg_catalog.regprocedure
+		  AND a.privilege_type = 'EXECUTE' AND a.grantee <> 0 AND a.grantee <> p.proowner
+	LOOP
+		EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION sched._type_counts(text[]) TO %s', r.grantee);
+	END LOOP;
+END
+$$;
 
 -- Wake the workers, which waited while the database was at 0.1.
 SELECT sched._wake('-infinity');

@@ -681,6 +681,7 @@ BEGIN
 	INSERT INTO sched.task (id, bucket, biz_type, run_at, payload, dedupe_key, created_at, schedule)
 		VALUES (v_id, v_bucket, p_biz, p_run_at, p_payload, p_dedupe_key, pg_catalog.clock_timestamp(),
 				p_schedule);
+	PERFORM sched._tally(p_biz, 'added', 1);
 	PERFORM sched._wake(p_run_at, sched._door(v_id));
 	RETURN v_id;
 END
@@ -908,6 +909,7 @@ BEGIN
 			v_error := pg_catalog.format('not acknowledged within %s (attempt %s of %s)',
 										 r.ack_timeout, r.attempt, r.max_attempts);
 		END IF;
+		PERFORM sched._tally(r.biz_type, 'ack_timeout', 1);
 		IF r.attempt >= r.max_attempts THEN
 			PERFORM sched._finish(r.bucket, ARRAY[r.id], 'dead', v_error);
 		ELSIF r.delivery IN ('pull', 'http') OR r.paused OR r.limited THEN
@@ -1718,6 +1720,7 @@ BEGIN
 		FROM numbered
 	)
 	SELECT numbered.id FROM numbered ORDER BY numbered.ord;
+	PERFORM sched._tally(biz_type, 'added', cardinality(run_ats));
 
 	-- Consecutive ids go through every door: wake every range, and tell the
 	-- scanners' far search the earliest task more than a second ahead.
@@ -1844,9 +1847,10 @@ BEGIN
 	IF v_bucket IS NULL THEN
 		RETURN false;
 	END IF;
-	SELECT k.attempt, b.max_attempts INTO t
+	SELECT k.attempt, k.biz_type, b.max_attempts INTO t
 		FROM sched.task k JOIN sched.biz b ON b.name = k.biz_type
 		WHERE k.bucket = v_bucket AND k.id = nack.id;
+	PERFORM sched._tally(t.biz_type, 'nacked', 1);
 	IF t.attempt >= t.max_attempts THEN
 		PERFORM sched._finish(v_bucket, ARRAY[id], 'dead',
 			format('%s (attempt %s of %s)', coalesce(error, 'negative acknowledgement'), t.attempt, t.max_attempts));
@@ -2154,6 +2158,7 @@ AS $$
 DECLARE
 	v_last bigint;
 	v_first timestamptz;
+	v_added bigint;
 BEGIN
 	WITH runs AS MATERIALIZED (
 		SELECT r.at, r.k FROM sched._next_runs(s.rule, s.time_zone, p_from - interval '1 microsecond', p_n, s.anchor)
@@ -2171,8 +2176,10 @@ BEGIN
 		FROM runs JOIN seqs ON seqs.k = runs.k
 		RETURNING id, run_at
 	)
-	SELECT (pg_catalog.array_agg(stored.id ORDER BY stored.run_at DESC))[1], min(stored.run_at)
-	INTO v_last, v_first FROM stored;
+	SELECT (pg_catalog.array_agg(stored.id ORDER BY stored.run_at DESC))[1], min(stored.run_at),
+		   pg_catalog.count(*)
+	INTO v_last, v_first, v_added FROM stored;
+	PERFORM sched._tally(s.biz_type, 'added', v_added);
 	PERFORM sched._wake(v_first, p_door);
 	RETURN v_last;
 END
@@ -2348,6 +2355,7 @@ DECLARE
 	v_done bigint[];
 	v_first timestamptz;
 	v_far timestamptz;
+	v_made_types text[];
 	r record;
 	v_reason text;
 	v_skipped bigint[] := '{}';
@@ -2383,9 +2391,13 @@ BEGIN
 		FROM made WHERE x.name = made.name
 	)
 	SELECT pg_catalog.array_agg(made.fired_id), min(made.next_at),
-		   min(made.next_at) FILTER (WHERE made.next_at > pg_catalog.clock_timestamp() + interval '1 second')
-	INTO v_done, v_first, v_far
+		   min(made.next_at) FILTER (WHERE made.next_at > pg_catalog.clock_timestamp() + interval '1 second'),
+		   pg_catalog.array_agg(made.biz_type)
+	INTO v_done, v_first, v_far, v_made_types
 	FROM made;
+	PERFORM sched._tally(m.biz_type, 'added', m.n)
+		FROM (SELECT u.biz_type, pg_catalog.count(*) AS n FROM unnest(v_made_types) AS u(biz_type)
+			  GROUP BY u.biz_type) m;
 	IF v_first IS NOT NULL THEN
 		-- As sched.add_many: the new ids go through every door.
 		PERFORM sched._wake(v_first);
@@ -2595,6 +2607,113 @@ $$;
 COMMENT ON FUNCTION sched.resume_schedule(text) IS 'let a paused schedule fire again, catching up as its catch_up says; false if it was not paused';
 
 -------------------------------------------------------------------------------
+-- Statistics (src/stats*.c, src/metrics.c): counters and gauges per business
+-- type in shared memory, kept by the triggers below and sched._tally(),
+-- read by sched.metrics() and sched.biz_stats.  See doc/monitoring.md.
+-------------------------------------------------------------------------------
+
+CREATE FUNCTION sched._stats_trigger() RETURNS trigger
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'delaysched_stats_trigger';
+COMMENT ON FUNCTION sched._stats_trigger() IS 'internal: count a change of a task, a finished task, an HTTP attempt or a business type in the transaction''s tally';
+
+CREATE FUNCTION sched._tally(biz_type text, event text, n bigint) RETURNS void
+LANGUAGE c VOLATILE
+AS 'MODULE_PATHNAME', 'delaysched_tally_sql';
+COMMENT ON FUNCTION sched._tally(text, text, bigint) IS 'internal: count n events (added, nacked, ack_timeout) of a type, at commit';
+
+CREATE FUNCTION sched._type_counts(biz_types text[], OUT biz_type text, OUT pending bigint,
+								   OUT ready bigint, OUT delivered bigint, OUT done bigint,
+								   OUT dead bigint, OUT cancelled bigint, OUT counted boolean)
+RETURNS SETOF record
+LANGUAGE c STRICT VOLATILE
+AS 'MODULE_PATHNAME', 'delaysched_type_counts_sql';
+COMMENT ON FUNCTION sched._type_counts(text[]) IS 'internal: the tasks by state of the given types, from shared memory; counted is false while the gauges are not ready';
+
+CREATE FUNCTION sched.recount_stats() RETURNS void
+LANGUAGE c VOLATILE
+AS 'MODULE_PATHNAME', 'delaysched_recount_stats_sql';
+COMMENT ON FUNCTION sched.recount_stats() IS 'count this database''s task gauges again (after something bypassed the triggers that keep them)';
+
+CREATE FUNCTION sched.metrics() RETURNS text
+LANGUAGE c VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'delaysched_metrics_sql';
+COMMENT ON FUNCTION sched.metrics() IS 'this database''s delaysched counters, gauges and histograms in Prometheus''s text format';
+
+-- BEFORE ROW: the tally sees the row as it is written (stats_tally.c).
+CREATE TRIGGER stats BEFORE INSERT OR DELETE OR UPDATE OF state, attempt, bucket ON sched.task
+	FOR EACH ROW EXECUTE FUNCTION sched._stats_trigger('task');
+CREATE TRIGGER stats_truncate BEFORE TRUNCATE ON sched.task
+	FOR EACH STATEMENT EXECUTE FUNCTION sched._stats_trigger('task');
+CREATE TRIGGER stats BEFORE INSERT OR DELETE ON sched.finished
+	FOR EACH ROW EXECUTE FUNCTION sched._stats_trigger('finished');
+CREATE TRIGGER stats_truncate BEFORE TRUNCATE ON sched.finished
+	FOR EACH STATEMENT EXECUTE FUNCTION sched._stats_trigger('finished');
+CREATE TRIGGER stats BEFORE INSERT ON sched.attempt
+	FOR EACH ROW EXECUTE FUNCTION sched._stats_trigger('attempt');
+CREATE TRIGGER stats BEFORE INSERT OR UPDATE OF delivery ON sched.biz
+	FOR EACH ROW EXECUTE FUNCTION sched._stats_trigger('biz');
+
+/*
+ * Every type's tasks by state, counted from the tables: what the gauges
+ * start from (stats_recount.c), and what is read while they are not ready.
+ */
+CREATE VIEW sched._task_counts AS
+	SELECT u.biz_type, max(u.delivery) AS delivery,
+		   sum(u.pending)::bigint AS pending, sum(u.ready)::bigint AS ready,
+		   sum(u.delivered)::bigint AS delivered, sum(u.done)::bigint AS done,
+		   sum(u.dead)::bigint AS dead, sum(u.cancelled)::bigint AS cancelled
+	FROM (SELECT t.biz_type, NULL::text AS delivery,
+				 count(*) FILTER (WHERE t.state = 'p') AS pending,
+				 count(*) FILTER (WHERE t.state = 'r') AS ready,
+				 count(*) FILTER (WHERE t.state = 'd') AS delivered,
+				 0 AS done, 0 AS dead, 0 AS cancelled
+		  FROM sched.task t GROUP BY t.biz_type
+		  UNION ALL
+		  SELECT f.biz_type, NULL, 0, 0, 0,
+				 count(*) FILTER (WHERE f.state = 'done'),
+				 count(*) FILTER (WHERE f.state = 'dead'),
+				 count(*) FILTER (WHERE f.state = 'cancelled')
+		  FROM sched.finished f GROUP BY f.biz_type
+		  UNION ALL
+		  SELECT b.name, b.delivery, 0, 0, 0, 0, 0, 0 FROM sched.biz b) u
+	GROUP BY u.biz_type;
+COMMENT ON VIEW sched._task_counts IS 'internal: every type''s tasks by state, counted from the tables';
+
+/*
+ * Every defined type's tasks by state: from shared memory when the gauges
+ * are ready, or counted from the tables while they are not (after a server
+ * start, on a standby).  Both branches test the one answer of
+ * sched._type_counts(); the second is a one-time filter, so the tables
+ * are not read when the gauges are ready.  sched.biz_stats reads it, and
+ * the role reading that view needs EXECUTE on sched._type_counts(text[]).
+ */
+CREATE VIEW sched._counts AS
+	WITH c AS MATERIALIZED (
+		SELECT * FROM sched._type_counts(ARRAY(SELECT b.name FROM sched.biz b))
+	)
+	SELECT c.biz_type, c.pending, c.ready, c.delivered, c.done, c.dead, c.cancelled
+	FROM c WHERE c.counted
+	UNION ALL
+	SELECT k.biz_type, k.pending, k.ready, k.delivered, k.done, k.dead, k.cancelled
+	FROM sched._task_counts k WHERE NOT (SELECT coalesce(bool_and(c.counted), true) FROM c);
+COMMENT ON VIEW sched._counts IS 'internal: every type''s tasks by state, from shared memory or counted';
+
+/*
+ * Pending tasks due now, per type: an index search of each range's pending
+ * tasks up to now(), which finds only the due ones (the backlog).
+ */
+CREATE VIEW sched._due AS
+	SELECT t.biz_type, count(*) AS due
+	FROM sched.task t
+	WHERE t.state = 'p' AND t.run_at <= now()
+	  AND t.door = ANY (ARRAY(SELECT p.range_id::smallint FROM sched.pointer p))
+	GROUP BY t.biz_type;
+COMMENT ON VIEW sched._due IS 'internal: pending tasks due now, per type';
+
+-------------------------------------------------------------------------------
 -- Views
 -------------------------------------------------------------------------------
 
@@ -2621,6 +2740,7 @@ CREATE VIEW sched._viewer_types AS
 	WHERE g.grantee IN (SELECT r.oid FROM pg_catalog.pg_roles r)
 	  AND pg_catalog.pg_has_role(sched._caller(), g.grantee, 'USAGE');
 COMMENT ON VIEW sched._viewer_types IS 'internal: the business types the querying role holds a grant on';
+
 
 -- (A barrier on a UNION ALL would be flattened away with the union: the
 -- filter stands above it, in the one query the barrier keeps whole.)
@@ -2649,26 +2769,15 @@ CREATE VIEW sched.schedules WITH (security_barrier) AS
 COMMENT ON VIEW sched.schedules IS 'every recurring schedule the querying role may see: its rule, next and last firing, firings made and missed';
 
 CREATE VIEW sched.biz_stats WITH (security_barrier) AS
-	WITH live AS (
-		SELECT t.biz_type,
-			   count(*) FILTER (WHERE t.state IN ('p', 'r')) AS pending,
-			   count(*) FILTER (WHERE t.state IN ('p', 'r') AND t.run_at <= now()) AS due_now,
-			   count(*) FILTER (WHERE t.state = 'd') AS awaiting_ack,
-			   count(*) FILTER (WHERE t.state = 'r') AS parked
-		FROM sched.task t GROUP BY t.biz_type
-	), fin AS (
-		SELECT f.biz_type,
-			   count(*) FILTER (WHERE f.state = 'done') AS done,
-			   count(*) FILTER (WHERE f.state = 'dead') AS dead
-		FROM sched.finished f GROUP BY f.biz_type
-	), recent AS (
+	WITH recent AS (
 		SELECT t.biz_type, t.attempt, t.delivered_at, t.delivered_at - t.run_at AS lateness
 		FROM sched.task t
 		WHERE t.state = 'd' AND t.delivered_at >= now() - interval '1 minute'
 		UNION ALL
 		SELECT f.biz_type, f.attempt, f.delivered_at, f.delivered_at - f.run_at
 		FROM sched.finished f
-		WHERE f.delivered_at >= now() - interval '1 minute'
+		-- (a task finishes after its delivery: the narrower of two searches)
+		WHERE f.delivered_at >= now() - interval '1 minute' AND f.finished_at >= now() - interval '1 minute'
 	), rates AS (
 		SELECT r.biz_type,
 			   round(count(*) / 60.0, 2) AS delivered_per_sec,
@@ -2678,21 +2787,21 @@ CREATE VIEW sched.biz_stats WITH (security_barrier) AS
 		FROM recent r GROUP BY r.biz_type
 	)
 	SELECT b.name AS biz_type, b.delivery, b.channel, b.paused,
-		   coalesce(live.pending, 0) AS pending,
-		   coalesce(live.due_now, 0) AS due_now,
-		   coalesce(live.awaiting_ack, 0) AS awaiting_ack,
-		   coalesce(fin.done, 0) AS done,
-		   coalesce(fin.dead, 0) AS dead,
+		   coalesce(counts.pending + counts.ready, 0) AS pending,
+		   coalesce(counts.ready + due.due, counts.ready, 0) AS due_now,
+		   coalesce(counts.delivered, 0) AS awaiting_ack,
+		   coalesce(counts.done, 0) AS done,
+		   coalesce(counts.dead, 0) AS dead,
 		   coalesce(rates.delivered_per_sec, 0) AS delivered_per_sec,
 		   rates.lateness_p50,
 		   rates.lateness_p99,
 		   b.rate_limit, b.burst, b.max_concurrency,
 		   round(sched._tokens(b.name, b.rate_limit, b.burst)::numeric, 1) AS tokens,
-		   CASE WHEN b.delivery = 'notify' AND NOT b.paused THEN coalesce(live.parked, 0) ELSE 0 END AS throttled,
+		   CASE WHEN b.delivery = 'notify' AND NOT b.paused THEN coalesce(counts.ready, 0) ELSE 0 END AS throttled,
 		   coalesce(rates.current_rate, 0) AS current_rate
 	FROM sched.biz b
-	LEFT JOIN live ON live.biz_type = b.name
-	LEFT JOIN fin ON fin.biz_type = b.name
+	LEFT JOIN sched._counts counts ON counts.biz_type = b.name
+	LEFT JOIN sched._due due ON due.biz_type = b.name
 	LEFT JOIN rates ON rates.biz_type = b.name
 	WHERE ((SELECT v.sees_all FROM sched._viewer v) OR b.name IN (SELECT vt.biz_type FROM sched._viewer_types vt));
 COMMENT ON VIEW sched.biz_stats IS 'per business type: task counts, delivery rate and lateness over the last minute, limits, tokens and throttled tasks';
@@ -2741,6 +2850,7 @@ GRANT EXECUTE ON FUNCTION sched._caller() TO PUBLIC;
 GRANT USAGE ON SCHEMA sched TO pg_monitor;
 GRANT SELECT ON sched.cluster TO pg_monitor;
 GRANT EXECUTE ON FUNCTION sched._cluster() TO pg_monitor;
+GRANT EXECUTE ON FUNCTION sched.metrics() TO pg_monitor;
 
 -- Wake a scanner that was waiting for the extension to appear.
 SELECT sched._wake('-infinity');

@@ -165,7 +165,7 @@ SELECT q, try(q) FROM (VALUES
 RESET ROLE;
 -- sched.workers and sched.biz_stats also need EXECUTE on the internal
 -- functions that read shared memory for them
-GRANT EXECUTE ON FUNCTION sched._workers(), sched._tokens(text, float8, int) TO regress_ds_app;
+GRANT EXECUTE ON FUNCTION sched._workers(), sched._tokens(text, float8, int), sched._type_counts(text[]) TO regress_ds_app;
 SET ROLE regress_ds_app;
 SELECT role, count(*) AS workers FROM sched.workers GROUP BY role;
 SELECT biz_type, pending FROM sched.biz_stats WHERE biz_type = 'priv_jobs';

@@ -18,7 +18,9 @@
  *	 lease.c		the lease transition (lease.h), sched._lease()
  *	 limiter.c		token buckets in shared memory
  *	 message.c		the NOTIFY payloads of deliveries and announcements
+ *	 metrics.c		sched.metrics(): Prometheus's text format
  *	 spi_plans.c	helpers for the workers' kept statements
+ *	 stats*.c		counters and gauges per type in shared memory (stats.h)
  *	 shmem.c		shared memory (the workers' slots and the ranges' state)
  *	 tick.c			one tick on one range: walk, deliver, sweep
  *	 utility.c		the hook on database and extension commands
@@ -42,6 +44,7 @@
 #include "guc.h"
 #include "launcher.h"
 #include "shmem.h"
+#include "stats.h"
 #include "utility.h"
 
 PG_MODULE_MAGIC;
@@ -65,4 +68,5 @@ _PG_init(void)
 	delaysched_shmem_register();
 	delaysched_register_launcher();
 	delaysched_install_utility_hook();
+	delaysched_tally_init();
 }

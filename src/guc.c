@@ -46,6 +46,7 @@ int			delaysched_ranges = 8;
 int			delaysched_workers = 2;
 int			delaysched_max_payload_kb = 1024;
 int			delaysched_max_biz_types = 1000;
+int			delaysched_max_stats_types = 1000;
 double		delaysched_max_deliveries_per_second = 0;
 int			delaysched_http_workers = 1;
 int			delaysched_http_max_in_flight = 1000;
@@ -275,6 +276,16 @@ delaysched_define_gucs(void)
 							"Each has a token bucket in shared memory; sched.define_biz refuses a rate "
 							"limit beyond this many.",
 							&delaysched_max_biz_types,
+							1000, 16, 1000000,
+							PGC_POSTMASTER,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("delaysched.max_stats_types",
+							"Most business types whose numbers are kept in shared memory, all databases together.",
+							"sched.metrics() and sched.biz_stats read them; a database with more types "
+							"counts its tables instead.",
+							&delaysched_max_stats_types,
 							1000, 16, 1000000,
 							PGC_POSTMASTER,
 							0,

@@ -82,6 +82,7 @@
 #include "http_shmem.h"
 #include "launcher.h"
 #include "shmem.h"
+#include "stats.h"
 #include "worker.h"
 
 /* How long the launcher sleeps when nothing wakes it. */
@@ -403,6 +404,7 @@ stop_entry(int d, bool give_back)
 	EntryLocal *local = &locals[d];
 	DatabasePids pids;
 	bool		any = false;
+	Oid			given_back = InvalidOid;
 
 	delaysched_database_pids(d, &pids);
 	for (int i = 0; i < DELAYSCHED_MAX_WORKERS; i++)
@@ -426,11 +428,15 @@ stop_entry(int d, bool give_back)
 	if (delaysched_cluster->databases[d].want == DATABASE_STOP &&
 		pids.nscanners + pids.nhttp == 0)
 	{
+		given_back = pg_atomic_read_u32(&delaysched_cluster->databases[d].dboid);
 		pg_atomic_write_u32(&delaysched_cluster->databases[d].dboid, InvalidOid);
 		delaysched_cluster->databases[d].scanners_granted = 0;
 		delaysched_cluster->databases[d].http_granted = 0;
 	}
 	LWLockRelease(delaysched_cluster->lock);
+	/* Its numbers go with it (a new CREATE EXTENSION counts afresh). */
+	if (OidIsValid(given_back))
+		delaysched_stats_forget_database(given_back);
 }
 
 /*

@@ -76,6 +76,7 @@
 #include "drain.h"
 #include "guc.h"
 #include "horizon.h"
+#include "stats.h"
 #include "shmem.h"
 #include "tick.h"
 #include "scanner.h"
@@ -644,6 +645,9 @@ delaysched_scanner_main(Datum main_arg)
 		}
 
 		now = GetCurrentTimestamp();
+		/* Are this database's gauges to be counted?  (stats_recount.c) */
+		if (my_index == 0)
+			delaysched_stats_recount_if_needed();
 		if (my_index == 0 && now >= next_horizon_check)
 		{
 			/* Has anything held back the horizon too long?  (horizon.c) */

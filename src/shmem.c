@@ -7,7 +7,7 @@
  * its delaysched.max_databases entries an area with that database's
  * DelayschedShared (ranges, scanner workers, drain; see shmem.h for its
  * locking rules) followed by its HTTP workers' slots (http_shmem.h); and
- * the token buckets (limiter.c).  Their LWLocks are one named tranche,
+ * the token buckets (limiter.c), and the statistics (stats.c).  Their LWLocks are one named tranche,
  * "delaysched", requested here.  All are created once, under
  * AddinShmemInitLock, by whichever process attaches first.
  *
@@ -26,6 +26,7 @@
 #include "http_shmem.h"
 #include "limiter.h"
 #include "shmem.h"
+#include "stats.h"
 
 DelayschedShared *delaysched_shared = NULL;
 
@@ -62,6 +63,7 @@ request_shmem(void)
 
 	size = add_size(size, mul_size(database_area_size(), delaysched_max_databases));
 	size = add_size(size, delaysched_limiter_shmem_size());
+	size = add_size(size, delaysched_stats_shmem_size());
 	RequestAddinShmemSpace(size);
 	RequestNamedLWLockTranche("delaysched", num_lwlocks());
 }
@@ -181,6 +183,7 @@ delaysched_shmem_startup(void)
 	}
 	delaysched_cluster_shmem_init();
 	delaysched_limiter_shmem_init();
+	delaysched_stats_shmem_init();
 	LWLockRelease(AddinShmemInitLock);
 }
 

@@ -74,12 +74,13 @@
 
 /*
  * The LWLocks of the "delaysched" tranche, by index: the limiter's
- * (limiter.c), the cluster's (cluster.h), then for each database entry its
+ * (limiter.c), the cluster's (cluster.h), the statistics' (stats.c), then for each database entry its
  * ranges_lock, its workers_lock and one per HTTP worker (http_shmem.h).
  */
 #define DELAYSCHED_LWLOCK_LIMITER	0
 #define DELAYSCHED_LWLOCK_CLUSTER	1
-#define DELAYSCHED_LWLOCK_FIRST_DATABASE 2
+#define DELAYSCHED_LWLOCK_STATS		2
+#define DELAYSCHED_LWLOCK_FIRST_DATABASE 3
 #define DELAYSCHED_LWLOCK_RANGES	0	/* within a database's */
 #define DELAYSCHED_LWLOCK_WORKERS	1
 #define DELAYSCHED_LWLOCK_HTTP		2	/* + the HTTP worker's index */

@@ -80,6 +80,22 @@ is(sql("SELECT count(*) FROM sched.tasks WHERE payload = '{\"far\": true}' AND s
 	'the task far ahead still waits');
 is(scalar(grep { $_->{late_us} < 0 } @notified), 0, 'nothing early');
 
+# The statistics: counted once the workers run on the new schema, and then
+# kept.
+ok(DelayschedTest::poll_until($node,
+	"SELECT bool_and(counted) FROM sched._type_counts('{up_notify}')", 't', 30),
+	'the task gauges are counted after the update');
+is(sql(q{
+	SELECT count(*) FROM (
+		(SELECT biz_type, pending, ready, delivered, done, dead, cancelled
+		 FROM sched._type_counts(ARRAY(SELECT biz_type FROM sched._task_counts))
+		 EXCEPT SELECT biz_type, pending, ready, delivered, done, dead, cancelled FROM sched._task_counts)
+		UNION ALL
+		(SELECT biz_type, pending, ready, delivered, done, dead, cancelled FROM sched._task_counts
+		 EXCEPT SELECT biz_type, pending, ready, delivered, done, dead, cancelled
+		 FROM sched._type_counts(ARRAY(SELECT biz_type FROM sched._task_counts)))) differ}),
+	'0', 'and say what the tables say');
+
 # Schedules work in the updated database.
 sql("SELECT sched.define_schedule('up_every', 'up_notify', 'every 1 second')");
 my @fired;
@@ -123,6 +139,25 @@ if (join("\n", @updated) ne join("\n", @fresh))
 	diag("only in the updated: $_") for grep { !$f{$_} } @updated;
 	diag("only in the fresh: $_") for grep { !$u{$_} } @fresh;
 }
+
+# A role granted at 0.1 what reading sched.biz_stats took (the view, and
+# EXECUTE on sched._tokens) still reads it after the update, which grants
+# it the function the view now calls too.  (In a database of its own: the
+# update's grants become the extension's initial privileges, which would
+# show in the dump compared above.)
+$node->safe_psql('postgres', 'CREATE DATABASE up_grants; CREATE ROLE up_monitor');
+$node->safe_psql('up_grants', q{
+	CREATE EXTENSION delaysched VERSION '0.1';
+	SELECT sched.define_biz('up_pull', 'pull');
+	GRANT USAGE ON SCHEMA sched TO up_monitor;
+	GRANT SELECT ON sched.biz_stats TO up_monitor;
+	GRANT EXECUTE ON FUNCTION sched._tokens(text, float8, int) TO up_monitor;
+	ALTER EXTENSION delaysched UPDATE;
+	SELECT sched.grant_biz('up_pull', 'up_monitor', 'read');
+});
+is($node->safe_psql('up_grants', "SET ROLE up_monitor; SELECT biz_type || ' ' || pending FROM sched.biz_stats"),
+	'up_pull 0', 'a role that read sched.biz_stats at 0.1 still does');
+$node->safe_psql('postgres', 'DROP DATABASE up_grants; DROP ROLE up_monitor');
 
 $node->stop;
 done_testing();
