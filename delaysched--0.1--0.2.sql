@@ -2031,6 +2031,15 @@ SET search_path = pg_catalog, pg_temp
 AS 'MODULE_PATHNAME', 'delaysched_metrics_sql';
 COMMENT ON FUNCTION sched.metrics() IS 'this database''s delaysched counters, gauges and histograms in Prometheus''s text format';
 
+CREATE FUNCTION sched.metric_samples(OUT family text, OUT metric text, OUT biz_type text,
+									 OUT labels jsonb, OUT value float8)
+RETURNS SETOF record
+LANGUAGE c VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'delaysched_metric_samples_sql';
+COMMENT ON FUNCTION sched.metric_samples() IS 'the samples of sched.metrics() as rows: family, metric, business type, other labels, value';
+
 -- BEFORE ROW: the tally sees the row as it is written (stats_tally.c).
 CREATE TRIGGER stats BEFORE INSERT OR DELETE OR UPDATE OF state, attempt, bucket ON sched.task
 	FOR EACH ROW EXECUTE FUNCTION sched._stats_trigger('task');
@@ -2189,7 +2198,7 @@ GRANT EXECUTE ON FUNCTION sched._caller() TO PUBLIC;
 GRANT USAGE ON SCHEMA sched TO pg_monitor;
 GRANT SELECT ON sched.cluster TO pg_monitor;
 GRANT EXECUTE ON FUNCTION sched._cluster() TO pg_monitor;
-GRANT EXECUTE ON FUNCTION sched.metrics() TO pg_monitor;
+GRANT EXECUTE ON FUNCTION sched.metrics(), sched.metric_samples() TO pg_monitor;
 -- sched.biz_stats now also calls sched._type_counts(text[]) as the role
 -- reading it: whoever could read it (EXECUTE on sched._tokens, which it
 -- called already) keeps reading it.

@@ -92,7 +92,7 @@ SELECT metric('delaysched_tasks_added_total', 'biz_type="m_orders"') AS orders_a
 -- The gauges of sched.metrics() and sched.biz_stats, against the tasks.
 SELECT metric('delaysched_tasks_pending', 'biz_type="m_orders"') = count(*) FILTER (WHERE state = 'pending') AS pending_right,
 	   metric('delaysched_tasks_awaiting_ack', 'biz_type="m_orders"') = count(*) FILTER (WHERE state = 'delivered') AS awaiting_right,
-	   metric('delaysched_tasks_kept', 'biz_type="m_orders",state="done"') = count(*) FILTER (WHERE state = 'done') AS done_right,
+	   metric('delaysched_finished_tasks', 'biz_type="m_orders",state="done"') = count(*) FILTER (WHERE state = 'done') AS done_right,
 	   metric('delaysched_tasks_due', 'biz_type="m_orders"') = count(*) FILTER (WHERE state = 'pending' AND run_at <= now()) AS due_right
 FROM sched.tasks WHERE biz_type = 'm_orders';
 SELECT s.pending = count(*) FILTER (WHERE t.state = 'pending') AS pending_right,
@@ -139,15 +139,30 @@ SELECT count(*) FILTER (WHERE l !~ '^(# (HELP|TYPE) [a-z_]+ .+|[a-z_]+\{([a-z_]+
 	   count(*) FILTER (WHERE l ~ '^# HELP') = count(*) FILTER (WHERE l ~ '^# TYPE') AS help_per_type
 FROM regexp_split_to_table(rtrim(sched.metrics(), E'\n'), E'\n') AS l;
 
+-- The same samples as rows (those of this test's types, which no worker
+-- changes between the two calls).
+SELECT (SELECT string_agg(m.metric || '{database="' || current_database() || '"' ||
+						  coalesce(',biz_type="' || m.biz_type || '"', '') ||
+						  (SELECT coalesce(string_agg(',' || l.key || '="' || l.value || '"', '' ORDER BY l.ordinality), '')
+						   FROM jsonb_each_text(m.labels) WITH ORDINALITY l) ||
+						  '} ' || CASE WHEN m.value = round(m.value) THEN round(m.value)::text ELSE to_char(m.value, 'FM999999999990.000000') END,
+						  E'\n' ORDER BY m.ordinality)
+		FROM sched.metric_samples() WITH ORDINALITY m
+		WHERE m.biz_type LIKE 'm\_%') =
+	   (SELECT string_agg(l, E'\n') FROM regexp_split_to_table(rtrim(sched.metrics(), E'\n'), E'\n') l
+		WHERE l ~ 'biz_type="m_')
+	   AS rows_are_the_text;
+
 -- For pg_monitor, and nobody else.
 CREATE ROLE regress_ds_monitor IN ROLE pg_monitor;
 CREATE ROLE regress_ds_outsider;
 GRANT USAGE ON SCHEMA sched TO regress_ds_outsider;
 SET ROLE regress_ds_monitor;
-SELECT sched.metrics() LIKE '# HELP delaysched_%' AS monitor_reads;
+SELECT sched.metrics() LIKE '# HELP delaysched_%' AS monitor_reads,
+	   (SELECT count(*) > 0 FROM sched.metric_samples()) AS monitor_reads_rows;
 RESET ROLE;
 SET ROLE regress_ds_outsider;
-SELECT try('SELECT sched.metrics()');
+SELECT try('SELECT sched.metrics()'), try('SELECT sched.metric_samples()');
 RESET ROLE;
 REVOKE USAGE ON SCHEMA sched FROM regress_ds_outsider;
 DROP ROLE regress_ds_monitor, regress_ds_outsider;

@@ -24,6 +24,8 @@
  */
 #include "postgres.h"
 
+#include <math.h>
+
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "funcapi.h"
@@ -34,11 +36,14 @@
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
+#include "utils/json.h"
+#include "utils/jsonb.h"
 
 #include "compat.h"
 #include "stats.h"
 
 PG_FUNCTION_INFO_V1(delaysched_metrics_sql);
+PG_FUNCTION_INFO_V1(delaysched_metric_samples_sql);
 PG_FUNCTION_INFO_V1(delaysched_type_counts_sql);
 PG_FUNCTION_INFO_V1(delaysched_recount_stats_sql);
 
@@ -79,23 +84,25 @@ static const char pointers_sql[] =
 static const char workers_sql[] =
 "SELECT w.role, w.state, count(*) FROM sched._workers() w GROUP BY 1, 2 ORDER BY 1, 2";
 
-/* A counter family read from one slot. */
-typedef struct CounterFamily
+/*
+ * Where the samples go: Prometheus's text (sched.metrics()), or rows
+ * (sched.metric_samples(), which the exporter's queries read).  Every
+ * sample is written through sample(), so both say the same.
+ */
+typedef struct Emitter
+{
+	StringInfo	text;			/* text format, or NULL */
+	ReturnSetInfo *rows;		/* rows, or NULL */
+	const char *database;		/* the label of every sample */
+	const char *family;			/* the family being written */
+} Emitter;
+
+/* A label besides database and biz_type. */
+typedef struct Label
 {
 	const char *name;
-	const char *help;
-	int			slot;
-} CounterFamily;
-
-static const CounterFamily counter_families[] = {
-	{"delaysched_tasks_added_total", "Tasks added (sched.add and friends, schedule firings).", SS_ADDED},
-	{"delaysched_tasks_acked_total", "Tasks finished as done: acknowledged, or answered with a 2xx.", SS_ACKED},
-	{"delaysched_ack_timeouts_total", "Deliveries whose lease ran out before an acknowledgement (each then redelivered, claimable again, or dead).", SS_ACK_TIMEOUTS},
-	{"delaysched_tasks_nacked_total", "Negative acknowledgements (sched.nack).", SS_NACKED},
-	{"delaysched_tasks_dead_total", "Tasks finished as dead.", SS_DEAD},
-	{"delaysched_tasks_cancelled_total", "Tasks finished as cancelled.", SS_CANCELLED},
-	{"delaysched_tasks_parked_total", "Due tasks of notify types set aside for a rate limit, a concurrency cap or a pause.", SS_PARKED},
-};
+	const char *value;
+} Label;
 
 static void
 append_escaped(StringInfo out, const char *value)
@@ -112,52 +119,115 @@ append_escaped(StringInfo out, const char *value)
 }
 
 static void
-family(StringInfo out, const char *name, const char *type, const char *help)
+family(Emitter *e, const char *name, const char *type, const char *help)
 {
-	appendStringInfo(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+	e->family = name;
+	if (e->text)
+		appendStringInfo(e->text, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
-/* The start of a series of type "t" (NULL: the database's own): name{database="..",biz_type=".." */
+/*
+ * One sample: metric "name" (the family's name, or a histogram's
+ * name_bucket, _sum, _count) of type "t" (NULL: the database's own), with
+ * nlabels more labels.
+ */
 static void
-series(StringInfo out, const char *name, const char *database, const TypeMetrics *t)
+sample(Emitter *e, const char *name, const TypeMetrics *t, const Label *labels, int nlabels,
+	   double value)
 {
-	appendStringInfo(out, "%s{database=\"", name);
-	append_escaped(out, database);
-	appendStringInfoChar(out, '"');
-	if (t != NULL)
-		appendStringInfo(out, ",biz_type=\"%s\"", t->name);
+	if (e->text)
+	{
+		StringInfo	out = e->text;
+
+		appendStringInfo(out, "%s{database=\"", name);
+		append_escaped(out, e->database);
+		appendStringInfoChar(out, '"');
+		if (t != NULL)
+			appendStringInfo(out, ",biz_type=\"%s\"", t->name);
+		for (int i = 0; i < nlabels; i++)
+		{
+			appendStringInfo(out, ",%s=\"", labels[i].name);
+			append_escaped(out, labels[i].value);
+			appendStringInfoChar(out, '"');
+		}
+		if (value == rint(value) && fabs(value) < 1e15)
+			appendStringInfo(out, "} %.0f\n", value);
+		else
+			appendStringInfo(out, "} %.6f\n", value);
+	}
+	if (e->rows)
+	{
+		Datum		values[5];
+		bool		nulls[5] = {false};
+		StringInfoData json;
+
+		initStringInfo(&json);
+		appendStringInfoChar(&json, '{');
+		for (int i = 0; i < nlabels; i++)
+		{
+			if (i > 0)
+				appendStringInfoString(&json, ", ");
+			escape_json(&json, labels[i].name);
+			appendStringInfoString(&json, ": ");
+			escape_json(&json, labels[i].value);
+		}
+		appendStringInfoChar(&json, '}');
+		values[0] = CStringGetTextDatum(e->family);
+		values[1] = CStringGetTextDatum(name);
+		if (t != NULL)
+			values[2] = CStringGetTextDatum(t->name);
+		else
+			nulls[2] = true;
+		values[3] = DirectFunctionCall1(jsonb_in, CStringGetDatum(json.data));
+		values[4] = Float8GetDatum(value);
+		tuplestore_putvalues(e->rows->setResult, e->rows->setDesc, values, nulls);
+	}
 }
 
+/* A histogram of type "t": cumulative buckets up to +Inf, sum, count. */
 static void
-put_int(StringInfo out, const char *name, const char *database, const TypeMetrics *t, int64 value)
-{
-	series(out, name, database, t);
-	appendStringInfo(out, "} " INT64_FORMAT "\n", value);
-}
-
-static void
-put_histogram(StringInfo out, const char *name, const char *database, const TypeMetrics *t,
-			  int first, int nbuckets, const double *bounds, int sum_slot)
+histogram(Emitter *e, const TypeMetrics *t, int first, int nbuckets, const double *bounds,
+		  int sum_slot)
 {
 	int64		cumulative = 0;
-	char		metric[NAMEDATALEN * 2];
+	char		name[NAMEDATALEN * 2];
 
-	snprintf(metric, sizeof(metric), "%s_bucket", name);
+	snprintf(name, sizeof(name), "%s_bucket", e->family);
 	for (int i = 0; i < nbuckets; i++)
 	{
+		char		le[32];
+		Label		label = {"le", le};
+
 		cumulative += t->v[first + i];
-		series(out, metric, database, t);
 		if (i < nbuckets - 1)
-			appendStringInfo(out, ",le=\"%g\"} " INT64_FORMAT "\n", bounds[i], cumulative);
+			snprintf(le, sizeof(le), "%g", bounds[i]);
 		else
-			appendStringInfo(out, ",le=\"+Inf\"} " INT64_FORMAT "\n", cumulative);
+			strlcpy(le, "+Inf", sizeof(le));
+		sample(e, name, t, &label, 1, (double) cumulative);
 	}
-	snprintf(metric, sizeof(metric), "%s_sum", name);
-	series(out, metric, database, t);
-	appendStringInfo(out, "} %.6f\n", (double) t->v[sum_slot] / USECS_PER_SEC);
-	snprintf(metric, sizeof(metric), "%s_count", name);
-	put_int(out, metric, database, t, cumulative);
+	snprintf(name, sizeof(name), "%s_sum", e->family);
+	sample(e, name, t, NULL, 0, (double) t->v[sum_slot] / USECS_PER_SEC);
+	snprintf(name, sizeof(name), "%s_count", e->family);
+	sample(e, name, t, NULL, 0, (double) cumulative);
 }
+
+/* A family with one sample per type, from a slot of shared memory. */
+typedef struct CounterFamily
+{
+	const char *name;
+	const char *help;
+	int			slot;
+} CounterFamily;
+
+static const CounterFamily counter_families[] = {
+	{"delaysched_tasks_added_total", "Tasks added (sched.add and friends, schedule firings).", SS_ADDED},
+	{"delaysched_tasks_acked_total", "Tasks finished as done: acknowledged, or answered with a 2xx.", SS_ACKED},
+	{"delaysched_tasks_nacked_total", "Negative acknowledgements (sched.nack).", SS_NACKED},
+	{"delaysched_tasks_ack_timeouts_total", "Deliveries whose lease ran out before an acknowledgement (each then redelivered, claimable again, or dead).", SS_ACK_TIMEOUTS},
+	{"delaysched_tasks_dead_total", "Tasks finished as dead.", SS_DEAD},
+	{"delaysched_tasks_cancelled_total", "Tasks finished as cancelled.", SS_CANCELLED},
+	{"delaysched_tasks_parked_total", "Due tasks of notify types set aside for a rate limit, a concurrency cap or a pause.", SS_PARKED},
+};
 
 static const char *
 kind_name(char kind)
@@ -268,16 +338,16 @@ collect_types(int *ntypes)
 }
 
 static void
-put_counters(StringInfo out, const char *db, const TypeMetrics *types, int ntypes)
+put_counters(Emitter *e, const TypeMetrics *types, int ntypes)
 {
 	for (size_t f = 0; f < lengthof(counter_families); f++)
 	{
-		family(out, counter_families[f].name, "counter", counter_families[f].help);
+		family(e, counter_families[f].name, "counter", counter_families[f].help);
 		for (int i = 0; i < ntypes; i++)
-			put_int(out, counter_families[f].name, db, &types[i], types[i].v[counter_families[f].slot]);
+			sample(e, e->family, &types[i], NULL, 0, (double) types[i].v[counter_families[f].slot]);
 	}
 
-	family(out, "delaysched_tasks_delivered_total", "counter",
+	family(e, "delaysched_tasks_delivered_total", "counter",
 		   "Deliveries (redeliveries included), by the type's delivery kind: NOTIFY sent, pull claims, HTTP requests started.");
 	for (int i = 0; i < ntypes; i++)
 	{
@@ -295,74 +365,104 @@ put_counters(StringInfo out, const char *db, const TypeMetrics *types, int ntype
 		for (size_t k = 0; k < lengthof(kinds); k++)
 		{
 			int64		value = t->v[kinds[k].slot];
+			Label		label = {"delivery", kind_name(kinds[k].kind)};
 
 			/* Those made before the kind was known count as the type's kind now. */
 			if (kinds[k].kind == (t->kind ? t->kind : STATS_KIND_NOTIFY))
 				value += t->v[SS_DELIVERED_UNKNOWN];
 			else if (value == 0)
 				continue;
-			series(out, "delaysched_tasks_delivered_total", db, t);
-			appendStringInfo(out, ",delivery=\"%s\"} " INT64_FORMAT "\n", kind_name(kinds[k].kind), value);
+			sample(e, e->family, t, &label, 1, (double) value);
 		}
 	}
 
-	family(out, "delaysched_http_requests_total", "counter",
+	family(e, "delaysched_http_requests_total", "counter",
 		   "HTTP requests answered or failed, by status class (none: no answer) and outcome.");
 	for (int i = 0; i < ntypes; i++)
 		for (int c = 0; c < STATS_HTTP_CLASSES; c++)
 			for (int o = 0; o < STATS_HTTP_OUTCOMES; o++)
 			{
 				int64		value = types[i].v[SS_HTTP_FIRST + c * STATS_HTTP_OUTCOMES + o];
+				Label		labels[2] = {
+					{"class", delaysched_http_class_names[c]},
+					{"outcome", delaysched_http_outcome_names[o]}
+				};
 
-				if (value == 0)
-					continue;
-				series(out, "delaysched_http_requests_total", db, &types[i]);
-				appendStringInfo(out, ",class=\"%s\",outcome=\"%s\"} " INT64_FORMAT "\n",
-								 delaysched_http_class_names[c], delaysched_http_outcome_names[o], value);
+				if (value != 0)
+					sample(e, e->family, &types[i], labels, 2, (double) value);
 			}
 
-	family(out, "delaysched_http_request_duration_seconds", "histogram",
+	family(e, "delaysched_http_request_duration_seconds", "histogram",
 		   "Duration of HTTP requests, redirects included, to the answer, the timeout or the failure.");
 	for (int i = 0; i < ntypes; i++)
 		if (types[i].kind == STATS_KIND_HTTP)
-			put_histogram(out, "delaysched_http_request_duration_seconds", db, &types[i],
-						  SS_DURATION_FIRST, STATS_DURATION_BUCKETS, delaysched_duration_bounds,
-						  SS_DURATION_SUM_US);
+			histogram(e, &types[i], SS_DURATION_FIRST, STATS_DURATION_BUCKETS,
+					  delaysched_duration_bounds, SS_DURATION_SUM_US);
 
-	family(out, "delaysched_lateness_seconds", "histogram",
+	family(e, "delaysched_lateness_seconds", "histogram",
 		   "Lateness of first deliveries: delivered_at - run_at.");
 	for (int i = 0; i < ntypes; i++)
-		put_histogram(out, "delaysched_lateness_seconds", db, &types[i],
-					  SS_LATENESS_FIRST, STATS_LATENESS_BUCKETS, delaysched_lateness_bounds,
-					  SS_LATENESS_SUM_US);
+		histogram(e, &types[i], SS_LATENESS_FIRST, STATS_LATENESS_BUCKETS,
+				  delaysched_lateness_bounds, SS_LATENESS_SUM_US);
+}
+
+/* A gauge family with one sample per defined type. */
+static void
+put_type_gauge(Emitter *e, const char *name, const char *help, const TypeMetrics *types, int ntypes,
+			   int64 (*value) (const TypeMetrics *t))
+{
+	family(e, name, "gauge", help);
+	for (int i = 0; i < ntypes; i++)
+		if (types[i].defined)
+			sample(e, name, &types[i], NULL, 0, (double) value(&types[i]));
+}
+
+static int64
+pending_of(const TypeMetrics *t)
+{
+	return t->pending + t->ready;
+}
+
+static int64
+due_of(const TypeMetrics *t)
+{
+	return t->due_pending + t->ready;
+}
+
+static int64
+awaiting_of(const TypeMetrics *t)
+{
+	return t->delivered;
+}
+
+static int64
+throttled_of(const TypeMetrics *t)
+{
+	return t->kind == STATS_KIND_NOTIFY && !t->paused ? t->ready : 0;
+}
+
+static int64
+paused_of(const TypeMetrics *t)
+{
+	return t->paused ? 1 : 0;
 }
 
 static void
-put_gauges(StringInfo out, const char *db, const TypeMetrics *types, int ntypes)
+put_gauges(Emitter *e, const TypeMetrics *types, int ntypes)
 {
-	family(out, "delaysched_tasks_pending", "gauge", "Unfinished tasks not delivered, due or not.");
-	for (int i = 0; i < ntypes; i++)
-		if (types[i].defined)
-			put_int(out, "delaysched_tasks_pending", db, &types[i], types[i].pending + types[i].ready);
+	put_type_gauge(e, "delaysched_tasks_pending", "Unfinished tasks not delivered, due or not.",
+				   types, ntypes, pending_of);
+	put_type_gauge(e, "delaysched_tasks_due", "Pending tasks whose run_at has come: due, not yet delivered.",
+				   types, ntypes, due_of);
+	put_type_gauge(e, "delaysched_tasks_awaiting_ack", "Delivered tasks awaiting acknowledgement.",
+				   types, ntypes, awaiting_of);
+	put_type_gauge(e, "delaysched_tasks_throttled",
+				   "Due tasks of a notify type that is not paused, set aside for a token, a slot or a share of the global cap.",
+				   types, ntypes, throttled_of);
+	put_type_gauge(e, "delaysched_biz_paused", "1 while the type is paused (sched.pause).",
+				   types, ntypes, paused_of);
 
-	family(out, "delaysched_tasks_due", "gauge", "Pending tasks whose run_at has come: due, not yet delivered.");
-	for (int i = 0; i < ntypes; i++)
-		if (types[i].defined)
-			put_int(out, "delaysched_tasks_due", db, &types[i], types[i].due_pending + types[i].ready);
-
-	family(out, "delaysched_tasks_awaiting_ack", "gauge", "Delivered tasks awaiting acknowledgement.");
-	for (int i = 0; i < ntypes; i++)
-		if (types[i].defined)
-			put_int(out, "delaysched_tasks_awaiting_ack", db, &types[i], types[i].delivered);
-
-	family(out, "delaysched_tasks_throttled", "gauge",
-		   "Due tasks of a notify type that is not paused, set aside for a token, a slot or a share of the global cap.");
-	for (int i = 0; i < ntypes; i++)
-		if (types[i].defined)
-			put_int(out, "delaysched_tasks_throttled", db, &types[i],
-					types[i].kind == STATS_KIND_NOTIFY && !types[i].paused ? types[i].ready : 0);
-
-	family(out, "delaysched_tasks_kept", "gauge", "Finished tasks kept within their retention, by state.");
+	family(e, "delaysched_finished_tasks", "gauge", "Finished tasks kept within their retention, by state.");
 	for (int i = 0; i < ntypes; i++)
 		if (types[i].defined)
 		{
@@ -371,60 +471,68 @@ put_gauges(StringInfo out, const char *db, const TypeMetrics *types, int ntypes)
 
 			for (size_t s = 0; s < lengthof(states); s++)
 			{
-				series(out, "delaysched_tasks_kept", db, &types[i]);
-				appendStringInfo(out, ",state=\"%s\"} " INT64_FORMAT "\n", states[s], values[s]);
+				Label		label = {"state", states[s]};
+
+				sample(e, e->family, &types[i], &label, 1, (double) values[s]);
 			}
 		}
 
-	family(out, "delaysched_biz_paused", "gauge", "1 while the type is paused (sched.pause).");
-	for (int i = 0; i < ntypes; i++)
-		if (types[i].defined)
-			put_int(out, "delaysched_biz_paused", db, &types[i], types[i].paused ? 1 : 0);
-
-	family(out, "delaysched_tokens", "gauge", "Tokens in the token bucket of a rate-limited type.");
+	family(e, "delaysched_biz_tokens", "gauge", "Tokens in the token bucket of a rate-limited type.");
 	for (int i = 0; i < ntypes; i++)
 		if (types[i].defined && types[i].limited)
-		{
-			series(out, "delaysched_tokens", db, &types[i]);
-			appendStringInfo(out, "} %.3f\n", types[i].tokens);
-		}
+			sample(e, e->family, &types[i], NULL, 0, types[i].tokens);
 }
 
 /* The database's own series: pointers, workers, the state of the numbers. */
 static void
-put_database(StringInfo out, const char *db)
+put_database(Emitter *e)
 {
-	family(out, "delaysched_pointer_lag_seconds", "gauge",
+	family(e, "delaysched_pointer_lag_seconds", "gauge",
 		   "How far each range's time pointer is behind now (range r is door number r).");
 	if (SPI_execute(pointers_sql, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read the time pointers");
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
-		series(out, "delaysched_pointer_lag_seconds", db, NULL);
-		appendStringInfoString(out, ",range=\"");
-		appendStringInfoString(out, SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1));
-		appendStringInfo(out, "\"} %.6f\n", float8_at(i, 2));
+		Label		label = {"range", SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1)};
+
+		sample(e, e->family, NULL, &label, 1, float8_at(i, 2));
 	}
 
-	family(out, "delaysched_workers", "gauge", "Background workers of the database, by role and state.");
+	family(e, "delaysched_workers", "gauge", "Background workers of the database, by role and state.");
 	if (SPI_execute(workers_sql, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read the workers");
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
-		series(out, "delaysched_workers", db, NULL);
-		appendStringInfoString(out, ",role=\"");
-		append_escaped(out, SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1));
-		appendStringInfoString(out, "\",state=\"");
-		append_escaped(out, SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2));
-		appendStringInfo(out, "\"} " INT64_FORMAT "\n", int8_at(i, 3));
+		Label		labels[2] = {
+			{"role", SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1)},
+			{"state", SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2)}
+		};
+
+		sample(e, e->family, NULL, labels, 2, (double) int8_at(i, 3));
 	}
 
-	family(out, "delaysched_stats_ready", "gauge",
+	family(e, "delaysched_stats_ready", "gauge",
 		   "1 when the task gauges come from shared memory; 0 while they are counted from the tables (after a start).");
-	put_int(out, "delaysched_stats_ready", db, NULL, delaysched_stats_ready(MyDatabaseId) ? 1 : 0);
-	family(out, "delaysched_stats_full", "gauge",
+	sample(e, e->family, NULL, NULL, 0, delaysched_stats_ready(MyDatabaseId) ? 1 : 0);
+	family(e, "delaysched_stats_full", "gauge",
 		   "1 when a business type found no room in shared memory (raise delaysched.max_stats_types).");
-	put_int(out, "delaysched_stats_full", db, NULL, delaysched_stats_full(MyDatabaseId) ? 1 : 0);
+	sample(e, e->family, NULL, NULL, 0, delaysched_stats_full(MyDatabaseId) ? 1 : 0);
+}
+
+/* Every family, in the order of doc/monitoring.md. */
+static void
+emit_all(Emitter *e)
+{
+	TypeMetrics *types;
+	int			ntypes;
+
+	e->database = get_database_name(MyDatabaseId);
+	SPI_connect();
+	types = collect_types(&ntypes);
+	put_counters(e, types, ntypes);
+	put_gauges(e, types, ntypes);
+	put_database(e);
+	SPI_finish();
 }
 
 /* sched.metrics() RETURNS text */
@@ -432,18 +540,27 @@ Datum
 delaysched_metrics_sql(PG_FUNCTION_ARGS)
 {
 	StringInfoData out;
-	TypeMetrics *types;
-	int			ntypes;
-	char	   *db = get_database_name(MyDatabaseId);
+	Emitter		e = {0};
 
 	initStringInfo(&out);
-	SPI_connect();
-	types = collect_types(&ntypes);
-	put_counters(&out, db, types, ntypes);
-	put_gauges(&out, db, types, ntypes);
-	put_database(&out, db);
-	SPI_finish();
+	e.text = &out;
+	emit_all(&e);
 	PG_RETURN_TEXT_P(cstring_to_text_with_len(out.data, out.len));
+}
+
+/*
+ * sched.metric_samples(): the same samples as rows (family, metric,
+ * biz_type, labels, value), for queries: the exporter's, a dashboard's.
+ */
+Datum
+delaysched_metric_samples_sql(PG_FUNCTION_ARGS)
+{
+	Emitter		e = {0};
+
+	InitMaterializedSRF(fcinfo, 0);
+	e.rows = (ReturnSetInfo *) fcinfo->resultinfo;
+	emit_all(&e);
+	return (Datum) 0;
 }
 
 /*
