@@ -14,6 +14,10 @@ PACKAGES="make gcc libc6-dev postgresql-$PG_MAJOR postgresql-server-dev-$PG_MAJO
 
 log() { printf '==> %s\n' "$*" >&2; }
 
+# What the tests need besides: Prometheus's parser and the exporter
+# (test/t/018_metrics.pl).
+TEST_PACKAGES="python3-prometheus-client prometheus-postgres-exporter"
+
 # What building the Debian package needs besides (scripts/package.sh).
 PACKAGE_BUILD_PACKAGES="dpkg-dev debhelper postgresql-server-dev-all"
 

@@ -14,7 +14,7 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 . "$root/scripts/lib.sh"
 
-ensure_packages || exit 1
+ensure_packages "$PACKAGES $TEST_PACKAGES" || exit 1
 passed=0
 failed=0
 

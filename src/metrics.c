@@ -477,7 +477,7 @@ put_gauges(Emitter *e, const TypeMetrics *types, int ntypes)
 			}
 		}
 
-	family(e, "delaysched_biz_tokens", "gauge", "Tokens in the token bucket of a rate-limited type.");
+	family(e, "delaysched_bucket_tokens", "gauge", "Tokens in the token bucket of a rate-limited type.");
 	for (int i = 0; i < ntypes; i++)
 		if (types[i].defined && types[i].limited)
 			sample(e, e->family, &types[i], NULL, 0, types[i].tokens);
