@@ -13,6 +13,7 @@ use FindBin;
 use lib "$FindBin::Bin/../perl";
 use DelayschedTest;
 use HTTP::Tiny;
+use JSON::PP;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -21,6 +22,7 @@ use Time::HiRes qw(time usleep);
 my $python = '/usr/bin/python3';
 my $exporter = '/usr/bin/prometheus-postgres-exporter';
 my $queries = "$FindBin::Bin/../../contrib/prometheus/delaysched-queries.yaml";
+my $dashboard = "$FindBin::Bin/../../contrib/grafana/delaysched-dashboard.json";
 
 my $node = DelayschedTest::new_node('metrics',
 	extra_conf => "delaysched.http_workers = 1\nmax_prepared_transactions = 2\n");
@@ -100,6 +102,13 @@ like($parsed, qr/^delaysched_tasks_added_total\{biz_type=x_notify,database=postg
 	'a counter, as the parser reads it');
 like($parsed, qr/^delaysched_lateness_seconds_bucket\{biz_type=x_notify,database=postgres,le=\+Inf\} 5\.0$/m,
 	'a histogram bucket, as the parser reads it');
+
+# --- the Grafana dashboard asks only for samples that exist ---
+my $panels = JSON::PP->new->decode(PostgreSQL::Test::Utils::slurp_file($dashboard))->{panels};
+my %asked = map { $_ => 1 } map { /\b(delaysched_[a-z_]+)/g } map { $_->{expr} } map { @{ $_->{targets} } } @$panels;
+my %exists = map { /^(delaysched_[a-z_]+)\{/ ? ($1 => 1) : () } split /\n/, sql('SELECT sched.metrics()');
+cmp_ok(scalar keys %asked, '>=', 15, 'the dashboard asks for the metrics');
+is_deeply([ grep { !$exists{$_} } sort keys %asked ], [], 'every metric the dashboard asks for is in sched.metrics()');
 
 # --- the HTTP counters and the duration histogram ---
 is(metric('delaysched_http_requests_total', 'biz_type="x_hook",class="2xx",outcome="done"'), '4',
