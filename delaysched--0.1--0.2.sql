@@ -2021,6 +2021,8 @@ COMMENT ON FUNCTION sched._type_counts(text[]) IS 'internal: the tasks by state 
 
 CREATE FUNCTION sched.recount_stats() RETURNS void
 LANGUAGE c VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
 AS 'MODULE_PATHNAME', 'delaysched_recount_stats_sql';
 COMMENT ON FUNCTION sched.recount_stats() IS 'count this database''s task gauges again (after something bypassed the triggers that keep them)';
 
