@@ -82,7 +82,7 @@ test/bench/hooksink: test/bench/hooksink.c
 	$(CC) -O2 -Wall -Wextra $(COPT) -o $@ $<
 
 # Benchmarks (not tests): bench/run.sh; bench-smoke is the few-second run CI does.
-.PHONY: bench bench-compare bench-smoke bench-xmin bench-http bench-schedules bench-contention bench-contention-smoke bench-databases bench-databases-smoke
+.PHONY: bench bench-compare bench-smoke bench-xmin bench-http bench-schedules bench-contention bench-contention-smoke bench-databases bench-databases-smoke bench-monitoring bench-monitoring-smoke
 bench: all
 	bash bench/run.sh
 bench-compare: all
@@ -104,3 +104,7 @@ bench-databases: all
 	bash bench/databases.sh
 bench-databases-smoke: all
 	bash bench/databases.sh --smoke
+bench-monitoring: all
+	bash bench/monitoring.sh
+bench-monitoring-smoke: all
+	bash bench/monitoring.sh --smoke
