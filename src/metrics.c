@@ -40,6 +40,7 @@
 #include "utils/jsonb.h"
 
 #include "compat.h"
+#include "spi_plans.h"
 #include "stats.h"
 
 PG_FUNCTION_INFO_V1(delaysched_metrics_sql);
@@ -83,6 +84,24 @@ static const char pointers_sql[] =
 
 static const char workers_sql[] =
 "SELECT w.role, w.state, count(*) FROM sched._workers() w GROUP BY 1, 2 ORDER BY 1, 2";
+
+/*
+ * Run one of the statements above, planned once per session and kept:
+ * planning them (sched._due and sched._counts span every partition) cost
+ * more than running them.
+ */
+static void
+run_kept(const char *sql, SPIPlanPtr *plan, const char *what)
+{
+	if (*plan == NULL)
+		*plan = delaysched_prepare_kept(sql, 0, NULL);
+	if (SPI_execute_plan(*plan, NULL, NULL, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read %s", what);
+}
+
+static SPIPlanPtr types_plan = NULL;
+static SPIPlanPtr pointers_plan = NULL;
+static SPIPlanPtr workers_plan = NULL;
 
 /*
  * Where the samples go: Prometheus's text (sched.metrics()), or rows
@@ -290,8 +309,7 @@ collect_types(int *ntypes)
 	info.hcxt = CurrentMemoryContext;
 	types = hash_create("delaysched metrics types", 64, &info, HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
 
-	if (SPI_execute(types_sql, true, 0) != SPI_OK_SELECT)
-		elog(ERROR, "could not read the business types");
+	run_kept(types_sql, &types_plan, "the business types");
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
 		char	   *name = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
@@ -489,8 +507,7 @@ put_database(Emitter *e)
 {
 	family(e, "delaysched_pointer_lag_seconds", "gauge",
 		   "How far each range's time pointer is behind now (range r is door number r).");
-	if (SPI_execute(pointers_sql, true, 0) != SPI_OK_SELECT)
-		elog(ERROR, "could not read the time pointers");
+	run_kept(pointers_sql, &pointers_plan, "the time pointers");
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
 		Label		label = {"range", SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1)};
@@ -499,8 +516,7 @@ put_database(Emitter *e)
 	}
 
 	family(e, "delaysched_workers", "gauge", "Background workers of the database, by role and state.");
-	if (SPI_execute(workers_sql, true, 0) != SPI_OK_SELECT)
-		elog(ERROR, "could not read the workers");
+	run_kept(workers_sql, &workers_plan, "the workers");
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
 		Label		labels[2] = {
