@@ -101,7 +101,8 @@ time_query() {
 	time_query count 'SELECT * FROM sched._task_counts'
 	if [ -x /usr/bin/prometheus-postgres-exporter ]; then
 		eport=$(/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-		as_pg_user env DATA_SOURCE_NAME="host=$work port=$port user=$PG_USER dbname=postgres sslmode=disable" \
+		# (Not through runuser: killing it must reach the exporter itself.)
+		DATA_SOURCE_NAME="host=$work port=$port user=$PG_USER dbname=postgres sslmode=disable" \
 			/usr/bin/prometheus-postgres-exporter --web.listen-address=127.0.0.1:$eport \
 			--extend.query-path="$root/contrib/prometheus/delaysched-queries.yaml" \
 			--disable-default-metrics --disable-settings-metrics >"$work/exporter.log" 2>&1 &
