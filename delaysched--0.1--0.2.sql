@@ -2033,6 +2033,14 @@ SET search_path = pg_catalog, pg_temp
 AS 'MODULE_PATHNAME', 'delaysched_metrics_sql';
 COMMENT ON FUNCTION sched.metrics() IS 'this database''s delaysched counters, gauges and histograms in Prometheus''s text format';
 
+CREATE FUNCTION sched._task_status(id bigint, biz_type text, state "char", run_at timestamptz,
+								   attempt int, lease_until timestamptz, delivery text, paused boolean,
+								   rate_limited boolean, max_concurrency int)
+RETURNS text
+LANGUAGE c VOLATILE
+AS 'MODULE_PATHNAME', 'delaysched_task_status_sql';
+COMMENT ON FUNCTION sched._task_status(bigint, text, "char", timestamptz, int, timestamptz, text, boolean, boolean, int) IS 'internal: where an unfinished task is and why (sched.tasks.status)';
+
 CREATE FUNCTION sched.metric_samples(OUT family text, OUT metric text, OUT biz_type text,
 									 OUT labels jsonb, OUT value float8)
 RETURNS SETOF record
@@ -2042,18 +2050,18 @@ SET search_path = pg_catalog, pg_temp
 AS 'MODULE_PATHNAME', 'delaysched_metric_samples_sql';
 COMMENT ON FUNCTION sched.metric_samples() IS 'the samples of sched.metrics() as rows: family, metric, business type, other labels, value';
 
--- BEFORE ROW: the tally sees the row as it is written (stats_tally.c).
-CREATE TRIGGER stats BEFORE INSERT OR DELETE OR UPDATE OF state, attempt, bucket ON sched.task
+-- AFTER ROW, so as not to lock each row first (stats_tally.c).
+CREATE TRIGGER stats AFTER INSERT OR DELETE OR UPDATE OF state, attempt, bucket ON sched.task
 	FOR EACH ROW EXECUTE FUNCTION sched._stats_trigger('task');
 CREATE TRIGGER stats_truncate BEFORE TRUNCATE ON sched.task
 	FOR EACH STATEMENT EXECUTE FUNCTION sched._stats_trigger('task');
-CREATE TRIGGER stats BEFORE INSERT OR DELETE ON sched.finished
+CREATE TRIGGER stats AFTER INSERT OR DELETE ON sched.finished
 	FOR EACH ROW EXECUTE FUNCTION sched._stats_trigger('finished');
 CREATE TRIGGER stats_truncate BEFORE TRUNCATE ON sched.finished
 	FOR EACH STATEMENT EXECUTE FUNCTION sched._stats_trigger('finished');
-CREATE TRIGGER stats BEFORE INSERT ON sched.attempt
+CREATE TRIGGER stats AFTER INSERT ON sched.attempt
 	FOR EACH ROW EXECUTE FUNCTION sched._stats_trigger('attempt');
-CREATE TRIGGER stats BEFORE INSERT OR UPDATE OF delivery ON sched.biz
+CREATE TRIGGER stats AFTER INSERT OR UPDATE OF delivery ON sched.biz
 	FOR EACH ROW EXECUTE FUNCTION sched._stats_trigger('biz');
 
 /*
@@ -2119,15 +2127,18 @@ COMMENT ON VIEW sched._due IS 'internal: pending tasks due now, per type';
 
 CREATE OR REPLACE VIEW sched.tasks WITH (security_barrier) AS
 	SELECT u.id, u.biz_type, u.run_at, u.state, u.attempt, u.payload, u.dedupe_key, u.created_at,
-		   u.delivered_at, u.last_error, u.lease_until, u.finished_at, u.schedule
+		   u.delivered_at, u.last_error, u.lease_until, u.finished_at, u.schedule, u.status
 	FROM (SELECT t.id, t.biz_type, t.run_at,
 				 CASE t.state WHEN 'd' THEN 'delivered' ELSE 'pending' END AS state,
 				 t.attempt, t.payload, t.dedupe_key, t.created_at, t.delivered_at, t.last_error,
-				 t.lease_until, NULL::timestamptz AS finished_at, t.schedule
-		  FROM sched.task t
+				 t.lease_until, NULL::timestamptz AS finished_at, t.schedule,
+				 sched._task_status(t.id, t.biz_type, t.state, t.run_at, t.attempt, t.lease_until,
+									b.delivery, b.paused, b.rate_limit IS NOT NULL, b.max_concurrency) AS status
+		  FROM sched.task t LEFT JOIN sched.biz b ON b.name = t.biz_type
 		  UNION ALL
 		  SELECT f.id, f.biz_type, f.run_at, f.state, f.attempt, f.payload, f.dedupe_key,
-				 f.created_at, f.delivered_at, f.last_error, NULL::timestamptz, f.finished_at, f.schedule
+				 f.created_at, f.delivered_at, f.last_error, NULL::timestamptz, f.finished_at, f.schedule,
+				 f.state
 		  FROM sched.finished f) u
 	WHERE ((SELECT v.sees_all FROM sched._viewer v) OR u.biz_type IN (SELECT vt.biz_type FROM sched._viewer_types vt));
 COMMENT ON VIEW sched.tasks IS 'every delaysched task the querying role may see: unfinished ones, and finished ones within their retention';
@@ -2215,6 +2226,16 @@ BEGIN
 		  AND a.privilege_type = 'EXECUTE' AND a.grantee <> 0 AND a.grantee <> p.proowner
 	LOOP
 		EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION sched._type_counts(text[]) TO %s', r.grantee);
+	END LOOP;
+	-- sched.tasks now calls sched._task_status() for its status column:
+	-- whoever could read the view keeps reading it.
+	FOR r IN
+		SELECT DISTINCT a.grantee::regrole AS grantee
+		FROM pg_catalog.pg_class c, pg_catalog.aclexplode(c.relacl) a
+		WHERE c.oid = 'sched.tasks'::pg_catalog.regclass
+		  AND a.privilege_type = 'SELECT' AND a.grantee <> 0 AND a.grantee <> c.relowner
+	LOOP
+		EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION sched._task_status(bigint, text, "char", timestamptz, int, timestamptz, text, boolean, boolean, int) TO %s', r.grantee);
 	END LOOP;
 END
 $$;

@@ -19,6 +19,7 @@ SELECT sched.grant_biz('spy_mine', 'regress_ds_spy', 'read');
 GRANT USAGE ON SCHEMA sched TO regress_ds_spy;
 GRANT SELECT ON sched.tasks, sched.schedules, sched.biz_stats, sched.attempts TO regress_ds_spy;
 GRANT EXECUTE ON FUNCTION sched._tokens(text, float8, int), sched._type_counts(text[]) TO regress_ds_spy;  -- read by sched.biz_stats
+GRANT EXECUTE ON FUNCTION sched._task_status TO regress_ds_spy;  -- read by sched.tasks
 
 SET ROLE regress_ds_spy;
 CREATE FUNCTION pg_temp.leak(v anyelement) RETURNS boolean
@@ -48,6 +49,6 @@ DELETE FROM sched.attempt WHERE biz_type IN ('spy_mine', 'spy_secret');
 SELECT sched.drop_biz('spy_mine', cancel_tasks => true) > 0 AS dropped;
 SELECT sched.drop_biz('spy_secret', cancel_tasks => true) > 0 AS dropped;
 REVOKE ALL ON sched.tasks, sched.schedules, sched.biz_stats, sched.attempts FROM regress_ds_spy;
-REVOKE ALL ON FUNCTION sched._tokens(text, float8, int), sched._type_counts(text[]) FROM regress_ds_spy;
+REVOKE ALL ON FUNCTION sched._tokens(text, float8, int), sched._type_counts(text[]), sched._task_status FROM regress_ds_spy;
 REVOKE ALL ON SCHEMA sched FROM regress_ds_spy;
 DROP ROLE regress_ds_spy;

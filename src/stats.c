@@ -433,3 +433,26 @@ delaysched_stats_full(Oid dboid)
 	LWLockRelease(stats->lock);
 	return full;
 }
+
+/*
+ * One gauge of type biz_type of database dboid, if the database's gauges
+ * are ready (for sched._task_status()); false if they are not.
+ */
+bool
+delaysched_stats_gauge(Oid dboid, const char *biz_type, int slot, int64 *value)
+{
+	StatsEntry *db;
+	StatsEntry *entry;
+	bool		ready = false;
+
+	LWLockAcquire(stats->lock, LW_SHARED);
+	db = find(dboid, "");
+	if (db != NULL && pg_atomic_read_u32(&db->ready) != 0 && pg_atomic_read_u32(&db->stale) == 0)
+	{
+		entry = find(dboid, biz_type);
+		*value = entry != NULL ? (int64) pg_atomic_read_u64(&entry->v[slot]) : 0;
+		ready = true;
+	}
+	LWLockRelease(stats->lock);
+	return ready;
+}

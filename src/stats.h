@@ -33,6 +33,7 @@
 #ifndef DELAYSCHED_STATS_H
 #define DELAYSCHED_STATS_H
 
+#include "nodes/pg_list.h"
 #include "port/atomics.h"
 #include "utils/timestamp.h"
 
@@ -110,6 +111,7 @@ extern bool delaysched_stats_ready(Oid dboid);
 extern void delaysched_stats_mark_stale(Oid dboid);
 extern bool delaysched_stats_claim_count(Oid dboid);
 extern bool delaysched_stats_full(Oid dboid);
+extern bool delaysched_stats_gauge(Oid dboid, const char *biz_type, int slot, int64 *value);
 extern void delaysched_stats_install(Oid dboid, List *counts);
 extern void delaysched_stats_forget_database(Oid dboid);
 extern int	delaysched_stats_lateness_bucket(double seconds);

@@ -14,7 +14,7 @@
  * stale: they are counted again once it has committed or rolled back
  * (the count waits for its locks; see stats_recount.c).
  *
- * The triggers (sched._stats_trigger(), BEFORE ROW, one per table) see
+ * The triggers (sched._stats_trigger(), AFTER ROW, one per table) see
  * every change of a task's state, whichever statement makes it:
  *	 sched.task	  INSERT, DELETE: the gauge of the row's state.
  *				  UPDATE: the gauges of the old and the new state; a lease
@@ -31,14 +31,19 @@
  *	 sched.biz	  INSERT, UPDATE: the type's delivery kind.
  * and TRUNCATE of sched.task or sched.finished, which fires no row
  * trigger, marks the gauges stale.
- * A BEFORE trigger runs before the row is written; if the write then fails,
- * the (sub)transaction aborts and its tally with it.
+ * AFTER, not BEFORE: before a BEFORE UPDATE or DELETE row trigger runs,
+ * PostgreSQL locks the row, which writes a WAL record of its own: one more
+ * per delivery and per acknowledgement, a sixth of a burst's rate.  An
+ * AFTER row trigger runs at the end of the statement on the rows as
+ * written (read again by their TIDs).  If the (sub)transaction then
+ * aborts, its tally goes with it.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
 #include "access/htup_details.h"
+#include "executor/tuptable.h"
 #include "access/xact.h"
 #include "commands/trigger.h"
 #include "executor/spi.h"
@@ -250,18 +255,19 @@ find_columns(Relation rel, ColumnCache *cache, const char *const *names)
 	cache->relid = RelationGetRelid(rel);
 }
 
+/* A column of a trigger's row (its slot deforms the row once). */
 static Datum
-column(HeapTuple tuple, Relation rel, int attnum, bool *isnull)
+column(TupleTableSlot *row, int attnum, bool *isnull)
 {
-	return heap_getattr(tuple, attnum, RelationGetDescr(rel), isnull);
+	return slot_getattr(row, attnum, isnull);
 }
 
 /* A text column into a NAMEDATALEN buffer ("" if NULL). */
 static void
-text_column(HeapTuple tuple, Relation rel, int attnum, char *buf)
+text_column(TupleTableSlot *row, int attnum, char *buf)
 {
 	bool		isnull;
-	Datum		value = column(tuple, rel, attnum, &isnull);
+	Datum		value = column(row, attnum, &isnull);
 
 	if (isnull)
 		buf[0] = '\0';
@@ -296,25 +302,24 @@ static ColumnCache task_cache;
 static void
 count_task(TriggerData *td)
 {
-	Relation	rel = td->tg_relation;
-	HeapTuple	old = td->tg_trigtuple;
-	HeapTuple	new = td->tg_newtuple;
+	TupleTableSlot *old = td->tg_trigslot;
+	TupleTableSlot *new = td->tg_newslot;
 	char		biz_type[NAMEDATALEN];
 	bool		isnull;
 	int64	   *v;
 
-	find_columns(rel, &task_cache, task_columns);
-#define TASK_COL(tuple, c) column((tuple), rel, task_cache.attnum[c], &isnull)
+	find_columns(td->tg_relation, &task_cache, task_columns);
+#define TASK_COL(row, c) column((row), task_cache.attnum[c], &isnull)
 
 	if (TRIGGER_FIRED_BY_INSERT(td->tg_event))
 	{
-		text_column(old, rel, task_cache.attnum[TASK_BIZ_TYPE], biz_type);
+		text_column(old, task_cache.attnum[TASK_BIZ_TYPE], biz_type);
 		v = delaysched_tally_slots(biz_type);
 		v[task_state_slot(DatumGetChar(TASK_COL(old, TASK_STATE)))]++;
 	}
 	else if (TRIGGER_FIRED_BY_DELETE(td->tg_event))
 	{
-		text_column(old, rel, task_cache.attnum[TASK_BIZ_TYPE], biz_type);
+		text_column(old, task_cache.attnum[TASK_BIZ_TYPE], biz_type);
 		v = delaysched_tally_slots(biz_type);
 		v[task_state_slot(DatumGetChar(TASK_COL(old, TASK_STATE)))]--;
 	}
@@ -329,7 +334,7 @@ count_task(TriggerData *td)
 		if (DatumGetInt16(TASK_COL(old, TASK_BUCKET)) != DatumGetInt16(TASK_COL(new, TASK_BUCKET)))
 			return;
 
-		text_column(new, rel, task_cache.attnum[TASK_BIZ_TYPE], biz_type);
+		text_column(new, task_cache.attnum[TASK_BIZ_TYPE], biz_type);
 		v = delaysched_tally_slots(biz_type);
 		if (old_state != new_state)
 		{
@@ -371,17 +376,16 @@ static ColumnCache finished_cache;
 static void
 count_finished(TriggerData *td)
 {
-	Relation	rel = td->tg_relation;
-	HeapTuple	row = td->tg_trigtuple;
+	TupleTableSlot *row = td->tg_trigslot;
 	char		biz_type[NAMEDATALEN];
 	char		state[NAMEDATALEN];
 	int			kept;
 	int			ended;
 	int64	   *v;
 
-	find_columns(rel, &finished_cache, finished_columns);
-	text_column(row, rel, finished_cache.attnum[FINISHED_BIZ_TYPE], biz_type);
-	text_column(row, rel, finished_cache.attnum[FINISHED_STATE], state);
+	find_columns(td->tg_relation, &finished_cache, finished_columns);
+	text_column(row, finished_cache.attnum[FINISHED_BIZ_TYPE], biz_type);
+	text_column(row, finished_cache.attnum[FINISHED_STATE], state);
 	if (strcmp(state, "done") == 0)
 		kept = SS_KEPT_DONE, ended = SS_ACKED;
 	else if (strcmp(state, "dead") == 0)
@@ -411,8 +415,7 @@ static ColumnCache attempt_cache;
 static void
 count_attempt(TriggerData *td)
 {
-	Relation	rel = td->tg_relation;
-	HeapTuple	row = td->tg_trigtuple;
+	TupleTableSlot *row = td->tg_trigslot;
 	char		biz_type[NAMEDATALEN];
 	char		outcome_name[NAMEDATALEN];
 	bool		isnull;
@@ -425,16 +428,16 @@ count_attempt(TriggerData *td)
 
 	if (!TRIGGER_FIRED_BY_INSERT(td->tg_event))
 		return;
-	find_columns(rel, &attempt_cache, attempt_columns);
-	text_column(row, rel, attempt_cache.attnum[ATTEMPT_BIZ_TYPE], biz_type);
-	text_column(row, rel, attempt_cache.attnum[ATTEMPT_OUTCOME], outcome_name);
-	status = column(row, rel, attempt_cache.attnum[ATTEMPT_HTTP_STATUS], &isnull);
+	find_columns(td->tg_relation, &attempt_cache, attempt_columns);
+	text_column(row, attempt_cache.attnum[ATTEMPT_BIZ_TYPE], biz_type);
+	text_column(row, attempt_cache.attnum[ATTEMPT_OUTCOME], outcome_name);
+	status = column(row, attempt_cache.attnum[ATTEMPT_HTTP_STATUS], &isnull);
 	if (!isnull && DatumGetInt32(status) >= 100 && DatumGetInt32(status) < 600)
 		class = DatumGetInt32(status) / 100 - 1;
 	for (int i = 0; i < STATS_HTTP_OUTCOMES; i++)
 		if (strcmp(outcome_name, delaysched_http_outcome_names[i]) == 0)
 			outcome = i;
-	duration = DatumGetIntervalP(column(row, rel, attempt_cache.attnum[ATTEMPT_DURATION], &isnull));
+	duration = DatumGetIntervalP(column(row, attempt_cache.attnum[ATTEMPT_DURATION], &isnull));
 	seconds = isnull ? 0 :
 		Max(0, (double) duration->time / USECS_PER_SEC +
 			(double) duration->day * SECS_PER_DAY);
@@ -456,25 +459,24 @@ static ColumnCache biz_cache;
 static void
 count_biz(TriggerData *td)
 {
-	Relation	rel = td->tg_relation;
-	HeapTuple	row = TRIGGER_FIRED_BY_UPDATE(td->tg_event) ? td->tg_newtuple : td->tg_trigtuple;
+	TupleTableSlot *row = TRIGGER_FIRED_BY_UPDATE(td->tg_event) ? td->tg_newslot : td->tg_trigslot;
 	char		name[NAMEDATALEN];
 	char		delivery[NAMEDATALEN];
 
 	if (TRIGGER_FIRED_BY_DELETE(td->tg_event))
 		return;
-	find_columns(rel, &biz_cache, biz_columns);
-	text_column(row, rel, biz_cache.attnum[BIZ_NAME], name);
-	text_column(row, rel, biz_cache.attnum[BIZ_DELIVERY], delivery);
+	find_columns(td->tg_relation, &biz_cache, biz_columns);
+	text_column(row, biz_cache.attnum[BIZ_NAME], name);
+	text_column(row, biz_cache.attnum[BIZ_DELIVERY], delivery);
 	tally_for(name, GetCurrentTransactionNestLevel())->kind =
 		strcmp(delivery, "pull") == 0 ? STATS_KIND_PULL :
 		strcmp(delivery, "http") == 0 ? STATS_KIND_HTTP : STATS_KIND_NOTIFY;
 }
 
 /*
- * sched._stats_trigger(): BEFORE ROW trigger of sched.task, sched.finished,
- * sched.attempt and sched.biz; its argument names the table.  Returns the
- * row unchanged.
+ * sched._stats_trigger(): AFTER ROW trigger of sched.task, sched.finished,
+ * sched.attempt and sched.biz, and TRUNCATE trigger of the first two; its
+ * argument names the table.
  */
 Datum
 delaysched_stats_trigger(PG_FUNCTION_ARGS)
@@ -482,11 +484,10 @@ delaysched_stats_trigger(PG_FUNCTION_ARGS)
 	TriggerData *td = (TriggerData *) fcinfo->context;
 	const char *table;
 
-	if (!CALLED_AS_TRIGGER(fcinfo) || !TRIGGER_FIRED_BEFORE(td->tg_event) ||
-		td->tg_trigger->tgnargs != 1)
+	if (!CALLED_AS_TRIGGER(fcinfo) || td->tg_trigger->tgnargs != 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("sched._stats_trigger() must be a BEFORE trigger with one argument")));
+				 errmsg("sched._stats_trigger() must be a trigger with one argument")));
 
 	/*
 	 * TRUNCATE removes rows without a row trigger: count again.  The count
@@ -497,10 +498,10 @@ delaysched_stats_trigger(PG_FUNCTION_ARGS)
 		delaysched_stats_mark_stale(MyDatabaseId);
 		return PointerGetDatum(NULL);
 	}
-	if (!TRIGGER_FIRED_FOR_ROW(td->tg_event))
+	if (!TRIGGER_FIRED_FOR_ROW(td->tg_event) || !TRIGGER_FIRED_AFTER(td->tg_event))
 		ereport(ERROR,
 				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("sched._stats_trigger() must be a row trigger, or a TRUNCATE trigger")));
+				 errmsg("sched._stats_trigger() must be an AFTER row trigger, or a TRUNCATE trigger")));
 
 	table = td->tg_trigger->tgargs[0];
 	if (strcmp(table, "task") == 0)
@@ -512,9 +513,7 @@ delaysched_stats_trigger(PG_FUNCTION_ARGS)
 	else if (strcmp(table, "biz") == 0)
 		count_biz(td);
 
-	if (TRIGGER_FIRED_BY_UPDATE(td->tg_event))
-		return PointerGetDatum(td->tg_newtuple);
-	return PointerGetDatum(td->tg_trigtuple);
+	return PointerGetDatum(NULL);	/* ignored after the row */
 }
 
 /*

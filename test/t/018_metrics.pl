@@ -1,4 +1,5 @@
-# The numbers a monitoring system scrapes: sched.metrics() is valid for
+# The numbers a monitoring system scrapes, and the statuses of sched.tasks
+# that need an HTTP worker or a second session.  sched.metrics() is valid for
 # Prometheus's own parser (python3-prometheus-client); the HTTP counters and
 # duration histogram follow real requests; counters survive a worker's
 # restart and start from zero at a server's; the gauges are counted again
@@ -25,7 +26,7 @@ my $queries = "$FindBin::Bin/../../contrib/prometheus/delaysched-queries.yaml";
 my $dashboard = "$FindBin::Bin/../../contrib/grafana/delaysched-dashboard.json";
 
 my $node = DelayschedTest::new_node('metrics',
-	extra_conf => "delaysched.http_workers = 1\nmax_prepared_transactions = 2\n");
+	extra_conf => "delaysched.http_workers = 1\ndelaysched.http_max_in_flight = 1\nmax_prepared_transactions = 2\n");
 my $receiver = DelayschedTest::Receiver->start(PostgreSQL::Test::Utils::tempdir);
 my $base = $receiver->url;
 
@@ -195,6 +196,43 @@ sql("SELECT sched.ack(id) FROM sched.tasks WHERE biz_type = 'x_notify' AND state
 my ($acked_after) = scrape() =~ /^delaysched_tasks_acked_total\{biz_type=x_notify,database=postgres\} (\S+)$/m;
 is($acked_after - $acked_before, 5, 'the counters move: five acknowledgements later, five more');
 $exporter_run->kill_kill;
+
+# --- the statuses only an HTTP worker or a second session can show ---
+# (test/t/018's node: one HTTP worker with room for one request.)
+sub status_of { return sql("SELECT status FROM sched.tasks WHERE id = $_[0]") }
+sub wait_status
+{
+	my ($id, $status) = @_;
+	return DelayschedTest::poll_until($node, "SELECT status FROM sched.tasks WHERE id = $id", $status, 30);
+}
+sql(qq{SELECT sched.define_biz('x_hang', 'http', url => '$base/hang/x', timeout => '60 seconds')});
+# Handed over: the HTTP worker is stopped (SIGSTOP), so the scanner's
+# hand-off waits in its ring.
+my $http_pid = sql("SELECT pid FROM sched.workers WHERE role = 'http'");
+kill 'STOP', $http_pid;
+my $handed = sql("SELECT sched.add('x_hang', now())");
+ok(wait_status($handed, 'handed_to_http_worker'), 'handed_to_http_worker: in the stopped worker\'s ring')
+  or diag(status_of($handed));
+kill 'CONT', $http_pid;
+ok(wait_status($handed, 'request_in_flight'), 'request_in_flight: the worker started it, and it hangs')
+  or diag(status_of($handed));
+# The worker has room for one request: the next waits for a slot.
+my $slotless = sql("SELECT sched.add('x_hang', now())");
+ok(wait_status($slotless, 'waiting_for_http_slot'), 'waiting_for_http_slot: parked until the worker has room')
+  or diag(status_of($slotless));
+sql("SELECT sched.drop_biz('x_hang', cancel_tasks => true)");
+# Lease expired: a delivery whose lease ran out while a session holds its
+# row, so that the sweep cannot redeliver it yet.
+sql("SELECT sched.define_biz('x_short', ack_timeout => '1 second')");
+my $leased = sql("SELECT sched.add('x_short', now())");
+ok(wait_status($leased, 'awaiting_ack'), 'awaiting_ack: delivered');
+my $holder = DelayschedTest::hold_in_transaction($node, "SELECT 1 FROM sched.task WHERE id = $leased FOR UPDATE");
+ok(wait_status($leased, 'lease_expired'), 'lease_expired: its lease ran out, the redelivery waits for the row')
+  or diag(status_of($leased));
+DelayschedTest::release_session($holder);
+ok(DelayschedTest::poll_until($node, "SELECT attempt >= 2 FROM sched.tasks WHERE id = $leased", 't', 30),
+	'and once the row is free it is delivered again');
+sql("SELECT sched.drop_biz('x_short', cancel_tasks => true)");
 
 # --- a server restart: counters from zero, gauges counted from the tables ---
 $node->restart;
