@@ -606,10 +606,10 @@ BEGIN
 	LOOP
 		IF r.delivery = 'http' THEN
 			-- The HTTP worker that sent it did not record a result: it died.
-			v_error := pg_catalog.format('no result recorded for the HTTP request (attempt %s of %s)',
+			v_error := pg_catalog.format('no_result: no result recorded for the HTTP request (attempt %s of %s)',
 										 r.attempt, r.max_attempts);
 		ELSE
-			v_error := pg_catalog.format('not acknowledged within %s (attempt %s of %s)',
+			v_error := pg_catalog.format('ack_timeout: not acknowledged within %s (attempt %s of %s)',
 										 r.ack_timeout, r.attempt, r.max_attempts);
 		END IF;
 		PERFORM sched._tally(r.biz_type, 'ack_timeout', 1);
@@ -722,7 +722,7 @@ BEGIN
 				  HINT = pg_catalog.format('Wait for them, or cancel them with SELECT sched.drop_biz(%L, cancel_tasks => true);', name);
 	END IF;
 	FOR r IN SELECT t.bucket, t.id FROM sched.task t WHERE t.biz_type = drop_biz.name FOR UPDATE LOOP
-		PERFORM sched._finish(r.bucket, ARRAY[r.id], 'cancelled', 'business type dropped');
+		PERFORM sched._finish(r.bucket, ARRAY[r.id], 'cancelled', 'biz_dropped: business type dropped');
 	END LOOP;
 	DELETE FROM sched.biz b WHERE b.name = drop_biz.name;
 	PERFORM sched._forget_bucket(name, true);
@@ -1247,7 +1247,7 @@ BEGIN
 		v_paused := v_old.paused;
 		-- The old definition's firings go; a replacement starts afresh.
 		UPDATE sched.schedule x SET task_id = NULL WHERE x.name = v_old.name;
-		PERFORM sched._cancel_firings(v_old.name, 'schedule redefined');
+		PERFORM sched._cancel_firings(v_old.name, 'schedule_redefined: the schedule was redefined');
 	END IF;
 
 	-- Without starts_at, the rule counts from the second of the definition
@@ -1295,7 +1295,7 @@ BEGIN
 	END IF;
 	s := sched._schedule(name);
 	DELETE FROM sched.schedule x WHERE x.name = s.name;
-	PERFORM sched._cancel_firings(s.name, 'schedule dropped');
+	PERFORM sched._cancel_firings(s.name, 'schedule_dropped: the schedule was dropped');
 	RETURN true;
 END
 $$;
@@ -1314,7 +1314,7 @@ BEGIN
 		RETURN false;
 	END IF;
 	UPDATE sched.schedule x SET paused = true, task_id = NULL, updated_at = now() WHERE x.name = s.name;
-	v_first := sched._cancel_firings(s.name, 'schedule paused');
+	v_first := sched._cancel_firings(s.name, 'schedule_paused: the schedule was paused');
 	UPDATE sched.schedule x SET next_run_at = LEAST(x.next_run_at, v_first) WHERE x.name = s.name;
 	RETURN true;
 END
@@ -1479,7 +1479,7 @@ BEGIN
 	-- again when its lease runs out.
 	UPDATE sched.task t SET state = 'r', attempt = t.attempt - 1, lease_until = NULL,
 			lease_owner = NULL,
-			last_error = 'the HTTP worker stopped before the request finished; sent again'
+			last_error = 'worker_stopped: the HTTP worker stopped before the request finished; sent again'
 		WHERE (t.bucket, t.id) IN (SELECT o.bucket, o.id FROM sched.task o
 								   WHERE o.state = 'd' AND o.lease_owner = p_worker
 								   FOR UPDATE SKIP LOCKED);
@@ -1981,13 +1981,13 @@ BEGIN
 	PERFORM sched._tally(t.biz_type, 'nacked', 1);
 	IF t.attempt >= t.max_attempts THEN
 		PERFORM sched._finish(v_bucket, ARRAY[id], 'dead',
-			format('%s (attempt %s of %s)', coalesce(error, 'negative acknowledgement'), t.attempt, t.max_attempts));
+			format('nack: %s (attempt %s of %s)', coalesce(error, 'negative acknowledgement'), t.attempt, t.max_attempts));
 	ELSE
 		-- Without retry_in: 1 s, 2 s, 4 s ... capped at one hour.
 		v_delay := coalesce(retry_in,
 							LEAST(interval '1 second' * power(2, LEAST(t.attempt - 1, 12)), interval '1 hour'));
 		PERFORM sched._move(v_bucket, id, clock_timestamp() + v_delay,
-							coalesce(error, 'negative acknowledgement'));
+							'nack: ' || coalesce(error, 'negative acknowledgement'));
 		PERFORM sched._wake_drain(true);
 	END IF;
 	RETURN true;

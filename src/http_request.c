@@ -380,23 +380,24 @@ delaysched_http_request_prepare(HttpRequest *request, char *error, size_t errlen
 {
 	CURL	   *easy;
 	bool		ok;
+	char		why[256];
 
 #ifndef DELAYSCHED_HAS_HMAC
 	if (request->def->secret != NULL)
 	{
-		snprintf(error, errlen, "signing requests needs PostgreSQL 14 or later");
+		snprintf(error, errlen, "local_error: signing requests needs PostgreSQL 14 or later");
 		return false;
 	}
 #endif
 	if (request->request_headers == NULL)
 	{
-		snprintf(error, errlen, "out of memory building the request headers");
+		snprintf(error, errlen, "local_error: out of memory building the request headers");
 		return false;
 	}
 	easy = request->easy = curl_easy_init();
 	if (easy == NULL)
 	{
-		snprintf(error, errlen, "out of memory: could not make a libcurl handle");
+		snprintf(error, errlen, "local_error: out of memory: could not make a libcurl handle");
 		return false;
 	}
 	ok = curl_easy_setopt(easy, CURLOPT_PRIVATE, request) == CURLE_OK &&
@@ -420,10 +421,15 @@ delaysched_http_request_prepare(HttpRequest *request, char *error, size_t errlen
 		delaysched_curl_http_only(easy);
 	if (!ok)
 	{
-		snprintf(error, errlen, "could not set up a libcurl handle");
+		snprintf(error, errlen, "local_error: could not set up a libcurl handle");
 		return false;
 	}
-	return aim(request, error, errlen);
+	if (!aim(request, why, sizeof(why)))
+	{
+		snprintf(error, errlen, "bad_url: %s", why);
+		return false;
+	}
+	return true;
 }
 
 void
@@ -502,6 +508,39 @@ cleaned_snippet(HttpRequest *request)
 }
 
 /*
+ * The stable code (doc/monitoring.md, "Error codes") of a transfer that
+ * got no answer, by libcurl's reason.
+ */
+static const char *
+failure_code(CURLcode code)
+{
+	switch (code)
+	{
+		case CURLE_COULDNT_RESOLVE_HOST:
+		case CURLE_COULDNT_RESOLVE_PROXY:
+			return "dns_failed";
+		case CURLE_COULDNT_CONNECT:
+			return "connect_failed";
+		case CURLE_SSL_CONNECT_ERROR:
+		case CURLE_PEER_FAILED_VERIFICATION:
+		case CURLE_SSL_CERTPROBLEM:
+		case CURLE_SSL_CIPHER:
+		case CURLE_SSL_CACERT_BADFILE:
+		case CURLE_SSL_ENGINE_NOTFOUND:
+		case CURLE_SSL_ENGINE_SETFAILED:
+			return "tls_failed";
+		case CURLE_UNSUPPORTED_PROTOCOL:
+		case CURLE_URL_MALFORMAT:
+			return "bad_url";
+		case CURLE_OUT_OF_MEMORY:
+		case CURLE_FAILED_INIT:
+			return "local_error";
+		default:
+			return "transfer_failed";
+	}
+}
+
+/*
  * What a finished transfer means (see the file header).  Returns false
  * when the request is to be sent again to a redirect's location: the easy
  * handle is aimed there, for the caller to add to the multi handle again.
@@ -528,12 +567,12 @@ delaysched_http_request_outcome(HttpRequest *request, CURLcode code, HttpResult 
 			curl_easy_getinfo(request->easy, CURLINFO_REDIRECT_URL, &location);
 			outcome = HTTP_DEAD;
 			if (location == NULL)
-				error = psprintf("HTTP %ld: a redirect without a usable Location", status);
+				error = psprintf("http_%ld: a redirect without a usable Location", status);
 			else if (!request->def->follow_redirects)
-				error = psprintf("HTTP %ld: redirect to %s not followed (the type's follow_redirects is off)",
+				error = psprintf("http_%ld: redirect to %s not followed (the type's follow_redirects is off)",
 								 status, location);
 			else if (request->redirects >= HTTP_MAX_REDIRECTS)
-				error = psprintf("HTTP %ld: more than %d redirects", status, HTTP_MAX_REDIRECTS);
+				error = psprintf("http_%ld: more than %d redirects", status, HTTP_MAX_REDIRECTS);
 			else
 			{
 				char		why[256];
@@ -546,7 +585,7 @@ delaysched_http_request_outcome(HttpRequest *request, CURLcode code, HttpResult 
 					MemoryContextSwitchTo(old);
 					return false;
 				}
-				error = psprintf("HTTP %ld: redirect refused: %s", status, why);
+				error = psprintf("http_%ld: redirect refused: %s", status, why);
 			}
 		}
 		else
@@ -556,14 +595,14 @@ delaysched_http_request_outcome(HttpRequest *request, CURLcode code, HttpResult 
 			outcome = retryable ? HTTP_RETRY : HTTP_DEAD;
 			honour_retry_after = (status == 429 || status == 503);
 			error = request->snippet_len > 0
-				? psprintf("HTTP %ld: %s", status, cleaned_snippet(request))
-				: psprintf("HTTP %ld", status);
+				? psprintf("http_%ld: %s", status, cleaned_snippet(request))
+				: psprintf("http_%ld", status);
 		}
 	}
 	else if (request->refusal[0] != '\0')
 	{
 		outcome = HTTP_DEAD;
-		error = pstrdup(request->refusal);
+		error = psprintf("blocked_destination: %s", request->refusal);
 	}
 	else
 	{
@@ -590,9 +629,9 @@ delaysched_http_request_outcome(HttpRequest *request, CURLcode code, HttpResult 
 				break;
 		}
 		if (code == CURLE_OPERATION_TIMEDOUT)
-			error = psprintf("timed out after %ld ms: %s", request->def->timeout_ms, detail);
+			error = psprintf("timeout: timed out after %ld ms: %s", request->def->timeout_ms, detail);
 		else
-			error = psprintf("%s: %s", curl_easy_strerror(code), detail);
+			error = psprintf("%s: %s: %s", failure_code(code), curl_easy_strerror(code), detail);
 	}
 
 	result_of(request, outcome, (int) status, error, result);

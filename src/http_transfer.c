@@ -136,7 +136,7 @@ delaysched_http_driver_add(HttpRequest *request, char *error, size_t errlen)
 
 	if (code != CURLM_OK)
 	{
-		snprintf(error, errlen, "could not start the request: %s", curl_multi_strerror(code));
+		snprintf(error, errlen, "local_error: could not start the request: %s", curl_multi_strerror(code));
 		return false;
 	}
 	driver.in_flight++;

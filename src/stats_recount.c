@@ -127,7 +127,12 @@ recount_work(void *arg)
 	SPI_connect();
 	if (lock_task_tables())
 	{
-		if (SPI_execute(count_sql, true, 0) != SPI_OK_SELECT)
+		/*
+		 * Not read-only: SPI then takes a new snapshot for the count, after
+		 * the lock.  The worker's transaction snapshot is older, and would
+		 * miss what committed while the lock was waited for.
+		 */
+		if (SPI_execute(count_sql, false, 0) != SPI_OK_SELECT)
 			elog(ERROR, "could not count the tasks");
 		for (uint64 i = 0; i < SPI_processed; i++)
 		{

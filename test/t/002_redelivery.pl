@@ -44,7 +44,7 @@ ok(DelayschedTest::poll_until($node,
 	"SELECT state FROM sched.tasks WHERE id = $id", 'dead', 10),
 	'dead after max_attempts');
 like($node->safe_psql('postgres', "SELECT last_error FROM sched.tasks WHERE id = $id"),
-	qr/not acknowledged within 00:00:01 \(attempt 3 of 3\)/, 'last_error says why');
+	qr/ack_timeout: not acknowledged within 00:00:01 \(attempt 3 of 3\)/, 'last_error says why');
 is($node->safe_psql('postgres',
 	"SELECT dead FROM sched.biz_stats WHERE biz_type = 'flaky'"), '1', 'biz_stats counts it dead');
 

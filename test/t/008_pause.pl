@@ -84,7 +84,7 @@ ok(DelayschedTest::poll_until($node,
 	"SELECT state || attempt || (lease_until IS NULL) FROM sched.task WHERE biz_type = 'leased'", 'r1true', 30),
 	'when its lease ran out it was parked, not redelivered');
 like($node->safe_psql('postgres', "SELECT last_error FROM sched.task WHERE biz_type = 'leased'"),
-	qr/not acknowledged within/, 'with the reason kept');
+	qr/^ack_timeout: not acknowledged within/, 'with the reason kept');
 $node->safe_psql('postgres', "SELECT sched.resume('leased')");
 ok(DelayschedTest::poll_until($node,
 	"SELECT state || attempt FROM sched.task WHERE biz_type = 'leased'", 'd2', 30),

@@ -81,7 +81,7 @@ sql(qq{SELECT sched.define_biz('h_410', 'http', url => '$base/status/410/a')});
 $id = sql(q{SELECT sched.add('h_410', clock_timestamp(), '{}')});
 ok(wait_finished('h_410'), '410 finishes');
 is(scalar($receiver->requests('/status/410/a')), 1, 'one call');
-like(sql("SELECT state || ': ' || last_error FROM sched.tasks WHERE id = $id"), qr/^dead: HTTP 410/, 'dead, with the status in last_error');
+like(sql("SELECT state || ': ' || last_error FROM sched.tasks WHERE id = $id"), qr/^dead: http_410/, 'dead, with the status in last_error');
 
 # --- a hanging endpoint: timeout, retry, dead after max_attempts ---
 sql(qq{SELECT sched.define_biz('h_hang', 'http', url => '$base/hang/a', timeout => '500 ms',
@@ -89,7 +89,7 @@ sql(qq{SELECT sched.define_biz('h_hang', 'http', url => '$base/hang/a', timeout 
 $id = sql(q{SELECT sched.add('h_hang', clock_timestamp(), '{}')});
 ok(wait_finished('h_hang', 30), 'the hanging endpoint ends');
 is(scalar($receiver->requests('/hang/a')), 2, 'two calls: the timeout was retried');
-like(sql("SELECT state || ': ' || last_error FROM sched.tasks WHERE id = $id"), qr/^dead: timed out after 500 ms.*\(attempt 2 of 2\)/, 'dead after the last attempt timed out');
+like(sql("SELECT state || ': ' || last_error FROM sched.tasks WHERE id = $id"), qr/^dead: timeout: timed out after 500 ms.*\(attempt 2 of 2\)/, 'dead after the last attempt timed out');
 my ($dmin, $dmax) = split /\|/, sql("SELECT min(extract(epoch FROM duration)), max(extract(epoch FROM duration)) FROM sched.attempts WHERE id = $id");
 ok($dmin >= 0.45 && $dmax < 2, "each attempt lasted about the timeout ($dmin..$dmax s)");
 
@@ -144,7 +144,7 @@ $id = sql(q{SELECT sched.add('h_blocked', clock_timestamp(), '{}')});
 # The worker reads the reload when it next wakes, before this task.
 ok(wait_finished('h_blocked'), 'the blocked task ends');
 like(sql("SELECT state || ': ' || last_error FROM sched.tasks WHERE id = $id"),
-	qr/^dead: destination (127\.0\.0\.1|::1) is blocked by delaysched\.http_denied_hosts/, 'dead at once, and last_error says why');
+	qr/^dead: blocked_destination: destination (127\.0\.0\.1|::1) is blocked by delaysched\.http_denied_hosts/, 'dead at once, and last_error says why');
 is(scalar($receiver->requests('/ok/blocked')), 0, 'the receiver never saw it');
 sql(q{ALTER SYSTEM RESET delaysched.http_denied_hosts});
 sql(q{SELECT pg_reload_conf()});
@@ -158,7 +158,7 @@ ok(wait_finished('h_redir') && wait_finished('h_noredir'), 'both end');
 is(scalar($receiver->requests('/ok/redir-followed')), 1, 'the redirect was followed (same POST, same body)');
 is(sql("SELECT state FROM sched.tasks WHERE biz_type = 'h_redir'"), 'done', 'and the task is done');
 is(scalar($receiver->requests('/ok/redir-not')), 0, 'the other was not');
-like(sql("SELECT state || ': ' || last_error FROM sched.tasks WHERE biz_type = 'h_noredir'"), qr/^dead: HTTP 307: redirect to .* not followed/, 'and is dead, saying so');
+like(sql("SELECT state || ': ' || last_error FROM sched.tasks WHERE biz_type = 'h_noredir'"), qr/^dead: http_307: redirect to .* not followed/, 'and is dead, saying so');
 
 # --- 500 slow requests in flight do not delay a notify type ---
 sql(qq{SELECT sched.define_biz('h_many', 'http', url => '$base/slow/3000/many')});

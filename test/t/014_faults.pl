@@ -317,7 +317,7 @@ ok(DelayschedTest::poll_until($node, "SELECT count(*) FROM sched.claim('cpull', 
 	'pull: claimed (attempt 1), never acknowledged');
 ok(DelayschedTest::poll_until($node, "SELECT count(*) FROM sched.claim('cpull', 10) WHERE id = $cid AND attempt = 2", '1', 30),
 	'pull: claimable again after the lease ran out (attempt 2)');
-like(sql("SELECT last_error FROM sched.tasks WHERE id = $cid"), qr/^not acknowledged within 00:00:01 \(attempt 1 of 2\)$/,
+like(sql("SELECT last_error FROM sched.tasks WHERE id = $cid"), qr/^ack_timeout: not acknowledged within 00:00:01 \(attempt 1 of 2\)$/,
 	'pull: last_error says the lease ran out');
 ok(DelayschedTest::poll_until($node, "SELECT state FROM sched.tasks WHERE id = $cid", 'dead', 30),
 	'pull: dead after the second lease ran out');

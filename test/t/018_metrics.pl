@@ -40,18 +40,20 @@ sub metric
 	return $text =~ /^\Q$name\E\{database="postgres",\Q$labels\E\} (\S+)$/m ? $1 : undef;
 }
 
-# Shared memory and the tables agree on every type's tasks by state.
+# Shared memory and the tables agree on every type's tasks by state (the
+# rows that differ are shown if not).
 sub gauges_agree
 {
-	return sql(q{
-		SELECT count(*) = 0 FROM (
-			(SELECT biz_type, pending, ready, delivered, done, dead, cancelled
-			 FROM sched._type_counts(ARRAY(SELECT biz_type FROM sched._task_counts))
-			 EXCEPT SELECT biz_type, pending, ready, delivered, done, dead, cancelled FROM sched._task_counts)
-			UNION ALL
-			(SELECT biz_type, pending, ready, delivered, done, dead, cancelled FROM sched._task_counts
-			 EXCEPT SELECT biz_type, pending, ready, delivered, done, dead, cancelled
-			 FROM sched._type_counts(ARRAY(SELECT biz_type FROM sched._task_counts)))) d}) eq 't';
+	my $differ = sql(q{
+		(SELECT 'memory', biz_type, pending, ready, delivered, done, dead, cancelled
+		 FROM sched._type_counts(ARRAY(SELECT biz_type FROM sched._task_counts))
+		 EXCEPT SELECT 'memory', biz_type, pending, ready, delivered, done, dead, cancelled FROM sched._task_counts)
+		UNION ALL
+		(SELECT 'tables', biz_type, pending, ready, delivered, done, dead, cancelled FROM sched._task_counts
+		 EXCEPT SELECT 'tables', biz_type, pending, ready, delivered, done, dead, cancelled
+		 FROM sched._type_counts(ARRAY(SELECT biz_type FROM sched._task_counts)))});
+	diag("shared memory and the tables differ:\n$differ") if $differ ne '';
+	return $differ eq '';
 }
 
 sub wait_counted
@@ -127,6 +129,17 @@ is(metric('delaysched_tasks_delivered_total', 'biz_type="x_flaky",delivery="http
 is(metric('delaysched_tasks_acked_total', 'biz_type="x_hook"'), '4', 'a 2xx counts as acknowledged');
 is(metric('delaysched_bucket_tokens', 'biz_type="x_limited"'), '5', 'a full bucket of the rate-limited type');
 
+# --- error codes: last_error and sched.attempts.error start with a stable code ---
+like(sql("SELECT error FROM sched.attempts WHERE biz_type = 'x_flaky' AND outcome = 'retry'"), qr/^http_503(: |$)/,
+	'a 503 is http_503');
+sql("SELECT sched.define_biz('x_refused', 'http', url => 'http://127.0.0.1:1/x', max_attempts => 1)");
+my $refused = sql("SELECT sched.add('x_refused', now())");
+ok(DelayschedTest::poll_until($node, "SELECT state FROM sched.tasks WHERE id = $refused", 'dead', 30),
+	'a request to a closed port ends dead after its one attempt');
+like(sql("SELECT last_error FROM sched.tasks WHERE id = $refused"), qr/^connect_failed: /, 'as connect_failed');
+is(metric('delaysched_http_requests_total', 'biz_type="x_refused",class="none",outcome="dead"'), '1',
+	'counted as a request with no answer, dead');
+
 # --- a worker's restart keeps the counters; the gauges stay right ---
 my $added_before = metric('delaysched_tasks_added_total', 'biz_type="x_notify"');
 ok(DelayschedTest::poll_until($node,
@@ -184,13 +197,19 @@ sub scrape
 	return '';
 }
 
-sub sample_names { return join("\n", sort map { (split / /)[0] } split /\n/, $_[0]) }
+# The names and labels of samples (not of the workers by state, which a
+# scanner changes between two reads).
+sub sample_names
+{
+	return join("\n", sort grep { !/^delaysched_workers\{/ } map { (split / /)[0] } split /\n/, $_[0]);
+}
 
 my $scraped = scrape();
 isnt($scraped, '', 'the exporter serves our metrics on 127.0.0.1');
 my (undef, $ours) = parse_prometheus(sql('SELECT sched.metrics()'));
 $ours = join("\n", grep { /^delaysched_/ } split /\n/, $ours);
 is(sample_names($scraped), sample_names($ours), 'the same samples, with the same names and labels, as sched.metrics()');
+like($scraped, qr/^delaysched_workers\{database=postgres,role=scanner,state=\w+\} /m, 'the workers too');
 my ($acked_before) = $scraped =~ /^delaysched_tasks_acked_total\{biz_type=x_notify,database=postgres\} (\S+)$/m;
 sql("SELECT sched.ack(id) FROM sched.tasks WHERE biz_type = 'x_notify' AND state = 'delivered'");
 my ($acked_after) = scrape() =~ /^delaysched_tasks_acked_total\{biz_type=x_notify,database=postgres\} (\S+)$/m;
