@@ -396,11 +396,16 @@ deliver(DrainType *t, TimestampTz stamp)
 		int32		attempt = DatumGetInt32(SPI_getbinval(tuple, desc, 4, &isnull));
 		Datum		schedule = SPI_getbinval(tuple, desc, 5, &isnull);
 		char	   *message;
+		int			omitted;
 
 		if (delaysched_firing_suppressed(&firings, id))
 			continue;			/* a firing its schedule skipped (cancelled) */
 		message = delaysched_delivery_message(id, t->name, run_at, payload, attempt,
-											  isnull ? NULL : TextDatumGetCString(schedule));
+											  isnull ? NULL : TextDatumGetCString(schedule),
+											  &omitted);
+		if (omitted > 0)
+			delaysched_note_payload_omitted(id, DatumGetInt16(SPI_getbinval(tuple, desc, 6, &isnull)),
+											omitted);
 		Async_Notify(t->channel, message);
 		pfree(message);
 	}

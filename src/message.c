@@ -18,7 +18,8 @@
  *	 ..., "attempt" : 1, "schedule" : "nightly_report"}
  *
  * A NOTIFY payload must be shorter than 8000 bytes (BLCKSZ 8192); one that would
- * not fit goes with "payload_omitted" : true instead of its payload.
+ * not fit goes with "payload_omitted" : true instead of its payload, and the
+ * walk and the drain record it in the task's last_error.
  *
  *-------------------------------------------------------------------------
  */
@@ -34,6 +35,7 @@
 #include "utils/timestamp.h"
 
 #include "message.h"
+#include "spi_plans.h"
 
 /*
  * NOTIFY refuses a payload of NOTIFY_PAYLOAD_MAX_LENGTH bytes or more.
@@ -87,18 +89,50 @@ delaysched_append_message(StringInfo buf, int64 id, const char *biz_type, Timest
  */
 char *
 delaysched_delivery_message(int64 id, const char *biz_type, TimestampTz run_at,
-							Jsonb *payload, int32 attempt, const char *schedule)
+							Jsonb *payload, int32 attempt, const char *schedule,
+							int *omitted_bytes)
 {
 	StringInfoData buf;
 
 	initStringInfo(&buf);
 	delaysched_append_message(&buf, id, biz_type, run_at, payload, attempt, schedule);
+	if (omitted_bytes)
+		*omitted_bytes = 0;
 	if (buf.len > LARGEST_NOTIFY_PAYLOAD)
 	{
+		if (omitted_bytes)
+			*omitted_bytes = buf.len;
 		resetStringInfo(&buf);
 		delaysched_append_message(&buf, id, biz_type, run_at, NULL, attempt, schedule);
 	}
 	return buf.data;
+}
+
+/*
+ * A delivery went without its payload (omitted_bytes, the message it would
+ * have made): say so in the task's last_error, with the stable code
+ * payload_omitted, unless an earlier failure is there to keep.  Called by
+ * the walk and the drain, which are connected to SPI; rare, so one
+ * statement for each, planned once.
+ */
+void
+delaysched_note_payload_omitted(int64 id, int16 bucket, int omitted_bytes)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			types[3] = {INT8OID, INT2OID, TEXTOID};
+	Datum		values[3];
+
+	if (plan == NULL)
+		plan = delaysched_prepare_kept("UPDATE sched.task t SET last_error = $3"
+									   " WHERE t.id = $1 AND t.bucket = $2 AND t.last_error IS NULL",
+									   3, types);
+	values[0] = Int64GetDatum(id);
+	values[1] = Int16GetDatum(bucket);
+	values[2] = CStringGetTextDatum(psprintf("payload_omitted: the message would have been %d bytes, more than a"
+											 " NOTIFY carries; read the payload from sched.tasks",
+											 omitted_bytes));
+	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "could not record an omitted payload");
 }
 
 /*
@@ -137,7 +171,7 @@ delaysched_message(PG_FUNCTION_ARGS)
 										  PG_GETARG_JSONB_P(3),
 										  PG_GETARG_INT32(4),
 										  PG_NARGS() > 5 && !PG_ARGISNULL(5) ?
-										  text_to_cstring(PG_GETARG_TEXT_PP(5)) : NULL);
+										  text_to_cstring(PG_GETARG_TEXT_PP(5)) : NULL, NULL);
 	PG_RETURN_TEXT_P(cstring_to_text(message));
 }
 

@@ -6,9 +6,9 @@
  *
  * Every number of a business type is one slot of an array (StatsSlot).
  * A transaction never writes shared memory as it goes: it adds to its own
- * tally (stats_tally.c), and the tally is added to shared memory when the
- * transaction commits, or dropped when it aborts (a subtransaction's part
- * with it).  So the numbers count committed work only, and a rolled-back
+ * tally (stats_tally.c), and the tally is added to shared memory as the
+ * transaction commits (just before its changes become visible), or dropped
+ * when it aborts (a subtransaction's part with it).  So the numbers count committed work only, and a rolled-back
  * sched.add is not an added task.
  *
  * Where the numbers come from (stats_tally.c):

@@ -8,8 +8,8 @@
  * The tally is a hash table of (business type, subtransaction level) to a
  * StatsSlot array of deltas, kept in this backend.  When a subtransaction
  * commits, its entries join its parent's; when it aborts, they go.  When
- * the top transaction commits, every entry is added to shared memory;
- * when it aborts, they go.  A transaction that is prepared (two-phase
+ * the top transaction commits, every entry is added to shared memory (at
+ * PRE_COMMIT: see tally_xact_callback); when it aborts, they go.  A transaction that is prepared (two-phase
  * commit) adds its counters at PREPARE, and marks its database's gauges
  * stale: they are counted again once it has committed or rolled back
  * (the count waits for its locks; see stats_recount.c).
@@ -122,9 +122,19 @@ forget_all(void)
 		hash_search(tallies, &tally->key, HASH_REMOVE, NULL);
 }
 
-/* At commit (or prepare): add every tally to shared memory.  Must not fail. */
+/*
+ * What this transaction has added to shared memory before its commit
+ * (copies of its tallies, in TopMemoryContext), kept until the commit is
+ * done, to be taken back if the transaction fails after all.
+ */
+static List *published = NIL;
+
+/*
+ * Add every tally to shared memory, and forget them; with keep, remember
+ * what was added (see "published").  Must not fail but for lack of memory.
+ */
 static void
-publish_all(bool prepared)
+publish_all(bool prepared, bool keep)
 {
 	HASH_SEQ_STATUS scan;
 	Tally	   *tally;
@@ -138,25 +148,67 @@ publish_all(bool prepared)
 		delaysched_stats_add(MyDatabaseId, tally->key.biz_type, tally->kind, tally->v);
 		for (int i = SS_STATE_PENDING; i <= SS_KEPT_CANCELLED; i++)
 			gauges |= tally->v[i] != 0;
+		if (keep)
+		{
+			MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+			Tally	   *copy = palloc(sizeof(Tally));
+
+			memcpy(copy, tally, sizeof(Tally));
+			published = lappend(published, copy);
+			MemoryContextSwitchTo(old);
+		}
 	}
 	if (prepared && gauges)
 		delaysched_stats_mark_stale(MyDatabaseId);
 	forget_all();
 }
 
+/* The transaction failed after its tallies were added: take them back. */
+static void
+unpublish_all(void)
+{
+	ListCell   *lc;
+
+	foreach(lc, published)
+	{
+		Tally	   *copy = lfirst(lc);
+		int64		negated[SS_COUNT];
+
+		for (int i = 0; i < SS_COUNT; i++)
+			negated[i] = -copy->v[i];
+		delaysched_stats_add(MyDatabaseId, copy->key.biz_type, 0, negated);
+	}
+	list_free_deep(published);
+	published = NIL;
+}
+
+/*
+ * The tallies are added at PRE_COMMIT, while the transaction still holds
+ * its locks and before its changes become visible: whoever sees a change
+ * committed finds it counted (sched.tasks.status reads the gauges), and
+ * the count of stats_recount.c, which waits for those locks, never misses
+ * one.  Should the commit fail after that, they are taken back at ABORT.
+ */
 static void
 tally_xact_callback(XactEvent event, void *arg)
 {
 	switch (event)
 	{
+		case XACT_EVENT_PRE_COMMIT:
+			publish_all(false, true);
+			break;
 		case XACT_EVENT_COMMIT:
-			publish_all(false);
+			/* (Nothing is tallied after PRE_COMMIT; whatever was, now.) */
+			publish_all(false, false);
+			list_free_deep(published);
+			published = NIL;
 			break;
 		case XACT_EVENT_PREPARE:
-			publish_all(true);
+			publish_all(true, false);
 			break;
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
+			unpublish_all();
 			forget_all();
 			break;
 		default:

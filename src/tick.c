@@ -518,8 +518,13 @@ deliver(int bucket, int range, TimestampTz after, int64 after_id, TimestampTz be
 			TimestampTz lease = DatumGetTimestampTz(SPI_getbinval(tuple, desc, 6, &isnull));
 			Datum		schedule = SPI_getbinval(tuple, desc, DC_SCHEDULE, &isnull);
 
+			int			omitted;
+
 			message = delaysched_delivery_message(id, biz_type, run_at, payload, attempt,
-												  isnull ? NULL : TextDatumGetCString(schedule));
+												  isnull ? NULL : TextDatumGetCString(schedule),
+												  &omitted);
+			if (omitted > 0)
+				delaysched_note_payload_omitted(id, (int16) bucket, omitted);
 			result.first_lease = Min(result.first_lease, lease);
 		}
 		/* In run-at order; identical pull announcements fold into one. */
