@@ -2212,30 +2212,27 @@ GRANT USAGE ON SCHEMA sched TO pg_monitor;
 GRANT SELECT ON sched.cluster TO pg_monitor;
 GRANT EXECUTE ON FUNCTION sched._cluster() TO pg_monitor;
 GRANT EXECUTE ON FUNCTION sched.metrics(), sched.metric_samples() TO pg_monitor;
--- sched.biz_stats now also calls sched._type_counts(text[]) as the role
--- reading it: whoever could read it (EXECUTE on sched._tokens, which it
--- called already) keeps reading it.
+-- sched.biz_stats now also calls sched._type_counts(text[]), and
+-- sched.tasks sched._task_status(), as the role reading them: whoever could
+-- read them at 0.1 (EXECUTE on sched._tokens, which biz_stats called
+-- already; SELECT on sched.tasks) keeps reading them.
 DO $$
 DECLARE
 	r record;
 BEGIN
 	FOR r IN
-		SELECT DISTINCT a.grantee::regrole AS grantee
+		SELECT DISTINCT a.grantee::regrole AS grantee, 'sched._type_counts(text[])' AS callee
 		FROM pg_catalog.pg_proc p, pg_catalog.aclexplode(p.proacl) a
 		WHERE p.oid = 'sched._tokens(text, float8, int)'::pg_catalog.regprocedure
 		  AND a.privilege_type = 'EXECUTE' AND a.grantee <> 0 AND a.grantee <> p.proowner
-	LOOP
-		EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION sched._type_counts(text[]) TO %s', r.grantee);
-	END LOOP;
-	-- sched.tasks now calls sched._task_status() for its status column:
-	-- whoever could read the view keeps reading it.
-	FOR r IN
-		SELECT DISTINCT a.grantee::regrole AS grantee
+		UNION
+		SELECT DISTINCT a.grantee::regrole,
+			   'sched._task_status(bigint, text, "char", timestamptz, int, timestamptz, text, boolean, boolean, int)'
 		FROM pg_catalog.pg_class c, pg_catalog.aclexplode(c.relacl) a
 		WHERE c.oid = 'sched.tasks'::pg_catalog.regclass
 		  AND a.privilege_type = 'SELECT' AND a.grantee <> 0 AND a.grantee <> c.relowner
 	LOOP
-		EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION sched._task_status(bigint, text, "char", timestamptz, int, timestamptz, text, boolean, boolean, int) TO %s', r.grantee);
+		EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %s', r.callee, r.grantee);
 	END LOOP;
 END
 $$;

@@ -279,17 +279,21 @@ delaysched_stats_copy(Oid dboid)
 	return copies;
 }
 
+/* Are the gauges of a database's entry (NULL: none) counted, and kept since? */
+static bool
+counted_and_kept(StatsEntry *db)
+{
+	return db != NULL && pg_atomic_read_u32(&db->ready) != 0 && pg_atomic_read_u32(&db->stale) == 0;
+}
+
 /* Were the gauges of database dboid counted, and kept since? */
 bool
 delaysched_stats_ready(Oid dboid)
 {
-	StatsEntry *db;
-	bool		ready = false;
+	bool		ready;
 
 	LWLockAcquire(stats->lock, LW_SHARED);
-	db = find(dboid, "");
-	if (db != NULL)
-		ready = pg_atomic_read_u32(&db->ready) != 0 && pg_atomic_read_u32(&db->stale) == 0;
+	ready = counted_and_kept(find(dboid, ""));
 	LWLockRelease(stats->lock);
 	return ready;
 }
@@ -319,6 +323,17 @@ delaysched_stats_claim_count(Oid dboid)
 {
 	StatsEntry *db;
 	bool		need = false;	/* no room for the database: nothing to do */
+
+	/* The common case, at every turn of worker 0's loop: nothing to do. */
+	LWLockAcquire(stats->lock, LW_SHARED);
+	db = find(dboid, "");
+	if (db != NULL && pg_atomic_read_u32(&db->stale) == 0 &&
+		(pg_atomic_read_u32(&db->ready) != 0 || pg_atomic_read_u32(&db->full) != 0))
+	{
+		LWLockRelease(stats->lock);
+		return false;
+	}
+	LWLockRelease(stats->lock);
 
 	LWLockAcquire(stats->lock, LW_EXCLUSIVE);
 	db = find_or_make(dboid, "");
@@ -441,13 +456,11 @@ delaysched_stats_full(Oid dboid)
 bool
 delaysched_stats_gauge(Oid dboid, const char *biz_type, int slot, int64 *value)
 {
-	StatsEntry *db;
 	StatsEntry *entry;
 	bool		ready = false;
 
 	LWLockAcquire(stats->lock, LW_SHARED);
-	db = find(dboid, "");
-	if (db != NULL && pg_atomic_read_u32(&db->ready) != 0 && pg_atomic_read_u32(&db->stale) == 0)
+	if (counted_and_kept(find(dboid, "")))
 	{
 		entry = find(dboid, biz_type);
 		*value = entry != NULL ? (int64) pg_atomic_read_u64(&entry->v[slot]) : 0;

@@ -140,9 +140,9 @@ if (join("\n", @updated) ne join("\n", @fresh))
 	diag("only in the fresh: $_") for grep { !$u{$_} } @fresh;
 }
 
-# A role granted at 0.1 what reading sched.biz_stats took (the view, and
-# EXECUTE on sched._tokens) still reads it after the update, which grants
-# it the function the view now calls too.  (In a database of its own: the
+# A role granted at 0.1 what reading sched.biz_stats and sched.tasks took
+# (the views, and EXECUTE on sched._tokens) still reads them after the
+# update, which grants it the functions the views now call too.  (In a database of its own: the
 # update's grants become the extension's initial privileges, which would
 # show in the dump compared above.)
 $node->safe_psql('postgres', 'CREATE DATABASE up_grants; CREATE ROLE up_monitor');
@@ -150,13 +150,15 @@ $node->safe_psql('up_grants', q{
 	CREATE EXTENSION delaysched VERSION '0.1';
 	SELECT sched.define_biz('up_pull', 'pull');
 	GRANT USAGE ON SCHEMA sched TO up_monitor;
-	GRANT SELECT ON sched.biz_stats TO up_monitor;
+	GRANT SELECT ON sched.biz_stats, sched.tasks TO up_monitor;
 	GRANT EXECUTE ON FUNCTION sched._tokens(text, float8, int) TO up_monitor;
 	ALTER EXTENSION delaysched UPDATE;
 	SELECT sched.grant_biz('up_pull', 'up_monitor', 'read');
 });
 is($node->safe_psql('up_grants', "SET ROLE up_monitor; SELECT biz_type || ' ' || pending FROM sched.biz_stats"),
 	'up_pull 0', 'a role that read sched.biz_stats at 0.1 still does');
+is($node->safe_psql('up_grants', "SET ROLE up_monitor; SELECT count(status) FROM sched.tasks"),
+	'0', 'and sched.tasks, with its status column');
 $node->safe_psql('postgres', 'DROP DATABASE up_grants; DROP ROLE up_monitor');
 
 $node->stop;
