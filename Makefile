@@ -1,6 +1,7 @@
 # Makefile for delaysched (PGXS)
 #
 #   make && make install        build and install the extension
+#   make test-tools             the LISTEN client and the benchmark programs (test/)
 #   make installcheck           pg_regress and isolation tests on a temporary instance
 #   bash scripts/test.sh        the whole suite (regress, isolation, TAP) as CI runs it
 
@@ -72,40 +73,45 @@ $(OBJS): $(wildcard $(srcdir)/src/*.h)
 LIBPQ_CFLAGS = -I$(shell $(PG_CONFIG) --includedir)
 LIBPQ_LIBS = -L$(shell $(PG_CONFIG) --libdir) -lpq
 
-all: test/dslisten test/bench/dsbench test/bench/hooksink
+# The test and benchmark programs: not part of the extension's all or
+# install, so that a packager builds only the extension.  Built with the
+# CFLAGS and LDFLAGS make is given (PGXS's by default, COPT included).
+TEST_TOOLS = test/dslisten test/bench/dsbench test/bench/hooksink
+.PHONY: test-tools
+test-tools: $(TEST_TOOLS)
 
 # The LISTEN client and the benchmark driver (test/bench/dsbench).
 test/dslisten test/bench/dsbench: %: %.c test/dsclient.h
-	$(CC) -O2 -Wall -Wextra $(COPT) -I$(srcdir)/test $(LIBPQ_CFLAGS) -o $@ $< $(LIBPQ_LIBS)
+	$(CC) $(CFLAGS) -I$(srcdir)/test $(LIBPQ_CFLAGS) -o $@ $< $(LDFLAGS) $(LIBPQ_LIBS)
 
 # The webhook receiver of the HTTP benchmark (libc only).
 test/bench/hooksink: test/bench/hooksink.c
-	$(CC) -O2 -Wall -Wextra $(COPT) -o $@ $<
+	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS)
 
 # Benchmarks (not tests): bench/run.sh; bench-smoke is the few-second run CI does.
 .PHONY: bench bench-compare bench-smoke bench-xmin bench-http bench-schedules bench-contention bench-contention-smoke bench-databases bench-databases-smoke bench-monitoring bench-monitoring-smoke
-bench: all
+bench: all test-tools
 	bash bench/run.sh
-bench-compare: all
+bench-compare: all test-tools
 	bash bench/run.sh --compare
-bench-smoke: all
+bench-smoke: all test-tools
 	bash bench/run.sh --smoke
-bench-xmin: all
+bench-xmin: all test-tools
 	bash bench/run.sh --only xmin
-bench-http: all
+bench-http: all test-tools
 	bash bench/http.sh
-bench-schedules: all
+bench-schedules: all test-tools
 	bash bench/schedules.sh
 # Shared-memory contention: this tree beside a baseline revision (BASELINE=rev).
-bench-contention: all
+bench-contention: all test-tools
 	bash bench/contention.sh $(if $(BASELINE),--baseline $(BASELINE))
-bench-contention-smoke: all
+bench-contention-smoke: all test-tools
 	bash bench/contention.sh --smoke $(if $(BASELINE),--baseline $(BASELINE))
-bench-databases: all
+bench-databases: all test-tools
 	bash bench/databases.sh
-bench-databases-smoke: all
+bench-databases-smoke: all test-tools
 	bash bench/databases.sh --smoke
-bench-monitoring: all
+bench-monitoring: all test-tools
 	bash bench/monitoring.sh
-bench-monitoring-smoke: all
+bench-monitoring-smoke: all test-tools
 	bash bench/monitoring.sh --smoke

@@ -39,12 +39,14 @@ ensure_packages() {
 	apt-get install -y -qq --no-install-recommends $missing >/dev/null
 }
 
-# Build and install the extension and the LISTEN client from $1.
+# Build and install the extension from $1, and build the test programs.
 build_and_install() {
 	log "building and installing delaysched"
 	# Warnings are errors for developers and CI (not for packagers: Makefile).
 	make -C "$1" -s PG_CONFIG="$PG_BINDIR/pg_config" COPT=-Werror >/dev/null
 	make -C "$1" -s PG_CONFIG="$PG_BINDIR/pg_config" COPT=-Werror install >/dev/null
+	# The LISTEN client and the benchmark programs (not part of "all").
+	make -C "$1" -s PG_CONFIG="$PG_BINDIR/pg_config" COPT=-Werror test-tools >/dev/null
 }
 
 # Run a command as $PG_USER (PostgreSQL refuses to run as root).
