@@ -595,7 +595,6 @@ delaysched_type_counts_sql(PG_FUNCTION_ARGS)
 	bool	   *element_nulls;
 	int			nelements;
 	bool		ready = delaysched_stats_ready(MyDatabaseId);
-	List	   *copies = delaysched_stats_copy(MyDatabaseId);
 
 	InitMaterializedSRF(fcinfo, 0);
 	deconstruct_array(names, TEXTOID, -1, false, TYPALIGN_INT, &elements, &element_nulls, &nelements);
@@ -604,27 +603,20 @@ delaysched_type_counts_sql(PG_FUNCTION_ARGS)
 		Datum		values[8];
 		bool		nulls[8] = {false};
 		char		name[NAMEDATALEN];
-		StatsCopy  *found = NULL;
-		ListCell   *lc;
+		int64		gauges[SS_COUNT] = {0};
 
 		if (element_nulls[i])
 			continue;
 		text_to_cstring_buffer(DatumGetTextPP(elements[i]), name, NAMEDATALEN);
-		foreach(lc, copies)
-		{
-			if (strcmp(((StatsCopy *) lfirst(lc))->biz_type, name) == 0)
-			{
-				found = lfirst(lc);
-				break;
-			}
-		}
+		if (ready)
+			(void) delaysched_stats_gauges(MyDatabaseId, name, gauges);
 		values[0] = elements[i];
-		values[1] = Int64GetDatum(found ? found->v[SS_STATE_PENDING] : 0);
-		values[2] = Int64GetDatum(found ? found->v[SS_STATE_READY] : 0);
-		values[3] = Int64GetDatum(found ? found->v[SS_STATE_DELIVERED] : 0);
-		values[4] = Int64GetDatum(found ? found->v[SS_KEPT_DONE] : 0);
-		values[5] = Int64GetDatum(found ? found->v[SS_KEPT_DEAD] : 0);
-		values[6] = Int64GetDatum(found ? found->v[SS_KEPT_CANCELLED] : 0);
+		values[1] = Int64GetDatum(gauges[SS_STATE_PENDING]);
+		values[2] = Int64GetDatum(gauges[SS_STATE_READY]);
+		values[3] = Int64GetDatum(gauges[SS_STATE_DELIVERED]);
+		values[4] = Int64GetDatum(gauges[SS_KEPT_DONE]);
+		values[5] = Int64GetDatum(gauges[SS_KEPT_DEAD]);
+		values[6] = Int64GetDatum(gauges[SS_KEPT_CANCELLED]);
 		values[7] = BoolGetDatum(ready);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}

@@ -450,11 +450,13 @@ delaysched_stats_full(Oid dboid)
 }
 
 /*
- * One gauge of type biz_type of database dboid, if the database's gauges
- * are ready (for sched._task_status()); false if they are not.
+ * The gauges of type biz_type of database dboid (gauges[SS_STATE_PENDING
+ * .. SS_KEPT_CANCELLED]; zeros for a type with no entry), if the
+ * database's gauges are ready; false, and nothing set, if they are not.
+ * One lookup by name: for sched._type_counts() and sched._task_status().
  */
 bool
-delaysched_stats_gauge(Oid dboid, const char *biz_type, int slot, int64 *value)
+delaysched_stats_gauges(Oid dboid, const char *biz_type, int64 *gauges)
 {
 	StatsEntry *entry;
 	bool		ready = false;
@@ -463,7 +465,8 @@ delaysched_stats_gauge(Oid dboid, const char *biz_type, int slot, int64 *value)
 	if (counted_and_kept(find(dboid, "")))
 	{
 		entry = find(dboid, biz_type);
-		*value = entry != NULL ? (int64) pg_atomic_read_u64(&entry->v[slot]) : 0;
+		for (int i = SS_STATE_PENDING; i <= SS_KEPT_CANCELLED; i++)
+			gauges[i] = entry != NULL ? (int64) pg_atomic_read_u64(&entry->v[i]) : 0;
 		ready = true;
 	}
 	LWLockRelease(stats->lock);

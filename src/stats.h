@@ -111,7 +111,7 @@ extern bool delaysched_stats_ready(Oid dboid);
 extern void delaysched_stats_mark_stale(Oid dboid);
 extern bool delaysched_stats_claim_count(Oid dboid);
 extern bool delaysched_stats_full(Oid dboid);
-extern bool delaysched_stats_gauge(Oid dboid, const char *biz_type, int slot, int64 *value);
+extern bool delaysched_stats_gauges(Oid dboid, const char *biz_type, int64 *gauges);
 extern void delaysched_stats_install(Oid dboid, List *counts);
 extern void delaysched_stats_forget_database(Oid dboid);
 extern int	delaysched_stats_lateness_bucket(double seconds);

@@ -68,10 +68,10 @@ in_handoff_ring(int64 id)
 static bool
 at_concurrency_cap(const char *biz_type, int32 max_concurrency)
 {
-	int64		awaiting;
+	int64		gauges[SS_COUNT];
 
-	return delaysched_stats_gauge(MyDatabaseId, biz_type, SS_STATE_DELIVERED, &awaiting) &&
-		awaiting >= max_concurrency;
+	return delaysched_stats_gauges(MyDatabaseId, biz_type, gauges) &&
+		gauges[SS_STATE_DELIVERED] >= max_concurrency;
 }
 
 /*
