@@ -307,7 +307,9 @@ kill 'KILL', $launcher;
 my $up = 0;
 for (1 .. 300)
 {
-	my ($r) = $node->psql('postgres', 'SELECT 1');
+	# (psql may exit before reading its input while the server restarts:
+	# IPC::Run then dies of the broken pipe, which is a "not yet".)
+	my $r = eval { my ($ret) = $node->psql('postgres', 'SELECT 1'); $ret } // 1;
 	if ($r == 0) { $up = 1; last }
 	usleep(100_000);
 }
