@@ -2607,6 +2607,59 @@ $$;
 COMMENT ON FUNCTION sched.resume_schedule(text) IS 'let a paused schedule fire again, catching up as its catch_up says; false if it was not paused';
 
 -------------------------------------------------------------------------------
+-- Cluster membership (the delaysched_router extension, doc/scale-out.md).
+-- A node's number is the high part of every task id it makes:
+--   id = node * 2^48 + (nextval * buckets + bucket)
+-- The sequence itself carries it (its values are kept by pg_dump).
+-------------------------------------------------------------------------------
+
+CREATE FUNCTION sched.node_number() RETURNS int
+LANGUAGE sql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT ((s.last_value * sched._bucket_count()) >> 48)::int FROM sched.task_seq s $$;
+COMMENT ON FUNCTION sched.node_number() IS 'the node number this database''s task ids carry (0 until sched.set_node_number)';
+
+CREATE FUNCTION sched.set_node_number(node int) RETURNS boolean
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	n bigint := sched._bucket_count();
+	v_current int;
+	v_low bigint;
+	v_high bigint;
+BEGIN
+	PERFORM sched._require(node, 'node');
+	IF node < 1 OR node > 32767 THEN
+		RAISE EXCEPTION 'node number must be between 1 and 32767, not %', node
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	-- Serialise with other calls (a sequence cannot be locked; this mode of
+	-- sched.biz conflicts with itself and define_biz, not with adds).
+	LOCK TABLE sched.biz IN SHARE ROW EXCLUSIVE MODE;
+	v_current := sched.node_number();
+	IF v_current = node THEN
+		RETURN false;
+	END IF;
+	IF v_current <> 0 THEN
+		RAISE EXCEPTION 'this database is node % already', v_current
+			USING ERRCODE = 'object_in_use',
+				  HINT = 'A node keeps its number: the ids of its tasks carry it.';
+	END IF;
+	-- The first and last sequence values whose ids (value * n + bucket,
+	-- bucket < n) all lie in [node * 2^48, (node + 1) * 2^48).
+	v_low := ((node::bigint << 48) + n - 1) / n;
+	v_high := pg_catalog.floor(((node + 1) * 2::numeric ^ 48 - n) / n)::bigint;  -- (no overflow at 32767)
+	EXECUTE pg_catalog.format('ALTER SEQUENCE sched.task_seq MINVALUE %s MAXVALUE %s START %s RESTART %s',
+							  v_low, v_high, v_low, v_low);
+	RETURN true;
+END
+$$;
+COMMENT ON FUNCTION sched.set_node_number(int) IS 'make this database node number "node" of a delaysched_router cluster: its new task ids carry the number; false if it had it already';
+
+-------------------------------------------------------------------------------
 -- Statistics (src/stats*.c, src/metrics.c): counters and gauges per business
 -- type in shared memory, kept by the triggers below and sched._tally(),
 -- read by sched.metrics() and sched.biz_stats.  See doc/monitoring.md.
@@ -2876,3 +2929,6 @@ GRANT EXECUTE ON FUNCTION sched.metrics(), sched.metric_samples() TO pg_monitor;
 
 -- Wake a scanner that was waiting for the extension to appear.
 SELECT sched._wake('-infinity');
+-- Gauges kept in shared memory from an earlier life of the extension in this
+-- database (DROP EXTENSION leaves them, and its workers) are counted again.
+SELECT sched.recount_stats();
