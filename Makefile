@@ -42,8 +42,8 @@ OBJS = \
 	src/worker.o \
 	src/worker_views.o
 
-EXTENSION = delaysched
-DATA = delaysched--0.1.sql delaysched--0.2.sql delaysched--0.1--0.2.sql
+EXTENSION = delaysched delaysched_router
+DATA = delaysched--0.1.sql delaysched--0.2.sql delaysched--0.1--0.2.sql delaysched_router--0.2.sql
 PGFILEDESC = "delaysched - delayed tasks delivered on time from inside PostgreSQL"
 
 REGRESS = setup api validation claim_ack privileges batch pause limits http schedule_rules schedules metrics statuses clock_steps hostile_role bad_input
