@@ -626,7 +626,7 @@ BEGIN
 			GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT,
 									e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
 			RAISE EXCEPTION 'cannot use node conninfos[%] (%): %', i, conninfos[i],
-					pg_catalog.regexp_replace(e_message, '^.*(REMOTE ERROR|PQconnectStart|PQconnectPoll): ', '')
+					pg_catalog.rtrim(pg_catalog.regexp_replace(e_message, '^.*(REMOTE ERROR|PQconnectStart|PQconnectPoll): ', ''), E' \t\n')
 				USING ERRCODE = CASE WHEN sched._unreachable(e_state, e_message) THEN 'connection_failure' ELSE e_state END,
 					  HINT = 'A node needs delaysched 0.2 (CREATE EXTENSION delaysched, or ALTER EXTENSION delaysched UPDATE) and must accept the connection as this role.';
 		END;

@@ -15,8 +15,9 @@ PACKAGES="make gcc libc6-dev postgresql-$PG_MAJOR postgresql-server-dev-$PG_MAJO
 log() { printf '==> %s\n' "$*" >&2; }
 
 # What the tests need besides: Prometheus's parser and the exporter
-# (test/t/018_metrics.pl).
-TEST_PACKAGES="python3-prometheus-client prometheus-postgres-exporter"
+# (test/t/018_metrics.pl); PL/Proxy and psycopg2 for the router and its
+# example consumer (test/t/020_router.pl, the router regress test).
+TEST_PACKAGES="python3-prometheus-client prometheus-postgres-exporter postgresql-$PG_MAJOR-plproxy python3-psycopg2"
 
 # What building the Debian package needs besides (scripts/package.sh).
 PACKAGE_BUILD_PACKAGES="dpkg-dev debhelper postgresql-server-dev-all"
