@@ -137,12 +137,19 @@ END
 $$;
 COMMENT ON FUNCTION sched._cluster_check(text) IS 'internal: only the cluster "delaysched" is known';
 
+-- (plpgsql, not sql: PL/Proxy calls it before every call to a node, and a
+-- plpgsql function keeps its plan where a sql one is planned each time.)
 CREATE FUNCTION plproxy.get_cluster_version(cluster_name text) RETURNS int
-LANGUAGE sql STABLE SECURITY DEFINER
+LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-	SELECT pg_catalog.hashtext(coalesce(pg_catalog.string_agg(n.node || ' ' || n.conninfo, E'\n' ORDER BY n.position), ''))
-	FROM sched.node n, (SELECT sched._cluster_check(cluster_name)) c
+BEGIN
+	IF cluster_name IS DISTINCT FROM 'delaysched' THEN
+		PERFORM sched._cluster_check(cluster_name);
+	END IF;
+	RETURN (SELECT pg_catalog.hashtext(coalesce(pg_catalog.string_agg(n.node || ' ' || n.conninfo, E'\n' ORDER BY n.position), ''))
+			FROM sched.node n);
+END
 $$;
 COMMENT ON FUNCTION plproxy.get_cluster_version(text) IS 'PL/Proxy: the version of the delaysched node list (a hash of it: any change is a new version)';
 
@@ -738,8 +745,8 @@ DECLARE
 	v_tried text[] := '{}';
 	e_state text; e_message text; e_detail text; e_hint text;
 BEGIN
-	FOR n IN SELECT * FROM sched._nodes_in_turn() x WHERE p_dedupe_key IS NULL
-			 UNION ALL SELECT * FROM sched._owner(p_biz, p_dedupe_key) WHERE p_dedupe_key IS NOT NULL LOOP
+	FOR n IN (SELECT x.* FROM sched.node x WHERE p_dedupe_key IS NULL ORDER BY pg_catalog.random())
+			 UNION ALL (SELECT * FROM sched._owner(p_biz, p_dedupe_key) WHERE p_dedupe_key IS NOT NULL) LOOP
 		BEGIN
 			IF p_after THEN
 				RETURN sched._add_after_on(n.position, p_biz, p_delay, p_payload, p_dedupe_key);
@@ -760,20 +767,22 @@ END
 $$;
 COMMENT ON FUNCTION sched._add(boolean, text, timestamptz, interval, jsonb, text) IS 'internal: the body of sched.add and sched.add_after';
 
+-- (plpgsql wrappers, not sql: a sql function with a SET clause is parsed
+-- and planned at every call.)
 CREATE FUNCTION sched.add(biz_type text, run_at timestamptz, payload jsonb DEFAULT '{}',
 						  dedupe_key text DEFAULT NULL)
 RETURNS bigint
-LANGUAGE sql
+LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
-AS $$ SELECT sched._add(false, biz_type, run_at, NULL, payload, dedupe_key) $$;
+AS $$ BEGIN RETURN sched._add(false, biz_type, run_at, NULL, payload, dedupe_key); END $$;
 COMMENT ON FUNCTION sched.add(text, timestamptz, jsonb, text) IS 'schedule a task on one of the nodes (with a dedupe key, on the node that owns the key); returns its id, which carries the node';
 
 CREATE FUNCTION sched.add_after(biz_type text, delay interval, payload jsonb DEFAULT '{}',
 								dedupe_key text DEFAULT NULL)
 RETURNS bigint
-LANGUAGE sql
+LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
-AS $$ SELECT sched._add(true, biz_type, NULL, delay, payload, dedupe_key) $$;
+AS $$ BEGIN RETURN sched._add(true, biz_type, NULL, delay, payload, dedupe_key); END $$;
 COMMENT ON FUNCTION sched.add_after(text, interval, jsonb, text) IS 'schedule a task for delay from now (the node''s clock) on one of the nodes; returns its id';
 
 /*
