@@ -599,6 +599,9 @@ DECLARE
 	e_state text; e_message text; e_detail text; e_hint text;
 BEGIN
 	PERFORM sched._require(conninfos, 'conninfos');
+	-- One change of the list at a time (this mode conflicts with itself,
+	-- not with the reads of routed calls, which go on with the old list).
+	LOCK TABLE sched.node IN SHARE ROW EXCLUSIVE MODE;
 	v_count := coalesce(cardinality(conninfos), 0);
 	IF v_count = 0 OR pg_catalog.array_ndims(conninfos) <> 1 THEN
 		RAISE EXCEPTION 'conninfos must list at least one node'
@@ -683,6 +686,7 @@ DECLARE
 	n sched.node;
 	v_count int;
 BEGIN
+	LOCK TABLE sched.node IN SHARE ROW EXCLUSIVE MODE;
 	v_count := sched._check_nodes();
 	FOR n IN SELECT * FROM sched.node x ORDER BY x.position LOOP
 		PERFORM sched._sync_node(n);

@@ -7,10 +7,11 @@
 #
 # Three delaysched nodes and a router (PL/Proxy) on four throwaway clusters
 # of this machine, then:
-#   add        pgbench, 1 client, S seconds of SELECT sched.add(...), each in
+#   add        pgbench, 1 client, 10 seconds of SELECT sched.add(...), each in
 #              its own transaction: on a node directly, and through the router
 #              (3 nodes); also the router's bare PL/Proxy call (sched._add_on,
-#              no routing function around it), to see where the time goes
+#              no routing function around it), to see where the time goes;
+#              3 rounds, direct and routed runs alternating, medians compared
 #   add_many   the same with sched.add_many of 1,000 tasks per call (the
 #              router splits each batch into one call per node)
 #   deliver-K  N tasks due at one instant, added through the router with K
@@ -25,11 +26,12 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 . "$root/scripts/lib.sh"
 
-seconds=15
+seconds=10
+nrounds=3
 ndeliver=150000
 while [ $# -gt 0 ]; do
 	case $1 in
-		--smoke) seconds=2; ndeliver=6000 ;;
+		--smoke) seconds=2; nrounds=1; ndeliver=6000 ;;
 		*) echo "usage: bench/scale_out.sh [--smoke]" >&2; exit 2 ;;
 	esac
 	shift
@@ -99,24 +101,47 @@ SQL
 chmod 644 "$scripts"/*.sql
 [ "$(id -u)" -eq 0 ] && chown -R "$PG_USER" "$scripts"
 
+# Empty the nodes (TRUNCATE: cancelling a million tasks one by one would
+# take minutes; the gauges are counted again), so that every round and
+# every delivery run starts alike.
+empty_nodes() {
+	local i
+	for i in 0 1 2; do
+		node_sql $i -c "TRUNCATE sched.task, sched.dedupe, sched.finished" -c "VACUUM ANALYZE" >/dev/null
+	done
+}
+
+# median of the numbers on stdin
+median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
+# rounds NAME HOST PORT SCRIPT: one pgbench run of NAME in this round,
+# appended to $scripts/NAME (tps and latency per line).
+round() { pgbench_tps "$2" "$3" "$4" >>"$scripts/$1.runs"; }
+col() { awk -v c="$2" '{ print $c }' "$scripts/$1.runs" | median; }
+
 {
 	printf '%-28s %12s %12s %10s\n' workload per_second latency_ms ratio
-	log "add: a node directly, then the router"
-	read -r direct_tps direct_lat < <(pgbench_tps "${dirs[0]}" "${ports[0]}" "$scripts/add.sql")
-	read -r router_tps router_lat < <(pgbench_tps "$router_dir" 54440 "$scripts/add.sql")
-	read -r bare_tps bare_lat < <(pgbench_tps "$router_dir" 54440 "$scripts/add_on.sql")
-	printf '%-28s %12s %12s %10s\n' "add, node directly" "$direct_tps" "$direct_lat" 1.00
-	printf '%-28s %12s %12s %10.2f\n' "add, router (3 nodes)" "$router_tps" "$router_lat" "$(calc "$router_tps / $direct_tps")"
-	printf '%-28s %12s %12s %10.2f\n' "add, bare PL/Proxy call" "$bare_tps" "$bare_lat" "$(calc "$bare_tps / $direct_tps")"
-	log "add_many of 1,000: a node directly, then the router"
-	read -r direct_tps direct_lat < <(pgbench_tps "${dirs[0]}" "${ports[0]}" "$scripts/add_many.sql")
-	read -r router_tps router_lat < <(pgbench_tps "$router_dir" 54440 "$scripts/add_many.sql")
-	printf '%-28s %12.0f %12s %10s\n' "add_many tasks, node" "$(calc "$direct_tps * 1000")" "$direct_lat" 1.00
-	printf '%-28s %12.0f %12s %10.2f\n' "add_many tasks, router" "$(calc "$router_tps * 1000")" "$router_lat" "$(calc "$router_tps / $direct_tps")"
+	# The direct and routed runs alternate, $nrounds rounds, and the medians
+	# are compared: this machine's rate drifts by 10% or more between runs.
+	for ((r = 1; r <= nrounds; r++)); do
+		log "add and add_many, round $r of $nrounds: a node directly, the router, PL/Proxy bare"
+		empty_nodes
+		round add_direct "${dirs[0]}" "${ports[0]}" "$scripts/add.sql"
+		round add_router "$router_dir" 54440 "$scripts/add.sql"
+		round add_bare "$router_dir" 54440 "$scripts/add_on.sql"
+		round many_direct "${dirs[0]}" "${ports[0]}" "$scripts/add_many.sql"
+		round many_router "$router_dir" 54440 "$scripts/add_many.sql"
+	done
+	base=$(col add_direct 1)
+	printf '%-28s %12.1f %12.3f %10s\n' "add, node directly" "$base" "$(col add_direct 2)" 1.00
+	printf '%-28s %12.1f %12.3f %10.2f\n' "add, router (3 nodes)" "$(col add_router 1)" "$(col add_router 2)" "$(calc "$(col add_router 1) / $base")"
+	printf '%-28s %12.1f %12.3f %10.2f\n' "add, bare PL/Proxy call" "$(col add_bare 1)" "$(col add_bare 2)" "$(calc "$(col add_bare 1) / $base")"
+	base=$(col many_direct 1)
+	printf '%-28s %12.0f %12.3f %10s\n' "add_many tasks, node" "$(calc "$base * 1000")" "$(col many_direct 2)" 1.00
+	printf '%-28s %12.0f %12.3f %10.2f\n' "add_many tasks, router" "$(calc "$(col many_router 1) * 1000")" "$(col many_router 2)" "$(calc "$(col many_router 1) / $base")"
 
-	# Emptied nodes between the delivery runs: the adds above are a day ahead.
-	router_sql -c "SELECT sched.drop_biz('bench', cancel_tasks => true)" >/dev/null
-	for i in 0 1 2; do node_sql $i -c "TRUNCATE sched.finished" -c "VACUUM ANALYZE" >/dev/null; done
+	empty_nodes
+	router_sql -c "SELECT sched.drop_biz('bench')" >/dev/null
 	base=""
 	for k in 1 2 3; do
 		log "deliver: $ndeliver tasks due at once, $k node(s)"
@@ -138,7 +163,8 @@ chmod 644 "$scripts"/*.sql
 		rate=$(calc "$ndeliver / ($last - $due)")
 		[ -n "$base" ] || base=$rate
 		printf '%-28s %12.0f %12s %10.2f\n' "deliver, $k node(s)" "$rate" - "$(calc "$rate / $base")"
-		router_sql -c "SELECT sched.drop_biz('deliver$k', cancel_tasks => true)" >/dev/null
+		empty_nodes
+		router_sql -c "SELECT sched.drop_biz('deliver$k')" >/dev/null
 	done
 } | tee "$out/table.txt"
 log "results in $out"

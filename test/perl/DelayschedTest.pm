@@ -66,13 +66,14 @@ sub poll_until_in
 }
 
 # Run $sql in a new session inside an open transaction and keep it open
-# (with its locks) until release_session.  Returns the session.
+# (with its locks) until release_session, in database $dbname (postgres if
+# not given).  Returns the session.
 sub hold_in_transaction
 {
-	my ($node, $sql) = @_;
+	my ($node, $sql, $dbname) = @_;
 	my $session = { in => "BEGIN;\n$sql;\n\\echo held\n", out => '' };
 	$session->{harness} = IPC::Run::start(
-		[ 'psql', '-X', '-q', '-v', 'ON_ERROR_STOP=1', '-d', $node->connstr('postgres') ],
+		[ 'psql', '-X', '-q', '-v', 'ON_ERROR_STOP=1', '-d', $node->connstr($dbname // 'postgres') ],
 		'<', \$session->{in}, '>', \$session->{out}, '2>', \$session->{out});
 	my $deadline = time + 30;
 	until ($session->{out} =~ /^held$/m)

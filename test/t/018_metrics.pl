@@ -260,6 +260,27 @@ is(metric('delaysched_tasks_added_total', 'biz_type="x_notify"'), '0', 'counters
 ok(gauges_agree(), 'the gauges agree with the tables after the restart');
 is(metric('delaysched_tasks_pending', 'biz_type="x_notify"'), '3', 'the three prepared tasks are pending');
 
+# --- DROP EXTENSION and CREATE EXTENSION again: the gauges start over ---
+# (DROP EXTENSION leaves the database's numbers in shared memory, and its
+# workers; the new extension must not take the old gauges over.)
+$node->safe_psql('postgres', 'CREATE DATABASE x_again');
+$node->safe_psql('x_again', q{
+	CREATE EXTENSION delaysched;
+	SELECT sched.define_biz('x_kept');
+	SELECT sched.add_many('x_kept', array_fill(now() + interval '1 day', ARRAY[4]))});
+ok(DelayschedTest::poll_until_in($node, 'x_again',
+		"SELECT pending || ' ' || counted FROM sched._type_counts('{x_kept}')", '4 true', 30),
+	'the gauges count the first life\'s four tasks');
+$node->safe_psql('x_again', q{
+	DROP EXTENSION delaysched;
+	CREATE EXTENSION delaysched;
+	SELECT sched.define_biz('x_kept')});
+ok(DelayschedTest::poll_until_in($node, 'x_again',
+		"SELECT pending || ' ' || counted FROM sched._type_counts('{x_kept}')", '0 true', 30),
+	'after DROP and CREATE EXTENSION they are counted again: no task pending');
+is($node->safe_psql('x_again', "SELECT pending FROM sched.biz_stats WHERE biz_type = 'x_kept'"), '0',
+	'sched.biz_stats shows none');
+
 $receiver->stop;
 $node->stop;
 done_testing();

@@ -60,5 +60,8 @@ ok($phases_ok, 'prereqs: known phases and relations, semantic versions');
 my ($control) = PostgreSQL::Test::Utils::slurp_file("$root/delaysched.control") =~ /default_version\s*=\s*'([^']+)'/;
 is($meta->{provides}{delaysched}{version}, "$control.0", 'the extension\'s version is the control file\'s');
 is($meta->{provides}{delaysched}{file}, "delaysched--$control.sql", 'and its file the install script of that version');
+my ($router_control) = PostgreSQL::Test::Utils::slurp_file("$root/delaysched_router.control") =~ /default_version\s*=\s*'([^']+)'/;
+is($meta->{provides}{delaysched_router}{version}, "$router_control.0", 'delaysched_router\'s version is its control file\'s');
+is($meta->{provides}{delaysched_router}{file}, "delaysched_router--$router_control.sql", 'and its file its install script');
 
 done_testing();

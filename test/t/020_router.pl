@@ -184,6 +184,21 @@ is("@again", "@numbers", 'a node put back keeps its number');
 is($nodes[2]->safe_psql('postgres', "SELECT rate_limit FROM sched.biz WHERE name = 'limited'"), '20',
 	'with three nodes again, a third each');
 
+# --- two changes of the node list at once: the second waits, then succeeds;
+# routed calls go on meanwhile ---
+my $holder = DelayschedTest::hold_in_transaction($router, "SELECT count(*) FROM sched.set_nodes(ARRAY[$list])", 'router');
+my ($second_out, $second_err) = ('', '');
+my $second = IPC::Run::start(
+	[ 'psql', '-X', '-At', '-d', $router->connstr('router'), '-c', "SELECT count(*) FROM sched.set_nodes(ARRAY[$list])" ],
+	'>', \$second_out, '2>', \$second_err);
+ok(poll_until_router(
+		"SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = 'sched.node'::regclass", '1', 30),
+	'a second set_nodes waits for the first');
+cmp_ok(r("SELECT sched.add('orders', now() + interval '1 day')"), '>', 0, 'an add goes on meanwhile');
+DelayschedTest::release_session($holder, 1);
+$second->finish;
+is($second_out, "3\n", 'the second sets the list once the first committed') or diag($second_err);
+
 # --- administration on every node ---
 is(r("SELECT sched.pause('orders')"), 't', 'pause on every node');
 is(join(',', map { $_->safe_psql('postgres', "SELECT paused FROM sched.biz WHERE name = 'orders'") } @nodes), 't,t,t',
