@@ -99,7 +99,15 @@ CREATE TABLE sched.schedule_home (
 );
 COMMENT ON TABLE sched.schedule_home IS 'the node each recurring schedule defined through the router lives on';
 
+-- A row once a node 0 has been given (see sched.set_nodes): another
+-- database that made ids as node 0 is refused after that.
+CREATE TABLE sched.node_zero (
+	given boolean PRIMARY KEY CHECK (given)
+);
+COMMENT ON TABLE sched.node_zero IS 'a row once this router has had a node 0';
+
 SELECT pg_catalog.pg_extension_config_dump('sched.node', '');
+SELECT pg_catalog.pg_extension_config_dump('sched.node_zero', '');
 SELECT pg_catalog.pg_extension_config_dump('sched.node_number_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('sched.biz', '');
 SELECT pg_catalog.pg_extension_config_dump('sched.biz_grant', '');
@@ -114,6 +122,12 @@ DO $$
 BEGIN
 	IF NOT EXISTS (SELECT FROM pg_catalog.pg_namespace WHERE nspname = 'plproxy') THEN
 		CREATE SCHEMA plproxy;
+	ELSIF NOT EXISTS (SELECT FROM pg_catalog.pg_namespace n JOIN pg_catalog.pg_roles r ON r.oid = n.nspowner
+					  WHERE n.nspname = 'plproxy' AND r.rolsuper) THEN
+		-- Its owner could replace the functions that say where the nodes are.
+		RAISE EXCEPTION 'schema plproxy exists and is not owned by a superuser'
+			USING ERRCODE = 'insufficient_privilege',
+				  HINT = 'delaysched_router defines PL/Proxy''s cluster functions in it; drop it, or give it to a superuser.';
 	ELSIF EXISTS (SELECT FROM pg_catalog.pg_proc WHERE proname LIKE 'get\_cluster\_%'
 					AND pronamespace = 'plproxy'::regnamespace) THEN
 		RAISE EXCEPTION 'this database has PL/Proxy cluster functions already'
@@ -286,6 +300,18 @@ AS $$
 $$;
 COMMENT ON FUNCTION sched._unreachable(text, text) IS 'internal: is a PL/Proxy error a failure to reach the node (not the node''s own error)';
 
+-- A failure to connect: the call never reached the node, so it may go to
+-- another.  (A connection lost after the call was sent may have committed
+-- there: not this.)
+CREATE FUNCTION sched._not_sent(p_state text, p_message text) RETURNS boolean
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+	SELECT sched._unreachable(p_state, p_message)
+		   AND p_message ~ '(PQconnectStart|PQconnectPoll|connect timeout|connect failed)'
+$$;
+COMMENT ON FUNCTION sched._not_sent(text, text) IS 'internal: did a PL/Proxy call fail before it reached the node (so another node may take it)';
+
 -- RAISE with the options that are given (an option cannot be null).
 CREATE FUNCTION sched._raise_as(p_state text, p_message text, p_detail text, p_hint text) RETURNS void
 LANGUAGE plpgsql
@@ -324,7 +350,8 @@ BEGIN
 	ELSIF sched._unreachable(p_state, p_message) THEN
 		PERFORM sched._raise_as('08006', sched._label(p_node) || ' is unavailable',
 			pg_catalog.rtrim(pg_catalog.regexp_replace(p_message, '^PL/Proxy function [^:]*: (\[[^]]*\] )?', ''), E' \n'),
-			'Its tasks stay stored on it and are delivered when it is back; calls for its ids and its dedupe keys work again then.');
+			coalesce(nullif(p_hint, ''),
+					 'Its tasks stay stored on it and are delivered when it is back; calls for its ids and its dedupe keys work again then.'));
 	END IF;
 	PERFORM sched._raise_as(p_state, p_message, nullif(p_detail, ''), nullif(p_hint, ''));
 END
@@ -337,8 +364,6 @@ COMMENT ON FUNCTION sched._raise_node_error(int, text, text, text, text) IS 'int
 -- Roles go by name: an oid means nothing on another server.
 -------------------------------------------------------------------------------
 
-CREATE FUNCTION sched._node_number_at(conninfo text) RETURNS int
-LANGUAGE plproxy AS $$ CONNECT conninfo; SELECT sched.node_number(); $$;
 CREATE FUNCTION sched._set_node_number_at(conninfo text, node int) RETURNS boolean
 LANGUAGE plproxy AS $$ CONNECT conninfo; SELECT sched.set_node_number(node); $$;
 CREATE FUNCTION sched._node_number_on(p int) RETURNS int
@@ -534,6 +559,34 @@ AS $$
 $$;
 COMMENT ON FUNCTION sched._share(int, int) IS 'internal: a node''s share of a cluster-wide burst or max_concurrency';
 
+-- The cluster-wide limits, checked before they are split (a node checks
+-- its share; a share the node would refuse, or one it would accept from a
+-- value it should not, is the cluster value's fault).
+CREATE FUNCTION sched._check_limits(p_rate float8, p_burst int, p_max_concurrency int) RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	v_nodes int := (SELECT count(*) FROM sched.node);
+BEGIN
+	IF p_rate IS NOT NULL AND p_rate NOT IN ('NaN', 'Infinity', '-Infinity')
+	   AND v_nodes > 0 AND p_rate / v_nodes < 0.001 THEN
+		RAISE EXCEPTION 'rate_limit % split over % nodes is % per node, below the 0.001 a node takes', p_rate, v_nodes, p_rate / v_nodes
+			USING ERRCODE = 'invalid_parameter_value',
+				  HINT = 'Give a rate_limit of at least 0.001 times the number of nodes.';
+	END IF;
+	IF p_burst < 1 OR p_burst > 1000000 THEN
+		RAISE EXCEPTION 'burst must be between 1 and 1000000, not %', p_burst
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	IF p_max_concurrency < 1 OR p_max_concurrency > 100000 THEN
+		RAISE EXCEPTION 'max_concurrency must be between 1 and 100000, not %', p_max_concurrency
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+END
+$$;
+COMMENT ON FUNCTION sched._check_limits(float8, int, int) IS 'internal: check cluster-wide limits before they are split';
+
 -- The call that gives a node its share of a type (the define_biz of every
 -- node, and of set_nodes).
 CREATE FUNCTION sched._define_call(b sched.biz) RETURNS text
@@ -583,6 +636,90 @@ END
 $$;
 COMMENT ON FUNCTION sched._sync_node(sched.node) IS 'internal: give a node every type, pause and grant defined through the router';
 
+-- A conninfo set_nodes accepts: key=value pairs of the keywords below,
+-- values without quotes, spaces or "=".  Not user or service: PL/Proxy
+-- connects as the calling role only when the conninfo names no user (it
+-- looks for "user=" anywhere in it), and a service file can name one.
+-- Not password: every role can read the node list.  Not options: they
+-- could set what the node lets no client set for itself.  Not a URI.
+CREATE FUNCTION sched._check_conninfo(p_conninfo text, p_index int) RETURNS void
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	v_pair text;
+	v_key text;
+BEGIN
+	IF p_conninfo IS NULL OR pg_catalog.btrim(p_conninfo) = '' THEN
+		RAISE EXCEPTION 'conninfos[%] is empty', p_index USING ERRCODE = 'null_value_not_allowed';
+	END IF;
+	IF p_conninfo ~* '^\s*postgres(ql)?://' THEN
+		RAISE EXCEPTION 'conninfos[%] is a URI', p_index
+			USING ERRCODE = 'invalid_parameter_value',
+				  HINT = 'Give key=value pairs, such as ''host=10.0.0.1 port=5432 dbname=app''.';
+	END IF;
+	FOR v_pair IN SELECT x FROM pg_catalog.regexp_split_to_table(pg_catalog.btrim(p_conninfo), '\s+') x LOOP
+		IF v_pair !~ '^[a-z_]+=[^''"\\=]+$' THEN
+			RAISE EXCEPTION 'conninfos[%] has "%", not a key=value pair', p_index, v_pair
+				USING ERRCODE = 'invalid_parameter_value',
+					  HINT = 'Give key=value pairs separated by spaces, the values without quotes, spaces or =.';
+		END IF;
+		v_key := pg_catalog.split_part(v_pair, '=', 1);
+		IF v_key IN ('password', 'sslpassword') THEN
+			RAISE EXCEPTION 'conninfos[%] holds a password', p_index
+				USING ERRCODE = 'invalid_parameter_value',
+					  HINT = 'Every role of the router can read the node list. Keep passwords in the .pgpass file of the router''s server account (or name one with passfile=).';
+		END IF;
+		IF v_key IN ('user', 'service') THEN
+			RAISE EXCEPTION 'conninfos[%] names a % for the connection', p_index, v_key
+				USING ERRCODE = 'invalid_parameter_value',
+					  HINT = 'The router connects to a node as the role calling it, so that the node checks that role''s privileges; a user here would make every role that user.';
+		END IF;
+		IF v_key NOT IN ('host', 'hostaddr', 'port', 'dbname', 'connect_timeout', 'application_name',
+						 'passfile', 'sslmode', 'sslcert', 'sslkey', 'sslrootcert', 'sslcrl', 'sslcrldir',
+						 'sslsni', 'sslcompression', 'requirepeer', 'channel_binding', 'gssencmode',
+						 'krbsrvname', 'target_session_attrs', 'keepalives', 'keepalives_idle',
+						 'keepalives_interval', 'keepalives_count', 'tcp_user_timeout', 'client_encoding') THEN
+			RAISE EXCEPTION 'conninfos[%] has the keyword "%", which a node''s conninfo may not have', p_index, v_key
+				USING ERRCODE = 'invalid_parameter_value',
+					  HINT = 'Allowed: host, hostaddr, port, dbname, connect_timeout, application_name, passfile, the ssl and gss settings, target_session_attrs, keepalives, tcp_user_timeout, client_encoding.';
+		END IF;
+	END LOOP;
+END
+$$;
+COMMENT ON FUNCTION sched._check_conninfo(text, int) IS 'internal: refuse a node conninfo that names a user, a service or a password, or is not plain key=value pairs';
+
+CREATE FUNCTION sched._node_state_at(conninfo text, OUT node int, OUT made_ids boolean, OUT joined boolean)
+LANGUAGE plproxy AS $$ CONNECT conninfo; SELECT s.node, s.made_ids, s.joined FROM sched._node_state() s; $$;
+
+-- The state of the database a conninfo reaches, or a clear error.
+CREATE FUNCTION sched._ask_node(p_conninfo text, p_index int, OUT node int, OUT made_ids boolean, OUT joined boolean)
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	e_state text; e_message text;
+BEGIN
+	SELECT * INTO node, made_ids, joined FROM sched._node_state_at(p_conninfo);
+EXCEPTION WHEN OTHERS THEN
+	GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT;
+	RAISE EXCEPTION 'cannot use node conninfos[%] (%): %', p_index, p_conninfo,
+			pg_catalog.rtrim(pg_catalog.regexp_replace(e_message, '^.*(REMOTE ERROR|PQconnectStart|PQconnectPoll): ', ''), E' \t\n')
+		USING ERRCODE = CASE WHEN sched._unreachable(e_state, e_message) THEN 'connection_failure' ELSE e_state END,
+			  HINT = 'A node needs delaysched 0.2 (CREATE EXTENSION delaysched, or ALTER EXTENSION delaysched UPDATE) and must accept the connection as this role.';
+END
+$$;
+COMMENT ON FUNCTION sched._ask_node(text, int) IS 'internal: a node''s state, asked by conninfo';
+
+/*
+ * Node numbers.  A node keeps the number it has.  A database without one
+ * (0) that has made task ids keeps 0, so that its ids stay valid, if this
+ * router has never had another node 0 (a node 0 that joined is marked on
+ * the node, by sched.set_node_number(0)); two such in one list, or one
+ * after another node 0, cannot both be 0, and their ids would mix: an
+ * error.  A database that has made no id gets a new number, after every
+ * number any node has or this router gave.
+ */
 CREATE FUNCTION sched.set_nodes(conninfos text[])
 RETURNS TABLE(node int, "position" int, conninfo text)
 LANGUAGE plpgsql
@@ -591,16 +728,18 @@ AS $$
 #variable_conflict use_column
 DECLARE
 	v_count int;
+	v_state record;
 	v_numbers int[] := '{}';
+	v_made boolean[] := '{}';
+	v_joined boolean[] := '{}';
 	v_number int;
-	v_zero_kept boolean := false;
+	v_zero int;
 	i int;
 	n sched.node;
-	e_state text; e_message text; e_detail text; e_hint text;
 BEGIN
 	PERFORM sched._require(conninfos, 'conninfos');
 	-- One change of the list at a time (this mode conflicts with itself,
-	-- not with the reads of routed calls, which go on with the old list).
+	-- not with the reads of routed calls).
 	LOCK TABLE sched.node IN SHARE ROW EXCLUSIVE MODE;
 	v_count := coalesce(cardinality(conninfos), 0);
 	IF v_count = 0 OR pg_catalog.array_ndims(conninfos) <> 1 THEN
@@ -613,41 +752,48 @@ BEGIN
 			USING ERRCODE = 'program_limit_exceeded';
 	END IF;
 	FOR i IN 1 .. v_count LOOP
-		IF conninfos[i] IS NULL OR pg_catalog.btrim(conninfos[i]) = '' THEN
-			RAISE EXCEPTION 'conninfos[%] is empty', i USING ERRCODE = 'null_value_not_allowed';
-		END IF;
-		IF conninfos[i] ~* '(^|\s)password\s*=' OR conninfos[i] ~* '^postgres(ql)?://[^/@]*:[^/@]*@' THEN
-			RAISE EXCEPTION 'conninfos[%] holds a password', i
-				USING ERRCODE = 'invalid_parameter_value',
-					  HINT = 'Every role of the router can read the node list. Keep passwords in the .pgpass file of the router''s server account (or name one with passfile=).';
-		END IF;
+		PERFORM sched._check_conninfo(conninfos[i], i);
 		IF conninfos[i] = ANY (conninfos[1 : i - 1]) THEN
 			RAISE EXCEPTION 'conninfos[%] repeats an earlier entry', i USING ERRCODE = 'invalid_parameter_value';
 		END IF;
 	END LOOP;
 
-	-- Ask every node its number: one that has none (0) gets a new one,
-	-- except that the first such keeps 0 (a database that ran alone before
-	-- keeps its ids valid).
 	FOR i IN 1 .. v_count LOOP
-		BEGIN
-			v_numbers := v_numbers || sched._node_number_at(conninfos[i]);
-		EXCEPTION WHEN OTHERS THEN
-			GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT,
-									e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
-			RAISE EXCEPTION 'cannot use node conninfos[%] (%): %', i, conninfos[i],
-					pg_catalog.rtrim(pg_catalog.regexp_replace(e_message, '^.*(REMOTE ERROR|PQconnectStart|PQconnectPoll): ', ''), E' \t\n')
-				USING ERRCODE = CASE WHEN sched._unreachable(e_state, e_message) THEN 'connection_failure' ELSE e_state END,
-					  HINT = 'A node needs delaysched 0.2 (CREATE EXTENSION delaysched, or ALTER EXTENSION delaysched UPDATE) and must accept the connection as this role.';
-		END;
+		v_state := sched._ask_node(conninfos[i], i);
+		v_numbers := v_numbers || v_state.node;
+		v_made := v_made || v_state.made_ids;
+		v_joined := v_joined || v_state.joined;
 	END LOOP;
 	FOR i IN 1 .. v_count LOOP
-		IF v_numbers[i] <> 0 AND v_numbers[i] = ANY (v_numbers[1 : i - 1]) THEN
-			RAISE EXCEPTION 'conninfos[%] and conninfos[%] reach the same node %', pg_catalog.array_position(v_numbers, v_numbers[i]), i, v_numbers[i]
+		IF (v_numbers[i] <> 0 OR v_joined[i]) AND EXISTS (
+				SELECT FROM pg_catalog.generate_series(1, i - 1) g
+				WHERE v_numbers[g] = v_numbers[i] AND (v_numbers[g] <> 0 OR v_joined[g])) THEN
+			RAISE EXCEPTION 'conninfos[%] and conninfos[%] reach the same node %',
+				(SELECT min(g) FROM pg_catalog.generate_series(1, i - 1) g
+				 WHERE v_numbers[g] = v_numbers[i] AND (v_numbers[g] <> 0 OR v_joined[g])), i, v_numbers[i]
 				USING ERRCODE = 'invalid_parameter_value',
 					  HINT = 'Each node is listed once. A copy of a node (a promoted standby, a restored dump) carries its number too.';
 		END IF;
 	END LOOP;
+
+	-- Node 0: the one that joined as 0, else one that has made ids as 0.
+	SELECT min(g) INTO v_zero FROM pg_catalog.generate_series(1, v_count) g WHERE v_numbers[g] = 0 AND v_joined[g];
+	FOR i IN 1 .. v_count LOOP
+		CONTINUE WHEN v_numbers[i] <> 0 OR v_joined[i] OR NOT v_made[i];
+		IF v_zero IS NOT NULL OR EXISTS (SELECT FROM sched.node_zero) THEN
+			RAISE EXCEPTION 'conninfos[%] has made task ids as node 0, and node 0 is another database', i
+				USING ERRCODE = 'object_in_use',
+					  HINT = 'Its ids would be taken for the other node 0''s. If it is this router''s node 0 restored from a backup, run SELECT sched.set_node_number(0) on it first; otherwise drain it, or use a database that has made no task yet.';
+		END IF;
+		v_zero := i;
+	END LOOP;
+	IF v_zero IS NOT NULL AND NOT v_joined[v_zero] THEN
+		PERFORM sched._set_node_number_at(conninfos[v_zero], 0);
+	END IF;
+	IF v_zero IS NOT NULL THEN
+		INSERT INTO sched.node_zero VALUES (true) ON CONFLICT DO NOTHING;
+	END IF;
+
 	-- New numbers come after every number a node has, and every number given.
 	SELECT GREATEST(max(x), (SELECT CASE WHEN s.is_called THEN s.last_value ELSE 0 END FROM sched.node_number_seq s))
 	INTO v_number FROM pg_catalog.unnest(v_numbers) x;
@@ -655,16 +801,25 @@ BEGIN
 		PERFORM pg_catalog.setval('sched.node_number_seq', v_number);
 	END IF;
 	FOR i IN 1 .. v_count LOOP
-		CONTINUE WHEN v_numbers[i] <> 0;
-		IF NOT v_zero_kept THEN
-			v_zero_kept := true;
-			CONTINUE;
+		CONTINUE WHEN v_numbers[i] <> 0 OR i = v_zero;
+		-- (Asked again: an earlier conninfo may have reached the same
+		-- database and numbered it just now.)
+		v_state := sched._ask_node(conninfos[i], i);
+		IF v_state.node <> 0 THEN
+			RAISE EXCEPTION 'conninfos[%] and conninfos[%] reach the same node %',
+				pg_catalog.array_position(v_numbers, v_state.node), i, v_state.node
+				USING ERRCODE = 'invalid_parameter_value',
+					  HINT = 'Each node is listed once.';
 		END IF;
 		v_number := pg_catalog.nextval('sched.node_number_seq');
 		PERFORM sched._set_node_number_at(conninfos[i], v_number);
 		v_numbers[i] := v_number;
 	END LOOP;
 
+	-- Routed calls read a node's position here and PL/Proxy reads the list
+	-- again: none may run between the two while the list changes, so they
+	-- wait for this transaction from here on.
+	LOCK TABLE sched.node IN ACCESS EXCLUSIVE MODE;
 	DELETE FROM sched.node;
 	INSERT INTO sched.node (node, position, conninfo)
 		SELECT v_numbers[g], g - 1, conninfos[g] FROM pg_catalog.generate_series(1, v_count) g;
@@ -712,6 +867,10 @@ BEGIN
 	RETURN 'up';
 EXCEPTION WHEN OTHERS THEN
 	GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT;
+	IF e_state = '42501' THEN
+		-- (sched.node_number() on a node is for its administrators)
+		RETURN 'answers (its number is for administrators to check)';
+	END IF;
 	RETURN 'unavailable: ' || pg_catalog.regexp_replace(e_message, '^PL/Proxy function [^:]*: (\[[^]]*\] )?', '');
 END
 $$;
@@ -759,7 +918,7 @@ BEGIN
 		EXCEPTION WHEN OTHERS THEN
 			GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT,
 									e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
-			IF p_dedupe_key IS NOT NULL OR NOT sched._unreachable(e_state, e_message) THEN
+			IF p_dedupe_key IS NOT NULL OR NOT sched._not_sent(e_state, e_message) THEN
 				PERFORM sched._raise_node_error(n.node, e_state, e_message, e_detail, e_hint);
 			END IF;
 			v_tried := v_tried || sched._label(n.node);
@@ -789,11 +948,20 @@ SET search_path = pg_catalog, pg_temp
 AS $$ BEGIN RETURN sched._add(true, biz_type, NULL, delay, payload, dedupe_key); END $$;
 COMMENT ON FUNCTION sched.add_after(text, interval, jsonb, text) IS 'schedule a task for delay from now (the node''s clock) on one of the nodes; returns its id';
 
+-- An array a node's add_many refuses: several dimensions, or subscripts
+-- that do not start at 1 (elements are matched by subscript).
+CREATE FUNCTION sched._odd_array(p anyarray) RETURNS boolean
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT coalesce(pg_catalog.array_ndims(p) > 1 OR pg_catalog.array_lower(p, 1) <> 1, false) $$;
+COMMENT ON FUNCTION sched._odd_array(anyarray) IS 'internal: an array add_many sends whole to one node, for its error';
+
 /*
- * Split a batch across the nodes, one call per node, and return the ids in
- * input order.  Elements with a dedupe key go to the key's owner; the rest
- * in equal runs to the nodes in turn from a random one (a run whose node
- * does not answer goes to the next).  Each node stores its part in one
+ * Split a batch across the nodes, one call per node (two where a node gets
+ * keyed and unkeyed elements), and return the ids in input order.
+ * Elements with a dedupe key go to the key's owner; the rest in equal runs
+ * to the nodes in turn from a random one (a run whose node cannot be
+ * reached goes to the next).  Each node stores its part in one
  * transaction: a node failing after others stored theirs is named, with
  * what was stored.
  */
@@ -806,14 +974,15 @@ AS $$
 DECLARE
 	v_count int;
 	v_nodes sched.node[];
-	v_target int[];			-- per element: an index into v_nodes
-	v_spread int := 0;
+	v_target int[];			-- per element: the node's index in v_nodes, negative without a key
+	v_spread int;
 	v_ids bigint[];
 	v_part bigint[];
 	v_stored text[] := '{}';
 	v_tried text[];
 	v_ord int[];
 	v_first int;
+	v_keyed boolean;
 	k int;
 	i int;
 	n sched.node;
@@ -829,8 +998,9 @@ BEGIN
 		RAISE EXCEPTION 'dedupe_keys has % elements but run_ats has %', cardinality(dedupe_keys), v_count
 			USING ERRCODE = 'array_subscript_error';
 	END IF;
-	IF v_count = 0 OR pg_catalog.array_ndims(run_ats) > 1 THEN
-		-- (the node says what is wrong with an empty or multidimensional batch)
+	IF v_count = 0 OR sched._odd_array(run_ats) OR sched._odd_array(payloads) OR sched._odd_array(dedupe_keys) THEN
+		-- An empty batch, or arrays a node refuses (several dimensions, or
+		-- subscripts not from 1): one node, which says what is wrong.
 		RETURN QUERY SELECT sched._add_many_on(
 			(SELECT x.position FROM sched._nodes_in_turn() x LIMIT 1), biz_type, run_ats, payloads, dedupe_keys);
 		RETURN;
@@ -847,7 +1017,7 @@ BEGIN
 		IF dedupe_keys[i] IS NOT NULL THEN
 			v_target[i] := (sched._owner(biz_type, dedupe_keys[i])).position + 1;
 		ELSE
-			v_target[i] := (k * cardinality(v_nodes) / v_spread + v_first) % cardinality(v_nodes) + 1;
+			v_target[i] := -((k * cardinality(v_nodes) / v_spread + v_first) % cardinality(v_nodes) + 1);
 			k := k + 1;
 		END IF;
 	END LOOP;
@@ -856,12 +1026,13 @@ BEGIN
 	FOR k IN SELECT DISTINCT t FROM pg_catalog.unnest(v_target) t ORDER BY 1 LOOP
 		SELECT pg_catalog.array_agg(g ORDER BY g) INTO v_ord
 		FROM pg_catalog.generate_series(1, v_count) g WHERE v_target[g] = k;
+		v_keyed := k > 0;
 		v_tried := '{}';
-		-- A run without dedupe keys may go to the next node; one with
-		-- them must go to their owner.
-		FOR n IN SELECT (v_nodes[(k - 1 + j) % cardinality(v_nodes) + 1]).*
-				 FROM pg_catalog.generate_series(0, CASE WHEN dedupe_keys IS NULL OR dedupe_keys[v_ord[1]] IS NULL
-														 THEN cardinality(v_nodes) - 1 ELSE 0 END) j LOOP
+		v_part := NULL;
+		-- A run with keys goes to their owner only; one without, to the
+		-- next node when its own cannot be reached.
+		FOR n IN SELECT (v_nodes[(abs(k) - 1 + j) % cardinality(v_nodes) + 1]).*
+				 FROM pg_catalog.generate_series(0, CASE WHEN v_keyed THEN 0 ELSE cardinality(v_nodes) - 1 END) j LOOP
 			BEGIN
 				v_part := ARRAY(SELECT sched._add_many_on(n.position, biz_type,
 					ARRAY(SELECT run_ats[o] FROM pg_catalog.unnest(v_ord) WITH ORDINALITY u(o, r) ORDER BY r),
@@ -873,18 +1044,18 @@ BEGIN
 			EXCEPTION WHEN OTHERS THEN
 				GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT,
 										e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
+				IF NOT v_keyed AND sched._not_sent(e_state, e_message) THEN
+					v_tried := v_tried || sched._label(n.node);
+					CONTINUE;
+				END IF;
 				IF cardinality(v_stored) > 0 THEN
 					RAISE EXCEPTION 'add_many failed on %: %', sched._label(n.node),
-							pg_catalog.regexp_replace(e_message, '^.*REMOTE ERROR: ', '')
+							pg_catalog.rtrim(pg_catalog.regexp_replace(e_message, '^.*(REMOTE ERROR|PQconnectStart|PQconnectPoll): ', ''), E' \t\n')
 						USING ERRCODE = CASE WHEN sched._unreachable(e_state, e_message) THEN 'connection_failure' ELSE e_state END,
 							  DETAIL = 'Stored before: ' || pg_catalog.array_to_string(v_stored, '; ') || '.',
 							  HINT = 'A batch is stored whole on each node, not across nodes: with dedupe keys, the same batch again adds only what is missing.';
 				END IF;
-				IF NOT sched._unreachable(e_state, e_message) OR dedupe_keys[v_ord[1]] IS NOT NULL THEN
-					PERFORM sched._raise_node_error(n.node, e_state, e_message, e_detail, e_hint);
-				END IF;
-				v_tried := v_tried || sched._label(n.node);
-				v_part := NULL;
+				PERFORM sched._raise_node_error(n.node, e_state, e_message, e_detail, e_hint);
 			END;
 		END LOOP;
 		IF v_part IS NULL THEN
@@ -1051,10 +1222,17 @@ BEGIN
 		EXCEPTION WHEN OTHERS THEN
 			GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT,
 									e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
-			IF NOT sched._unreachable(e_state, e_message) THEN
+			IF sched._unreachable(e_state, e_message) THEN
+				RAISE WARNING '% is unavailable: its tasks were not claimed', sched._label(n.node);
+			ELSIF v_left < p_max THEN
+				-- Tasks taken from other nodes are leased already: return
+				-- them rather than lose them to their ack_timeout.
+				RAISE WARNING '% refused the claim: %', sched._label(n.node),
+					pg_catalog.regexp_replace(e_message, '^.*REMOTE ERROR: ', '');
+				EXIT;
+			ELSE
 				PERFORM sched._raise_node_error(n.node, e_state, e_message, e_detail, e_hint);
 			END IF;
-			RAISE WARNING '% is unavailable: its tasks were not claimed', sched._label(n.node);
 		END;
 		EXIT WHEN v_left <= 0;
 	END LOOP;
@@ -1103,9 +1281,16 @@ BEGIN
 			 headers, timeout, min_backoff, max_backoff, secret, follow_redirects,
 			 coalesce((SELECT x.paused FROM sched.biz x WHERE x.name = define_biz.name), false),
 			 pg_catalog.now());
+	PERFORM sched._check_limits(rate_limit, burst, max_concurrency);
 	PERFORM sched._on_every_node('define_biz', sched._define_call(b));
-	DELETE FROM sched.biz x WHERE x.name = b.name;
-	INSERT INTO sched.biz SELECT b.*;
+	-- (an update, not a delete and insert: the type's grants stay recorded)
+	INSERT INTO sched.biz SELECT b.*
+	ON CONFLICT ON CONSTRAINT biz_pkey DO UPDATE SET delivery = excluded.delivery, channel = excluded.channel,
+		max_attempts = excluded.max_attempts, ack_timeout = excluded.ack_timeout,
+		rate_limit = excluded.rate_limit, burst = excluded.burst, max_concurrency = excluded.max_concurrency,
+		url = excluded.url, headers = excluded.headers, timeout = excluded.timeout,
+		min_backoff = excluded.min_backoff, max_backoff = excluded.max_backoff, secret = excluded.secret,
+		follow_redirects = excluded.follow_redirects, updated_at = excluded.updated_at;
 END
 $$;
 COMMENT ON FUNCTION sched.define_biz(text, text, text, int, interval, float8, int, int, text, jsonb, interval, interval, interval, text, boolean) IS 'create or change a business type on every node; rate_limit, burst and max_concurrency are for the whole cluster, split across the nodes';
@@ -1122,6 +1307,17 @@ BEGIN
 	PERFORM sched._check_nodes();
 	-- Refuse before any node drops it, where a node would refuse.
 	IF NOT coalesce(cancel_tasks, false) THEN
+		SELECT pg_catalog.string_agg(pg_catalog.format('"%s"', s.name), ', ') INTO v_busy
+		FROM sched._gather('schedules') AS s(name text, biz_type text, schedule text, time_zone text,
+			catch_up text, allow_overlap boolean, paused boolean, starts_at timestamptz, ends_at timestamptz,
+			next_run_at timestamptz, last_run_at timestamptz, last_task_id bigint, runs bigint, missed bigint,
+			payload jsonb, created_at timestamptz, updated_at timestamptz)
+		WHERE s.biz_type = drop_biz.name;
+		IF v_busy IS NOT NULL THEN
+			RAISE EXCEPTION 'business type "%" still has schedules', name
+				USING ERRCODE = 'object_in_use', DETAIL = 'Schedules making tasks of it: ' || v_busy || '.',
+					  HINT = pg_catalog.format('Drop them with sched.drop_schedule, or drop them and cancel every task with SELECT sched.drop_biz(%L, cancel_tasks => true);', name);
+		END IF;
 		SELECT pg_catalog.string_agg(pg_catalog.format('%s on node %s', s.unfinished, s.node), ', ')
 		INTO v_busy
 		FROM sched._gather_stats() s WHERE s.biz_type = drop_biz.name AND s.unfinished > 0;
@@ -1206,6 +1402,27 @@ COMMENT ON FUNCTION sched.revoke_biz(text, regrole, text) IS 'take back grants o
 -- Public functions: schedules (each lives on one node)
 -------------------------------------------------------------------------------
 
+-- Record where a schedule lives, or forget it: the truth as its node
+-- tells it, so that any role may call this (as the extension's owner, which
+-- may read sched.schedule_home and see every schedule of the node), after
+-- its own define_schedule or drop_schedule there.
+CREATE FUNCTION sched._set_schedule_home(p_name text) RETURNS void
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	n sched.node := sched._schedule_node(p_name);
+BEGIN
+	IF EXISTS (SELECT FROM sched._schedules_on(n.position) s WHERE s.name = p_name) THEN
+		INSERT INTO sched.schedule_home (name, node) VALUES (p_name, n.node) ON CONFLICT DO NOTHING;
+	ELSE
+		DELETE FROM sched.schedule_home h WHERE h.name = p_name;
+	END IF;
+END
+$$;
+COMMENT ON FUNCTION sched._set_schedule_home(text) IS 'internal: record where a schedule lives, or forget it, as its node says';
+
 -- The node of a schedule: where it was defined through this router, else
 -- the owner of its name.
 CREATE FUNCTION sched._schedule_node(p_name text) RETURNS sched.node
@@ -1271,8 +1488,7 @@ BEGIN
 	v_next := sched._on_schedule_node(name, pg_catalog.format(
 		'SELECT sched._define_schedule_on($1, %L, %L, %L, %L, %L, %L, %L, %L, %L)',
 		name, biz_type, schedule, payload, time_zone, catch_up, starts_at, ends_at, allow_overlap));
-	INSERT INTO sched.schedule_home (name, node) VALUES (name, (sched._schedule_node(name)).node)
-		ON CONFLICT DO NOTHING;
+	PERFORM sched._set_schedule_home(name);
 	RETURN v_next;
 END
 $$;
@@ -1286,7 +1502,7 @@ DECLARE
 	v_dropped boolean;
 BEGIN
 	v_dropped := sched._on_schedule_node(name, pg_catalog.format('SELECT sched._drop_schedule_on($1, %L)', name));
-	DELETE FROM sched.schedule_home h WHERE h.name = drop_schedule.name;
+	PERFORM sched._set_schedule_home(name);
 	RETURN v_dropped;
 END
 $$;
@@ -1451,7 +1667,7 @@ BEGIN
 	FOR f IN
 		SELECT p.oid FROM pg_catalog.pg_proc p
 		WHERE p.pronamespace = 'sched'::regnamespace AND p.proname LIKE '\_%'
-		  AND p.proname NOT IN ('_node_number_at', '_set_node_number_at', '_sync_node', '_check_nodes',
+		  AND p.proname NOT IN ('_node_state_at', '_set_node_number_at', '_ask_node', '_sync_node', '_check_nodes',
 								'_on_every_node', '_define_call', '_set_paused', '_define_biz_on',
 								'_drop_biz_on', '_pause_on', '_resume_on', '_grant_biz_on', '_revoke_biz_on')
 	LOOP

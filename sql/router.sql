@@ -15,31 +15,38 @@ SELECT format('host=%s port=%s dbname=', split_part(current_setting('unix_socket
 
 -- A router cannot live beside delaysched.
 CREATE EXTENSION delaysched_router CASCADE;
+-- This database has made task ids as node 0: it can be no other node.
+SELECT sched.define_biz('r_here');
+SELECT sched.add('r_here', now() + interval '1 day') > 0 AS added;
+SELECT sched.node_number();
+SELECT sched.set_node_number(5);
+SELECT sched.set_node_number(-1);
+SELECT sched.set_node_number(32768);
+SELECT sched.set_node_number(NULL);
 
+-- node1: new, no id made yet.
 \c regress_ds_node1
 SET client_min_messages = warning;
 CREATE EXTENSION delaysched;
 SELECT sched.node_number();
-SELECT sched.set_node_number(0);
-SELECT sched.set_node_number(32768);
-SELECT sched.set_node_number(NULL);
-SELECT sched.set_node_number(7);
-SELECT sched.set_node_number(7);
-SELECT sched.set_node_number(8);
-SELECT sched.node_number();
-SELECT sched.define_biz('r_orders');
-SELECT sched.add('r_orders', now() + interval '1 day') >> 48 AS node_of_id;
 -- what an application role needs on a node (doc/privileges.md), but its grants on types
 GRANT USAGE ON SCHEMA sched TO regress_router_app, regress_router_mallory;
 GRANT EXECUTE ON FUNCTION sched.add(text, timestamptz, jsonb, text), sched.ack(bigint),
 	sched.claim(text, int) TO regress_router_app, regress_router_mallory;
+GRANT EXECUTE ON FUNCTION sched.define_schedule(text, text, text, jsonb, text, text, timestamptz, timestamptz, boolean),
+	sched.drop_schedule(text) TO regress_router_app;
+-- node2: ran alone, and made a task id.
 \c regress_ds_node2
 SET client_min_messages = warning;
 CREATE EXTENSION delaysched;
+SELECT sched.define_biz('r_solo');
+SELECT sched.add('r_solo', now() + interval '1 day') AS solo_id \gset
 -- what an application role needs on a node (doc/privileges.md), but its grants on types
 GRANT USAGE ON SCHEMA sched TO regress_router_app, regress_router_mallory;
 GRANT EXECUTE ON FUNCTION sched.add(text, timestamptz, jsonb, text), sched.ack(bigint),
 	sched.claim(text, int) TO regress_router_app, regress_router_mallory;
+GRANT EXECUTE ON FUNCTION sched.define_schedule(text, text, text, jsonb, text, text, timestamptz, timestamptz, boolean),
+	sched.drop_schedule(text) TO regress_router_app;
 
 \c regress_ds_router
 SET client_min_messages = warning;
@@ -72,6 +79,14 @@ SELECT pg_temp.try($$SELECT sched.set_nodes(ARRAY['dbname=x', ' '])$$);
 SELECT pg_temp.try($$SELECT sched.set_nodes(ARRAY['dbname=x', 'dbname=x'])$$);
 SELECT pg_temp.try($$SELECT sched.set_nodes(ARRAY['host=h dbname=x password=secret'])$$);
 SELECT pg_temp.try($$SELECT sched.set_nodes(ARRAY['postgresql://u:secret@h/x'])$$);
+SELECT pg_temp.try($$SELECT sched.set_nodes(ARRAY['postgresql://h/x'])$$);
+SELECT pg_temp.try($$SELECT sched.set_nodes(ARRAY['host=h dbname=x sslpassword=s'])$$);
+-- a user (or a service that names one) would make every role that user on the node
+SELECT pg_temp.try($$SELECT sched.set_nodes(ARRAY['host=h dbname=x user=postgres'])$$);
+SELECT pg_temp.try($$SELECT sched.set_nodes(ARRAY['service=nodes'])$$);
+SELECT pg_temp.try($$SELECT sched.set_nodes(ARRAY['dbname=''x user=postgres'''])$$);
+SELECT pg_temp.try($$SELECT sched.set_nodes(ARRAY['host=h options=-crole=postgres'])$$);
+SELECT pg_temp.try($$SELECT sched.set_nodes(ARRAY['host=h dbname'])$$);
 SELECT pg_temp.try(format('SELECT sched.set_nodes(ARRAY[%L])', :'base' || 'regress_ds_missing'));
 -- a database without delaysched
 SELECT pg_temp.try(format('SELECT sched.set_nodes(ARRAY[%L])', :'base' || 'regress_ds_router'));
@@ -79,16 +94,28 @@ SELECT pg_temp.try(format('SELECT sched.set_nodes(ARRAY[%L])', :'base' || 'regre
 SELECT pg_temp.try(format('SELECT sched.set_nodes(ARRAY[%L, %L])', :'base' || 'regress_ds_node1',
 						  :'base' || 'regress_ds_node1 application_name=again'));
 SELECT count(*) FROM sched.node;
+-- two databases that made ids as node 0 (node2, and this suite's own)
+SELECT pg_temp.try(format('SELECT sched.set_nodes(ARRAY[%L, %L, %L])', :'base' || 'regress_ds_node1',
+						  :'base' || 'regress_ds_node2', :'base' || 'contrib_regression'));
+SELECT (SELECT count(*) FROM sched.node) AS nodes, (SELECT count(*) FROM sched.node_zero) AS zero_given;
 
--- Two nodes: node1 keeps its number 7, node2 (never numbered) keeps 0.
+-- Two nodes: node2, which made ids alone, keeps 0 (listed second); node1,
+-- new, gets the first free number (it got 1 above, and keeps it).
 SELECT node, position FROM sched.set_nodes(ARRAY[:'base' || 'regress_ds_node1', :'base' || 'regress_ds_node2']);
 SELECT node, position, status FROM sched.nodes ORDER BY position;
+SELECT count(*) AS node_zero_given FROM sched.node_zero;
+-- node2's id from before it joined reaches it through the router.
+SELECT sched.cancel(:solo_id);
 
 -- A type on every node; limits split.
 SELECT sched.define_biz('r_orders', rate_limit => 5, burst => 3, max_concurrency => 1);
 SELECT biz_type, rate_limit, burst, max_concurrency FROM sched.biz_stats;
 SELECT pg_temp.try($$SELECT sched.define_biz('R bad')$$);
 SELECT pg_temp.try($$SELECT sched.define_biz('r_x', delivery => 'carrier pigeon')$$);
+-- limits are checked before they are split (a share of 0 would become 1)
+SELECT pg_temp.try($$SELECT sched.define_biz('r_x', rate_limit => 5, burst => 0)$$);
+SELECT pg_temp.try($$SELECT sched.define_biz('r_x', max_concurrency => -3)$$);
+SELECT pg_temp.try($$SELECT sched.define_biz('r_x', rate_limit => 0.0015)$$);
 SELECT count(*) FROM sched.biz;
 
 -- Adds: ids carry the node; a dedupe key is added once, on its owner.
@@ -113,6 +140,7 @@ SELECT pg_temp.try($$SELECT sched.cancel(-5)$$);
 SELECT pg_temp.try(format('SELECT sched.nack(%s)', (5::bigint << 48) + 1));
 SELECT pg_temp.try($$SELECT sched.ack_many(ARRAY[1, 9223372036854775807])$$);
 SELECT sched.ack(60), sched.nack(60), sched.retry(60);
+SELECT sched.ack((1::bigint << 48) + 60), sched.nack((1::bigint << 48) + 60);
 SELECT sched.cancel(id) FROM sched.tasks WHERE dedupe_key = 'k1';
 SELECT state FROM sched.tasks WHERE dedupe_key = 'k1';
 SELECT pg_temp.try(format('SELECT sched.reschedule(%s, NULL)', (SELECT min(id) FROM sched.tasks WHERE state = 'pending')));
@@ -120,8 +148,7 @@ SELECT pg_temp.try(format('SELECT sched.reschedule(%s, NULL)', (SELECT min(id) F
 -- Schedules live on one node.
 SELECT sched.define_schedule('r_nightly', 'r_orders', '0 3 * * *') > now() AS defined;
 SELECT name, biz_type, schedule FROM sched.schedules;
-SELECT node = (SELECT h.node FROM sched.schedule_home h WHERE h.name = 'r_nightly') AS home_recorded
-FROM sched.node WHERE node = (sched._schedule_node('r_nightly')).node;
+SELECT h.node = (sched._owner('', 'r_nightly')).node AS home_is_owner FROM sched.schedule_home h WHERE h.name = 'r_nightly';
 SELECT sched.pause_schedule('r_nightly'), sched.resume_schedule('r_nightly');
 SELECT * FROM sched.next_runs('0 3 * * *', 'UTC', '2026-01-01', 2);
 SELECT pg_temp.try($$SELECT sched.define_schedule('r_bad', 'r_orders', 'not a rule')$$);
@@ -137,6 +164,7 @@ SELECT pg_temp.try($$SELECT sched.ack(61)$$);
 SELECT pg_temp.try(format($$SELECT sched.add('r_orders', now(), '{}', %L)$$,
 	(SELECT k FROM (SELECT 'x' || g AS k FROM generate_series(1, 100) g) x WHERE (sched._owner('r_orders', k)).node = 0 LIMIT 1)));
 SELECT pg_temp.try($$SELECT sched.pause('r_orders')$$);
+SELECT count(*) FROM sched.add_many('r_orders', array_fill(now() + interval '1 day', ARRAY[10]));
 SELECT node, status ~ '^unavailable' AS unavailable FROM sched.nodes ORDER BY position;
 ROLLBACK;
 SELECT paused FROM sched.biz_stats;
@@ -150,9 +178,20 @@ GRANT EXECUTE ON FUNCTION sched.add(text, timestamptz, jsonb, text), sched.ack(b
 SELECT sched.grant_biz('r_orders', 'regress_router_app', 'schedule');
 SELECT sched.grant_biz('r_orders', 'regress_router_app', 'consume');
 SELECT count(*) FROM sched.biz_grant;
+-- a type defined again keeps its recorded grants (set_nodes gives them to new nodes)
+SELECT sched.define_biz('r_orders', rate_limit => 6, burst => 3, max_concurrency => 1);
+SELECT count(*) FROM sched.biz_grant;
+GRANT EXECUTE ON FUNCTION sched.define_schedule(text, text, text, jsonb, text, text, timestamptz, timestamptz, boolean),
+	sched.drop_schedule(text) TO regress_router_app;
 SET ROLE regress_router_app;
 SELECT sched.add('r_orders', now() + interval '1 day') > 0 AS app_added;
 SELECT count(*) FROM sched.claim('r_orders', 5);
+-- a schedule defined and dropped by the application role (the router
+-- records where it lives for it)
+SELECT sched.define_schedule('r_app_schedule', 'r_orders', '@daily') > now() AS defined;
+SELECT count(*) FROM sched.schedule_home;
+SELECT sched.drop_schedule('r_app_schedule');
+SELECT count(*) FROM sched.schedule_home;
 RESET ROLE;
 
 -- A hostile role: the router gives it nothing the nodes did not.
@@ -161,7 +200,12 @@ SELECT pg_temp.try($$SELECT sched.add('r_orders', now())$$);
 SELECT pg_temp.try($$SELECT sched._add_on(0, 'r_orders', now(), '{}', NULL)$$);
 SELECT pg_temp.try($$SELECT sched.define_biz('r_orders', rate_limit => 1000)$$);
 SELECT pg_temp.try($$SELECT * FROM sched.set_nodes(ARRAY['dbname=regress_ds_node1 user=postgres'])$$);
-SELECT pg_temp.try($$SELECT sched._node_number_at('dbname=regress_ds_node1 user=postgres')$$);
+SELECT pg_temp.try($$SELECT * FROM sched._node_state_at('dbname=regress_ds_node1 user=postgres')$$);
+SELECT pg_temp.try($$SELECT * FROM sched._ask_node('dbname=regress_ds_node1 user=postgres', 1)$$);
+-- (it records only what the node says: no such schedule, nothing recorded)
+SELECT pg_temp.try($$SELECT sched._set_schedule_home('r_evil')$$);
+SELECT count(*) FROM sched.schedule_home;
+SELECT pg_temp.try($$INSERT INTO sched.node_zero VALUES (true)$$);
 SELECT pg_temp.try($$UPDATE sched.node SET conninfo = 'dbname=x'$$);
 SELECT pg_temp.try($$INSERT INTO sched.biz (name, delivery) VALUES ('evil', 'notify')$$);
 SELECT pg_temp.try($$CREATE FUNCTION sched.evil() RETURNS int LANGUAGE plproxy AS 'CONNECT ''dbname=x''; SELECT 1;'$$);
@@ -180,11 +224,22 @@ RESET ROLE;
 RESET search_path;
 DROP SCHEMA regress_app_fns CASCADE;
 
--- drop_biz refuses where a node would, before any node drops it.
-SELECT pg_temp.try($$SELECT sched.drop_biz('r_orders')$$);
-SELECT count(*) FROM sched.biz;
+-- drop_biz refuses where a node would, before any node drops it: a task
+-- on the last node only, a schedule on one node only.
+SELECT sched.define_biz('r_busy');
+SELECT sched.node_of(sched.add('r_busy', now() + interval '1 day', '{}', k)) AS busy_node
+FROM (SELECT 'b' || g AS k FROM generate_series(1, 100) g) x
+WHERE (sched._owner('r_busy', k)).position = 1 LIMIT 1;
+SELECT pg_temp.try($$SELECT sched.drop_biz('r_busy')$$);
+SELECT count(*) AS nodes_with_it FROM sched._gather_stats() WHERE biz_type = 'r_busy';
+SELECT sched.define_biz('r_sched');
+SELECT sched.define_schedule('r_s1', 'r_sched', '@daily') > now() AS defined;
+SELECT pg_temp.try($$SELECT sched.drop_biz('r_sched')$$);
+SELECT count(*) AS nodes_with_it FROM sched._gather_stats() WHERE biz_type = 'r_sched';
+SELECT sched.drop_biz('r_sched', cancel_tasks => true) >= 0 AS dropped;
+SELECT sched.drop_biz('r_busy', cancel_tasks => true) AS cancelled;
 SELECT sched.drop_biz('r_orders', cancel_tasks => true) > 0 AS cancelled;
-SELECT count(*) FROM sched.biz, sched.biz_grant;
+SELECT (SELECT count(*) FROM sched.biz) AS types, (SELECT count(*) FROM sched.biz_grant) AS grants;
 SELECT count(*) FROM sched.biz_stats;
 
 \c contrib_regression

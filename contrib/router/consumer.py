@@ -11,10 +11,11 @@ each id to the node that made it (doc/scale-out.md).
         --node 'host=n1 dbname=app' --node 'host=n2 dbname=app' --channel orders
 
 Each message's id is printed on a line of its own (--quiet: not), and
-acknowledged with sched.ack_many in batches of up to --batch ids.  A node
-that goes away is listened to again when it is back (tasks it delivered
-meanwhile come again after their ack_timeout).  Stops after --count tasks,
-or after --idle seconds without one, if given.
+acknowledged with sched.ack_many in batches of up to --batch ids, one node's
+ids at a time (an id carries its node).  A node that goes away is listened
+to again when it is back, and its ids are acknowledged then (tasks it
+delivered meanwhile come again after their ack_timeout).  Stops after
+--count tasks (all acknowledged), or after --idle seconds without one.
 
 Needs psycopg2 (Debian: python3-psycopg2).
 """
@@ -73,6 +74,35 @@ class NodeListener:
         return messages
 
 
+def ack(router, conninfo, ids, batch):
+    """Acknowledge ids through the router, one node's ids at a time (an id
+    carries its node: id >> 48), in batches.  The ids of a node that cannot
+    be reached stay in ids for the next turn, and do not hold back the
+    others (a task whose lease runs out meanwhile comes again).  Returns the
+    router connection, opened again if it was lost."""
+    by_node = {}
+    for i in ids:
+        by_node.setdefault(i >> 48, []).append(i)
+    left = []
+    for node, node_ids in sorted(by_node.items()):
+        try:
+            if router is None or router.closed:
+                router = psycopg2.connect(conninfo)
+                router.set_isolation_level(psycopg2.extensions.ISOLATION_LEVEL_AUTOCOMMIT)
+            with router.cursor() as cur:
+                while node_ids:
+                    cur.execute("SELECT sched.ack_many(%s::bigint[])", (node_ids[:batch],))
+                    del node_ids[:batch]
+        except psycopg2.Error as e:
+            print("consumer: acknowledging on node %d: %s" % (node, str(e).strip().splitlines()[0]),
+                  file=sys.stderr)
+            left.extend(node_ids)
+            if router is not None and router.closed:
+                router = None
+    ids[:] = left
+    return router
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--router", required=True, help="conninfo of the router database")
@@ -94,6 +124,7 @@ def main():
           file=sys.stderr, flush=True)
 
     received = 0
+    pending_acks = []
     last = time.monotonic()
     while True:
         for listener in listeners:
@@ -111,14 +142,15 @@ def main():
             if not args.quiet:
                 sys.stdout.write("".join("%d\n" % i for i in ids))
                 sys.stdout.flush()
-            with router.cursor() as cur:
-                for start in range(0, len(ids), args.batch):
-                    cur.execute("SELECT sched.ack_many(%s::bigint[])", (ids[start:start + args.batch],))
-        if args.count and received >= args.count:
+            pending_acks.extend(ids)
+        if pending_acks:
+            router = ack(router, args.router, pending_acks, args.batch)
+        if args.count and received >= args.count and not pending_acks:
             break
         if args.idle and time.monotonic() - last > args.idle:
             break
-    print("consumer: %d tasks received and acknowledged" % received, file=sys.stderr)
+    print("consumer: %d tasks received, %d acknowledged" % (received, received - len(pending_acks)),
+          file=sys.stderr)
 
 
 if __name__ == "__main__":
