@@ -1071,16 +1071,25 @@ END
 $$;
 COMMENT ON FUNCTION sched.add_many(text, timestamptz[], jsonb[], text[]) IS 'schedule many tasks of one type, split across the nodes (one call per node); returns their ids in input order';
 
--- The calls for one task id go to the node the id names.
-CREATE FUNCTION sched.cancel(id bigint) RETURNS boolean
+-- The calls for one task id go to the node the id names: one body for the
+-- five, each PL/Proxy call written out (static, so that its plan is kept).
+CREATE FUNCTION sched._by_id(p_call text, p_id bigint, p_run_at timestamptz, p_retry_in interval,
+							 p_error text)
+RETURNS boolean
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-	n sched.node := sched._node_of_id(id);
+	n sched.node := sched._node_of_id(p_id);
 	e_state text; e_message text; e_detail text; e_hint text;
 BEGIN
-	RETURN sched._cancel_on(n.position, id);
+	CASE p_call
+		WHEN 'ack' THEN RETURN sched._ack_on(n.position, p_id);
+		WHEN 'cancel' THEN RETURN sched._cancel_on(n.position, p_id);
+		WHEN 'reschedule' THEN RETURN sched._reschedule_on(n.position, p_id, p_run_at);
+		WHEN 'nack' THEN RETURN sched._nack_on(n.position, p_id, p_retry_in, p_error);
+		WHEN 'retry' THEN RETURN sched._retry_on(n.position, p_id);
+	END CASE;
 EXCEPTION WHEN OTHERS THEN
 	GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT,
 							e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
@@ -1088,79 +1097,37 @@ EXCEPTION WHEN OTHERS THEN
 	RETURN NULL;
 END
 $$;
+COMMENT ON FUNCTION sched._by_id(text, bigint, timestamptz, interval, text) IS 'internal: the body of ack, cancel, reschedule, nack and retry: the call on the node the id names';
+
+CREATE FUNCTION sched.cancel(id bigint) RETURNS boolean
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$ BEGIN RETURN sched._by_id('cancel', id, NULL, NULL, NULL); END $$;
 COMMENT ON FUNCTION sched.cancel(bigint) IS 'cancel a pending task, on its node; false if there was no pending task with this id';
 
 CREATE FUNCTION sched.reschedule(id bigint, run_at timestamptz) RETURNS boolean
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-	n sched.node := sched._node_of_id(id);
-	e_state text; e_message text; e_detail text; e_hint text;
-BEGIN
-	RETURN sched._reschedule_on(n.position, id, run_at);
-EXCEPTION WHEN OTHERS THEN
-	GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT,
-							e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
-	PERFORM sched._raise_node_error(n.node, e_state, e_message, e_detail, e_hint);
-	RETURN NULL;
-END
-$$;
+AS $$ BEGIN RETURN sched._by_id('reschedule', id, run_at, NULL, NULL); END $$;
 COMMENT ON FUNCTION sched.reschedule(bigint, timestamptz) IS 'move a pending task to a new run_at, on its node; false if there was no pending task with this id';
 
 CREATE FUNCTION sched.ack(id bigint) RETURNS boolean
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-	n sched.node := sched._node_of_id(id);
-	e_state text; e_message text; e_detail text; e_hint text;
-BEGIN
-	RETURN sched._ack_on(n.position, id);
-EXCEPTION WHEN OTHERS THEN
-	GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT,
-							e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
-	PERFORM sched._raise_node_error(n.node, e_state, e_message, e_detail, e_hint);
-	RETURN NULL;
-END
-$$;
+AS $$ BEGIN RETURN sched._by_id('ack', id, NULL, NULL, NULL); END $$;
 COMMENT ON FUNCTION sched.ack(bigint) IS 'acknowledge a delivered task, on its node; false if no delivery of this id awaits acknowledgement';
 
 CREATE FUNCTION sched.nack(id bigint, retry_in interval DEFAULT NULL, error text DEFAULT NULL)
 RETURNS boolean
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-	n sched.node := sched._node_of_id(id);
-	e_state text; e_message text; e_detail text; e_hint text;
-BEGIN
-	RETURN sched._nack_on(n.position, id, retry_in, error);
-EXCEPTION WHEN OTHERS THEN
-	GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT,
-							e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
-	PERFORM sched._raise_node_error(n.node, e_state, e_message, e_detail, e_hint);
-	RETURN NULL;
-END
-$$;
+AS $$ BEGIN RETURN sched._by_id('nack', id, NULL, retry_in, error); END $$;
 COMMENT ON FUNCTION sched.nack(bigint, interval, text) IS 'give a delivered task back for another attempt, on its node; false if no delivery of this id awaits acknowledgement';
 
 CREATE FUNCTION sched.retry(id bigint) RETURNS boolean
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-	n sched.node := sched._node_of_id(id);
-	e_state text; e_message text; e_detail text; e_hint text;
-BEGIN
-	RETURN sched._retry_on(n.position, id);
-EXCEPTION WHEN OTHERS THEN
-	GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT,
-							e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
-	PERFORM sched._raise_node_error(n.node, e_state, e_message, e_detail, e_hint);
-	RETURN NULL;
-END
-$$;
+AS $$ BEGIN RETURN sched._by_id('retry', id, NULL, NULL, NULL); END $$;
 COMMENT ON FUNCTION sched.retry(bigint) IS 'bring a dead task back to life, on its node; false if there was no dead task with this id';
 
 -- One call per node with that node's ids; the acknowledged in all.

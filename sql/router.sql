@@ -12,6 +12,7 @@ CREATE ROLE regress_router_app LOGIN;
 CREATE ROLE regress_router_mallory LOGIN;
 SELECT format('host=%s port=%s dbname=', split_part(current_setting('unix_socket_directories'), ',', 1),
 			  current_setting('port')) AS base \gset
+\set node_grants 'GRANT USAGE ON SCHEMA sched TO regress_router_app, regress_router_mallory; GRANT EXECUTE ON FUNCTION sched.add(text, timestamptz, jsonb, text), sched.ack(bigint), sched.claim(text, int) TO regress_router_app, regress_router_mallory; GRANT EXECUTE ON FUNCTION sched.define_schedule(text, text, text, jsonb, text, text, timestamptz, timestamptz, boolean), sched.drop_schedule(text) TO regress_router_app;'
 
 -- A router cannot live beside delaysched.
 CREATE EXTENSION delaysched_router CASCADE;
@@ -30,23 +31,15 @@ SET client_min_messages = warning;
 CREATE EXTENSION delaysched;
 SELECT sched.node_number();
 -- what an application role needs on a node (doc/privileges.md), but its grants on types
-GRANT USAGE ON SCHEMA sched TO regress_router_app, regress_router_mallory;
-GRANT EXECUTE ON FUNCTION sched.add(text, timestamptz, jsonb, text), sched.ack(bigint),
-	sched.claim(text, int) TO regress_router_app, regress_router_mallory;
-GRANT EXECUTE ON FUNCTION sched.define_schedule(text, text, text, jsonb, text, text, timestamptz, timestamptz, boolean),
-	sched.drop_schedule(text) TO regress_router_app;
+:node_grants
 -- node2: ran alone, and made a task id.
 \c regress_ds_node2
 SET client_min_messages = warning;
 CREATE EXTENSION delaysched;
 SELECT sched.define_biz('r_solo');
 SELECT sched.add('r_solo', now() + interval '1 day') AS solo_id \gset
--- what an application role needs on a node (doc/privileges.md), but its grants on types
-GRANT USAGE ON SCHEMA sched TO regress_router_app, regress_router_mallory;
-GRANT EXECUTE ON FUNCTION sched.add(text, timestamptz, jsonb, text), sched.ack(bigint),
-	sched.claim(text, int) TO regress_router_app, regress_router_mallory;
-GRANT EXECUTE ON FUNCTION sched.define_schedule(text, text, text, jsonb, text, text, timestamptz, timestamptz, boolean),
-	sched.drop_schedule(text) TO regress_router_app;
+-- the same on node2
+:node_grants
 
 \c regress_ds_router
 SET client_min_messages = warning;
