@@ -25,7 +25,7 @@
  * PL/Proxy's cluster "delaysched" is configured by the functions PL/Proxy
  * looks for, plproxy.get_cluster_version/partitions/config, which read
  * sched.node: partition i is the node at position i (modular_mapping, so
- * any number of nodes).  The version is a hash of the node list, so every
+ * any number of nodes).  The version is new at every set_nodes, so every
  * session sees a new list at its next call (and a rolled-back one goes).
  * Not a foreign server: a role with USAGE on one could map itself to
  * another user; here PL/Proxy always connects as the current user.
@@ -99,6 +99,19 @@ CREATE TABLE sched.schedule_home (
 );
 COMMENT ON TABLE sched.schedule_home IS 'the node each recurring schedule defined through the router lives on';
 
+-- The version PL/Proxy is told the node list has, written with it by
+-- sched.set_nodes (read before every call to a node, so kept rather than
+-- computed).  PL/Proxy loads the list again when the version differs from
+-- the one it has, so a list rolled back is loaded back too; a sequence
+-- gives it, so that no version is given twice (a session that saw a list
+-- that was rolled back must not take a later list for it).
+CREATE TABLE sched.node_version (
+	one		boolean PRIMARY KEY DEFAULT true CHECK (one),
+	version	int NOT NULL
+);
+COMMENT ON TABLE sched.node_version IS 'the version of the node list PL/Proxy sees';
+CREATE SEQUENCE sched.node_version_seq AS int;
+
 -- A row once a node 0 has been given (see sched.set_nodes): another
 -- database that made ids as node 0 is refused after that.
 CREATE TABLE sched.node_zero (
@@ -108,6 +121,8 @@ COMMENT ON TABLE sched.node_zero IS 'a row once this router has had a node 0';
 
 SELECT pg_catalog.pg_extension_config_dump('sched.node', '');
 SELECT pg_catalog.pg_extension_config_dump('sched.node_zero', '');
+SELECT pg_catalog.pg_extension_config_dump('sched.node_version', '');
+SELECT pg_catalog.pg_extension_config_dump('sched.node_version_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('sched.node_number_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('sched.biz', '');
 SELECT pg_catalog.pg_extension_config_dump('sched.biz_grant', '');
@@ -161,11 +176,10 @@ BEGIN
 	IF cluster_name IS DISTINCT FROM 'delaysched' THEN
 		PERFORM sched._cluster_check(cluster_name);
 	END IF;
-	RETURN (SELECT pg_catalog.hashtext(coalesce(pg_catalog.string_agg(n.node || ' ' || n.conninfo, E'\n' ORDER BY n.position), ''))
-			FROM sched.node n);
+	RETURN coalesce((SELECT v.version FROM sched.node_version v), 0);
 END
 $$;
-COMMENT ON FUNCTION plproxy.get_cluster_version(text) IS 'PL/Proxy: the version of the delaysched node list (a hash of it: any change is a new version)';
+COMMENT ON FUNCTION plproxy.get_cluster_version(text) IS 'PL/Proxy: the version of the delaysched node list (a new one at every sched.set_nodes)';
 
 CREATE FUNCTION plproxy.get_cluster_partitions(cluster_name text) RETURNS SETOF text
 LANGUAGE sql STABLE SECURITY DEFINER
@@ -823,6 +837,8 @@ BEGIN
 	DELETE FROM sched.node;
 	INSERT INTO sched.node (node, position, conninfo)
 		SELECT v_numbers[g], g - 1, conninfos[g] FROM pg_catalog.generate_series(1, v_count) g;
+	INSERT INTO sched.node_version (version) VALUES (pg_catalog.nextval('sched.node_version_seq'))
+	ON CONFLICT (one) DO UPDATE SET version = excluded.version;
 	-- Every node gets every type, with its share of the limits as they are
 	-- split now.
 	FOR n IN SELECT * FROM sched.node x ORDER BY x.position LOOP

@@ -152,6 +152,8 @@ SELECT count(*) FROM sched.schedule_home;
 -- ids and keys fail naming it, administration changes no node.
 BEGIN;
 UPDATE sched.node SET conninfo = :'base' || 'regress_ds_gone' WHERE node = 0;
+-- (a new version, for PL/Proxy to read the list again, as set_nodes writes)
+UPDATE sched.node_version SET version = version + 1000;
 SELECT count(*) FROM (SELECT sched.add('r_orders', now() + interval '1 day') FROM generate_series(1, 20)) a;
 SELECT pg_temp.try($$SELECT sched.ack(61)$$);
 SELECT pg_temp.try(format($$SELECT sched.add('r_orders', now(), '{}', %L)$$,
