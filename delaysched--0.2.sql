@@ -1691,11 +1691,24 @@ BEGIN
 		RETURN;
 	END IF;
 
-	-- Validate everything before storing anything.
-	FOR i IN 1 .. n LOOP
-		PERFORM sched._check_task(run_ats[i], coalesce(payloads[i], CASE WHEN payloads IS NULL THEN '{}'::jsonb END),
-								  dedupe_keys[i]);
-	END LOOP;
+	-- Validate everything before storing anything: one statement looks for
+	-- any element sched._check_task could refuse (the same tests), and only
+	-- then does the loop find which and raise its error, as sched.add would.
+	-- (A call of _check_task per element, each a statement of its own, took
+	-- a fifth of a 1,000-task batch.)
+	IF NOT sched._database_listed() OR EXISTS (
+		SELECT FROM unnest(run_ats, payloads, dedupe_keys) AS u(run_at, payload, dedupe_key)
+		WHERE u.run_at IS NULL OR NOT pg_catalog.isfinite(u.run_at)
+		   OR (payloads IS NOT NULL
+			   AND (u.payload IS NULL
+					OR pg_catalog.octet_length(u.payload::text)
+					   > pg_catalog.pg_size_bytes(pg_catalog.current_setting('delaysched.max_payload_size'))))
+		   OR (u.dedupe_key IS NOT NULL AND (u.dedupe_key = '' OR pg_catalog.octet_length(u.dedupe_key) > 512))) THEN
+		FOR i IN 1 .. n LOOP
+			PERFORM sched._check_task(run_ats[i], coalesce(payloads[i], CASE WHEN payloads IS NULL THEN '{}'::jsonb END),
+									  dedupe_keys[i]);
+		END LOOP;
+	END IF;
 
 	IF dedupe_keys IS NOT NULL THEN
 		FOR i IN 1 .. n LOOP
@@ -1712,7 +1725,10 @@ BEGIN
 			   sched._bucket(u.run_at) AS bucket
 		FROM unnest(run_ats, payloads) WITH ORDINALITY AS u(run_at, payload, ord)
 	), numbered AS MATERIALIZED (
-		SELECT input.*, sched._new_id(input.bucket) AS id FROM input
+		-- sched._new_id written out: a call of the sql function per task is
+		-- planned per call (it is volatile: never inlined), 15% of a batch.
+		SELECT input.*, pg_catalog.nextval('sched.task_seq') * sched._bucket_count() + input.bucket AS id
+		FROM input
 	), stored AS (
 		INSERT INTO sched.task (id, bucket, biz_type, run_at, payload, created_at)
 		SELECT numbered.id, numbered.bucket, add_many.biz_type, numbered.run_at,
