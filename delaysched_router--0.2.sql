@@ -21,6 +21,8 @@
  *						cluster-wide limits; set_nodes re-applies them)
  *	 sched.biz_grant	grants made through the router
  *	 sched.schedule_home	which node each schedule lives on
+ *	 sched.node_version	the version of the list PL/Proxy is told
+ *	 sched.node_zero	a row once a node 0 has been given
  *
  * PL/Proxy's cluster "delaysched" is configured by the functions PL/Proxy
  * looks for, plproxy.get_cluster_version/partitions/config, which read
@@ -30,9 +32,11 @@
  * Not a foreign server: a role with USAGE on one could map itself to
  * another user; here PL/Proxy always connects as the current user.
  *
- * Every function runs as its caller (no SECURITY DEFINER): PL/Proxy
- * connects to the nodes as the current user, and each node checks that
- * role's privileges as if it had connected directly.
+ * Every function runs as its caller: PL/Proxy connects to the nodes as
+ * the current user, and each node checks that role's privileges as if it
+ * had connected directly.  The exceptions, SECURITY DEFINER, only read the
+ * node list for PL/Proxy (plproxy.get_cluster_version, _partitions) or
+ * record what a node says (sched._set_schedule_home).
  *
  * See doc/scale-out.md.
  */
