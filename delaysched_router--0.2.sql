@@ -1295,7 +1295,7 @@ BEGIN
 	-- Refuse before any node drops it, where a node would refuse.
 	IF NOT coalesce(cancel_tasks, false) THEN
 		SELECT pg_catalog.string_agg(pg_catalog.format('"%s"', s.name), ', ') INTO v_busy
-		FROM sched._gather('schedules') AS s(name text, biz_type text, schedule text, time_zone text,
+		FROM sched._gather('schedules') AS s(node int, name text, biz_type text, schedule text, time_zone text,
 			catch_up text, allow_overlap boolean, paused boolean, starts_at timestamptz, ends_at timestamptz,
 			next_run_at timestamptz, last_run_at timestamptz, last_task_id bigint, runs bigint, missed bigint,
 			payload jsonb, created_at timestamptz, updated_at timestamptz)
@@ -1538,8 +1538,9 @@ $$;
 COMMENT ON FUNCTION sched.next_runs(text, text, timestamptz, int, timestamptz) IS 'the next n instants a schedule rule fires after a time (computed by any node)';
 
 -------------------------------------------------------------------------------
--- Views: every node's rows.  A node that does not answer is left out with
--- a warning naming it.
+-- Views: every node's rows (sched._gather: the node's number, then the
+-- view's columns).  A node that does not answer is left out with a warning
+-- naming it.
 -------------------------------------------------------------------------------
 
 CREATE FUNCTION sched._gather(p_view text) RETURNS SETOF record
@@ -1552,7 +1553,8 @@ DECLARE
 BEGIN
 	FOR n IN SELECT * FROM sched.node x ORDER BY x.position LOOP
 		BEGIN
-			RETURN QUERY EXECUTE pg_catalog.format('SELECT * FROM sched.%I($1)', '_' || p_view || '_on') USING n.position;
+			RETURN QUERY EXECUTE pg_catalog.format('SELECT $2, * FROM sched.%I($1)', '_' || p_view || '_on')
+				USING n.position, n.node;
 		EXCEPTION WHEN OTHERS THEN
 			GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT,
 									e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
@@ -1564,12 +1566,12 @@ BEGIN
 	END LOOP;
 END
 $$;
-COMMENT ON FUNCTION sched._gather(text) IS 'internal: a view''s rows from every node that answers';
+COMMENT ON FUNCTION sched._gather(text) IS 'internal: a view''s rows from every node that answers, each after the node''s number';
 
 CREATE VIEW sched.tasks AS
 	SELECT t.id, t.biz_type, t.run_at, t.state, t.attempt, t.payload, t.dedupe_key, t.created_at,
 		   t.delivered_at, t.last_error, t.lease_until, t.finished_at, t.schedule, t.status
-	FROM sched._gather('tasks') AS t(id bigint, biz_type text, run_at timestamptz, state text,
+	FROM sched._gather('tasks') AS t(node int, id bigint, biz_type text, run_at timestamptz, state text,
 		attempt int, payload jsonb, dedupe_key text, created_at timestamptz, delivered_at timestamptz,
 		last_error text, lease_until timestamptz, finished_at timestamptz, schedule text, status text);
 COMMENT ON VIEW sched.tasks IS 'every task of every node the querying role may see (sched.node_of(id) is its node)';
@@ -1578,7 +1580,7 @@ CREATE VIEW sched.schedules AS
 	SELECT s.name, s.biz_type, s.schedule, s.time_zone, s.catch_up, s.allow_overlap, s.paused,
 		   s.starts_at, s.ends_at, s.next_run_at, s.last_run_at, s.last_task_id, s.runs, s.missed,
 		   s.payload, s.created_at, s.updated_at
-	FROM sched._gather('schedules') AS s(name text, biz_type text, schedule text, time_zone text,
+	FROM sched._gather('schedules') AS s(node int, name text, biz_type text, schedule text, time_zone text,
 		catch_up text, allow_overlap boolean, paused boolean, starts_at timestamptz, ends_at timestamptz,
 		next_run_at timestamptz, last_run_at timestamptz, last_task_id bigint, runs bigint, missed bigint,
 		payload jsonb, created_at timestamptz, updated_at timestamptz);
@@ -1590,27 +1592,14 @@ RETURNS TABLE(node int, biz_type text, delivery text, channel text, paused boole
 	due_now bigint, awaiting_ack bigint, done bigint, dead bigint, delivered_per_sec numeric,
 	lateness_p50 interval, lateness_p99 interval, rate_limit float8, burst int, max_concurrency int,
 	tokens numeric, throttled bigint, current_rate numeric, unfinished bigint)
-LANGUAGE plpgsql
+LANGUAGE sql
 SET search_path = pg_catalog, pg_temp
 AS $$
-#variable_conflict use_column
-DECLARE
-	n sched.node;
-	e_state text; e_message text; e_detail text; e_hint text;
-BEGIN
-	FOR n IN SELECT * FROM sched.node x ORDER BY x.position LOOP
-		BEGIN
-			RETURN QUERY SELECT n.node, s.*, s.pending + s.awaiting_ack FROM sched._biz_stats_on(n.position) s;
-		EXCEPTION WHEN OTHERS THEN
-			GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT,
-									e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
-			IF NOT sched._unreachable(e_state, e_message) THEN
-				PERFORM sched._raise_node_error(n.node, e_state, e_message, e_detail, e_hint);
-			END IF;
-			RAISE WARNING '% is unavailable: sched.biz_stats leaves out its tasks', sched._label(n.node);
-		END;
-	END LOOP;
-END
+	SELECT s.*, s.pending + s.awaiting_ack
+	FROM sched._gather('biz_stats') AS s(node int, biz_type text, delivery text, channel text,
+		paused boolean, pending bigint, due_now bigint, awaiting_ack bigint, done bigint, dead bigint,
+		delivered_per_sec numeric, lateness_p50 interval, lateness_p99 interval, rate_limit float8,
+		burst int, max_concurrency int, tokens numeric, throttled bigint, current_rate numeric)
 $$;
 COMMENT ON FUNCTION sched._gather_stats() IS 'internal: sched.biz_stats of every node that answers, with the node';
 
