@@ -11,6 +11,7 @@ OBJS = \
 	src/cluster.o \
 	src/delaysched.o \
 	src/drain.o \
+	src/fair_walk.o \
 	src/firing.o \
 	src/guc.o \
 	src/horizon.o \
@@ -30,6 +31,7 @@ OBJS = \
 	src/schedule_next.o \
 	src/schedule_parse.o \
 	src/schedule_sql.o \
+	src/shares.o \
 	src/shmem.o \
 	src/spi_plans.o \
 	src/stats.o \

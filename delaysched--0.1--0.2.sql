@@ -66,6 +66,16 @@ ALTER TABLE sched.task ADD COLUMN schedule text;
 CREATE INDEX task_schedule_idx ON sched.task (schedule) WHERE schedule IS NOT NULL;
 
 -------------------------------------------------------------------------------
+-- Fair shares: a weight per type, and the index the fair walk reads
+-------------------------------------------------------------------------------
+
+ALTER TABLE sched.biz ADD COLUMN weight int NOT NULL DEFAULT 1
+	CONSTRAINT biz_weight_check CHECK (weight BETWEEN 1 AND 1000);
+DROP INDEX sched.task_claimable_idx;
+CREATE INDEX task_claimable_idx ON sched.task (biz_type, run_at, id, door)
+	WHERE state IN ('p', 'r') AND biz_type IS NOT NULL;
+
+-------------------------------------------------------------------------------
 -- Functions whose arguments or results changed: dropped and made anew
 -------------------------------------------------------------------------------
 
@@ -74,6 +84,8 @@ DROP FUNCTION sched._insert(text, timestamptz, jsonb, text);
 DROP FUNCTION sched.claim(text, int);
 DROP FUNCTION sched._claim(text, int);
 DROP FUNCTION sched._http_claim(smallint, int, int, text[], int[]);
+DROP FUNCTION sched.define_biz(text, text, text, int, interval, float8, int, int,
+								text, jsonb, interval, interval, interval, text, boolean);
 DROP FUNCTION sched._http_record(smallint, bigint[], smallint[], text[], int[], text[],
 								 timestamptz[], int[], text[], timestamptz[], float8[]);
 
@@ -1598,7 +1610,8 @@ CREATE OR REPLACE FUNCTION sched.define_biz(
 	min_backoff interval DEFAULT '1 second',
 	max_backoff interval DEFAULT '1 hour',
 	secret text DEFAULT NULL,
-	follow_redirects boolean DEFAULT false)
+	follow_redirects boolean DEFAULT false,
+	weight int DEFAULT 1)
 RETURNS void
 LANGUAGE plpgsql
 SECURITY DEFINER
@@ -1665,6 +1678,12 @@ BEGIN
 		RAISE EXCEPTION 'max_concurrency must be between 1 and 100000, not %', max_concurrency
 			USING ERRCODE = 'invalid_parameter_value';
 	END IF;
+	PERFORM sched._require(weight, 'weight');
+	IF weight < 1 OR weight > 1000 THEN
+		RAISE EXCEPTION 'weight must be between 1 and 1000, not %', weight
+			USING ERRCODE = 'invalid_parameter_value',
+				  HINT = 'A type with weight 3 gets three times the deliveries of a type with weight 1 while both have due tasks.';
+	END IF;
 
 	SELECT b.delivery, b.rate_limit INTO v_old_delivery, v_old_rate
 		FROM sched.biz b WHERE b.name = define_biz.name
@@ -1691,11 +1710,11 @@ BEGIN
 	INSERT INTO sched.biz AS b (name, delivery, channel, max_attempts, ack_timeout,
 								rate_limit, burst, max_concurrency,
 								url, headers, timeout, min_backoff, max_backoff, secret,
-								follow_redirects)
+								follow_redirects, weight)
 		VALUES (name, delivery, v_channel, max_attempts, ack_timeout,
 				rate_limit, burst, max_concurrency,
 				url, headers, timeout, min_backoff, max_backoff, secret,
-				coalesce(follow_redirects, false))
+				coalesce(follow_redirects, false), weight)
 	ON CONFLICT ON CONSTRAINT biz_pkey DO UPDATE
 		SET delivery = excluded.delivery, channel = excluded.channel,
 			max_attempts = excluded.max_attempts, ack_timeout = excluded.ack_timeout,
@@ -1704,7 +1723,7 @@ BEGIN
 			url = excluded.url, headers = excluded.headers, timeout = excluded.timeout,
 			min_backoff = excluded.min_backoff, max_backoff = excluded.max_backoff,
 			secret = excluded.secret, follow_redirects = excluded.follow_redirects,
-			updated_at = now();
+			weight = excluded.weight, updated_at = now();
 	-- The HTTP workers read the definitions afresh when they claim.
 	IF delivery = 'http' OR v_old_delivery = 'http' THEN
 		PERFORM sched._wake_http();
@@ -1727,7 +1746,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION sched.define_biz(text, text, text, int, interval, float8, int, int,
-									 text, jsonb, interval, interval, interval, text, boolean) IS 'create or replace a delaysched business type';
+									 text, jsonb, interval, interval, interval, text, boolean, int) IS 'create or replace a delaysched business type';
 
 CREATE OR REPLACE FUNCTION sched._check_interval(value interval, what text, lowest interval, highest interval)
 RETURNS void
@@ -2266,7 +2285,8 @@ CREATE OR REPLACE VIEW sched.biz_stats WITH (security_barrier) AS
 		   b.rate_limit, b.burst, b.max_concurrency,
 		   round(sched._tokens(b.name, b.rate_limit, b.burst)::numeric, 1) AS tokens,
 		   CASE WHEN b.delivery = 'notify' AND NOT b.paused THEN coalesce(counts.ready, 0) ELSE 0 END AS throttled,
-		   coalesce(rates.current_rate, 0) AS current_rate
+		   coalesce(rates.current_rate, 0) AS current_rate,
+		   b.weight
 	FROM sched.biz b
 	LEFT JOIN sched._counts counts ON counts.biz_type = b.name
 	LEFT JOIN sched._due due ON due.biz_type = b.name

@@ -67,7 +67,9 @@ CREATE TABLE sched.biz (
 	secret		 text,
 	follow_redirects boolean NOT NULL DEFAULT false,
 	created_at	 timestamptz NOT NULL DEFAULT pg_catalog.now(),
-	updated_at	 timestamptz NOT NULL DEFAULT pg_catalog.now()
+	updated_at	 timestamptz NOT NULL DEFAULT pg_catalog.now(),
+	-- its part of every delivery statement against other types with due tasks
+	weight		 int NOT NULL DEFAULT 1 CONSTRAINT biz_weight_check CHECK (weight BETWEEN 1 AND 1000)
 );
 COMMENT ON TABLE sched.biz IS 'delaysched business types; change with sched.define_biz and sched.drop_biz';
 
@@ -92,10 +94,8 @@ CREATE TABLE sched.task (
 ) PARTITION BY LIST (bucket);
 COMMENT ON TABLE sched.task IS 'unfinished delaysched tasks, partitioned by run-at second mod the bucket count; read sched.tasks instead';
 
--- The scanner's walk and sweep: a range's due pending tasks in run-at order.
--- (The door column is added with the partitions, below.)
--- sched.claim: a type's due tasks in run-at order.
-CREATE INDEX task_claimable_idx ON sched.task (biz_type, run_at) WHERE state IN ('p', 'r');
+-- The scanner's walk and sweep, and sched.claim: with the door column,
+-- which is added with the partitions, below.
 -- The drain (src/drain.c): a type's parked tasks in run-at order.  (Its
 -- deliveries awaiting acknowledgement, counted against max_concurrency, are
 -- found through task_leased_idx below: an index of their own would cost
@@ -193,7 +193,16 @@ BEGIN
 	EXECUTE pg_catalog.format(
 		'ALTER TABLE sched.task ADD COLUMN door smallint NOT NULL'
 		' GENERATED ALWAYS AS (((id / %s) %% %s)::smallint) STORED', n, r);
+	-- The walk and the sweep: a range's due pending tasks in run-at order.
 	CREATE INDEX task_pending_idx ON sched.task (door, run_at, id) WHERE state = 'p';
+	-- sched.claim: a type's due tasks in run-at order.  The fair walk
+	-- (src/fair_walk.c): a type's due tasks of one range in run-at order,
+	-- the other ranges' entries passed over in the index, not the table.
+	-- (biz_type is never null: the predicate says so to keep the index
+	-- from statements that do not name a type, the walk's above, which a
+	-- plan made while a partition looked empty chose it for, and sorted.)
+	CREATE INDEX task_claimable_idx ON sched.task (biz_type, run_at, id, door)
+		WHERE state IN ('p', 'r') AND biz_type IS NOT NULL;
 	-- Lease expiry of unacknowledged deliveries, per range.
 	CREATE INDEX task_leased_idx ON sched.task (door, lease_until) WHERE state = 'd';
 	-- Autovacuum: a task partition is a queue, every row of which is
@@ -1292,7 +1301,8 @@ CREATE FUNCTION sched.define_biz(
 	min_backoff interval DEFAULT '1 second',
 	max_backoff interval DEFAULT '1 hour',
 	secret text DEFAULT NULL,
-	follow_redirects boolean DEFAULT false)
+	follow_redirects boolean DEFAULT false,
+	weight int DEFAULT 1)
 RETURNS void
 LANGUAGE plpgsql
 SECURITY DEFINER
@@ -1359,6 +1369,12 @@ BEGIN
 		RAISE EXCEPTION 'max_concurrency must be between 1 and 100000, not %', max_concurrency
 			USING ERRCODE = 'invalid_parameter_value';
 	END IF;
+	PERFORM sched._require(weight, 'weight');
+	IF weight < 1 OR weight > 1000 THEN
+		RAISE EXCEPTION 'weight must be between 1 and 1000, not %', weight
+			USING ERRCODE = 'invalid_parameter_value',
+				  HINT = 'A type with weight 3 gets three times the deliveries of a type with weight 1 while both have due tasks.';
+	END IF;
 
 	SELECT b.delivery, b.rate_limit INTO v_old_delivery, v_old_rate
 		FROM sched.biz b WHERE b.name = define_biz.name
@@ -1385,11 +1401,11 @@ BEGIN
 	INSERT INTO sched.biz AS b (name, delivery, channel, max_attempts, ack_timeout,
 								rate_limit, burst, max_concurrency,
 								url, headers, timeout, min_backoff, max_backoff, secret,
-								follow_redirects)
+								follow_redirects, weight)
 		VALUES (name, delivery, v_channel, max_attempts, ack_timeout,
 				rate_limit, burst, max_concurrency,
 				url, headers, timeout, min_backoff, max_backoff, secret,
-				coalesce(follow_redirects, false))
+				coalesce(follow_redirects, false), weight)
 	ON CONFLICT ON CONSTRAINT biz_pkey DO UPDATE
 		SET delivery = excluded.delivery, channel = excluded.channel,
 			max_attempts = excluded.max_attempts, ack_timeout = excluded.ack_timeout,
@@ -1398,7 +1414,7 @@ BEGIN
 			url = excluded.url, headers = excluded.headers, timeout = excluded.timeout,
 			min_backoff = excluded.min_backoff, max_backoff = excluded.max_backoff,
 			secret = excluded.secret, follow_redirects = excluded.follow_redirects,
-			updated_at = now();
+			weight = excluded.weight, updated_at = now();
 	-- The HTTP workers read the definitions afresh when they claim.
 	IF delivery = 'http' OR v_old_delivery = 'http' THEN
 		PERFORM sched._wake_http();
@@ -1421,7 +1437,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION sched.define_biz(text, text, text, int, interval, float8, int, int,
-									 text, jsonb, interval, interval, interval, text, boolean) IS 'create or replace a delaysched business type';
+									 text, jsonb, interval, interval, interval, text, boolean, int) IS 'create or replace a delaysched business type';
 
 CREATE FUNCTION sched.drop_biz(name text, cancel_tasks boolean DEFAULT false)
 RETURNS bigint
@@ -2913,7 +2929,8 @@ CREATE VIEW sched.biz_stats WITH (security_barrier) AS
 		   b.rate_limit, b.burst, b.max_concurrency,
 		   round(sched._tokens(b.name, b.rate_limit, b.burst)::numeric, 1) AS tokens,
 		   CASE WHEN b.delivery = 'notify' AND NOT b.paused THEN coalesce(counts.ready, 0) ELSE 0 END AS throttled,
-		   coalesce(rates.current_rate, 0) AS current_rate
+		   coalesce(rates.current_rate, 0) AS current_rate,
+		   b.weight
 	FROM sched.biz b
 	LEFT JOIN sched._counts counts ON counts.biz_type = b.name
 	LEFT JOIN sched._due due ON due.biz_type = b.name

@@ -85,7 +85,8 @@ CREATE TABLE sched.biz (
 	secret			text,
 	follow_redirects boolean,
 	paused			boolean NOT NULL DEFAULT false,
-	updated_at		timestamptz NOT NULL DEFAULT pg_catalog.now()
+	updated_at		timestamptz NOT NULL DEFAULT pg_catalog.now(),
+	weight			int NOT NULL DEFAULT 1
 );
 COMMENT ON TABLE sched.biz IS 'business types defined through the router, with their cluster-wide limits (each node gets its share)';
 
@@ -414,11 +415,13 @@ LANGUAGE plproxy AS $$ CLUSTER 'delaysched'; RUN ON p;
 
 CREATE FUNCTION sched._define_biz_on(p int, name text, delivery text, channel text, max_attempts int,
 	ack_timeout interval, rate_limit float8, burst int, max_concurrency int, url text, headers jsonb,
-	timeout interval, min_backoff interval, max_backoff interval, secret text, follow_redirects boolean)
+	timeout interval, min_backoff interval, max_backoff interval, secret text, follow_redirects boolean,
+	weight int)
 RETURNS void
 LANGUAGE plproxy AS $$ CLUSTER 'delaysched'; RUN ON p;
 	SELECT sched.define_biz(name, delivery, channel, max_attempts, ack_timeout, rate_limit, burst,
-		max_concurrency, url, headers, timeout, min_backoff, max_backoff, secret, follow_redirects); $$;
+		max_concurrency, url, headers, timeout, min_backoff, max_backoff, secret, follow_redirects,
+		weight); $$;
 CREATE FUNCTION sched._drop_biz_on(p int, name text, cancel_tasks boolean) RETURNS bigint
 LANGUAGE plproxy AS $$ CLUSTER 'delaysched'; RUN ON p; SELECT sched.drop_biz(name, cancel_tasks); $$;
 CREATE FUNCTION sched._pause_on(p int, biz_type text) RETURNS boolean
@@ -461,11 +464,11 @@ CREATE FUNCTION sched._biz_stats_on(p int)
 RETURNS TABLE(biz_type text, delivery text, channel text, paused boolean, pending bigint, due_now bigint,
 	awaiting_ack bigint, done bigint, dead bigint, delivered_per_sec numeric, lateness_p50 interval,
 	lateness_p99 interval, rate_limit float8, burst int, max_concurrency int, tokens numeric,
-	throttled bigint, current_rate numeric)
+	throttled bigint, current_rate numeric, weight int)
 LANGUAGE plproxy AS $$ CLUSTER 'delaysched'; RUN ON p;
 	SELECT s.biz_type, s.delivery, s.channel, s.paused, s.pending, s.due_now, s.awaiting_ack, s.done,
 		s.dead, s.delivered_per_sec, s.lateness_p50, s.lateness_p99, s.rate_limit, s.burst,
-		s.max_concurrency, s.tokens, s.throttled, s.current_rate FROM sched.biz_stats s; $$;
+		s.max_concurrency, s.tokens, s.throttled, s.current_rate, s.weight FROM sched.biz_stats s; $$;
 CREATE FUNCTION sched._schedules_on(p int)
 RETURNS TABLE(name text, biz_type text, schedule text, time_zone text, catch_up text, allow_overlap boolean,
 	paused boolean, starts_at timestamptz, ends_at timestamptz, next_run_at timestamptz,
@@ -613,10 +616,10 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 	SELECT pg_catalog.format(
 		'SELECT sched._define_biz_on($1, %L, %L, %L, %L, %L, sched._share(%L::float8, $1), sched._share(%L::int, $1),'
-		' sched._share(%L::int, $1), %L, %L, %L, %L, %L, %L, %L)',
+		' sched._share(%L::int, $1), %L, %L, %L, %L, %L, %L, %L, %L)',
 		b.name, b.delivery, b.channel, b.max_attempts, b.ack_timeout, b.rate_limit, b.burst,
 		b.max_concurrency, b.url, b.headers, b.timeout, b.min_backoff, b.max_backoff, b.secret,
-		b.follow_redirects)
+		b.follow_redirects, b.weight)
 $$;
 COMMENT ON FUNCTION sched._define_call(sched.biz) IS 'internal: the call that defines a type on a node, with the node''s share of its limits';
 
@@ -1256,7 +1259,8 @@ CREATE FUNCTION sched.define_biz(
 	min_backoff interval DEFAULT '1 second',
 	max_backoff interval DEFAULT '1 hour',
 	secret text DEFAULT NULL,
-	follow_redirects boolean DEFAULT false)
+	follow_redirects boolean DEFAULT false,
+	weight int DEFAULT 1)
 RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -1267,7 +1271,7 @@ BEGIN
 	b := ROW(name, delivery, channel, max_attempts, ack_timeout, rate_limit, burst, max_concurrency, url,
 			 headers, timeout, min_backoff, max_backoff, secret, follow_redirects,
 			 coalesce((SELECT x.paused FROM sched.biz x WHERE x.name = define_biz.name), false),
-			 pg_catalog.now());
+			 pg_catalog.now(), weight);
 	PERFORM sched._check_limits(rate_limit, burst, max_concurrency);
 	PERFORM sched._on_every_node('define_biz', sched._define_call(b));
 	-- (an update, not a delete and insert: the type's grants stay recorded)
@@ -1277,10 +1281,11 @@ BEGIN
 		rate_limit = excluded.rate_limit, burst = excluded.burst, max_concurrency = excluded.max_concurrency,
 		url = excluded.url, headers = excluded.headers, timeout = excluded.timeout,
 		min_backoff = excluded.min_backoff, max_backoff = excluded.max_backoff, secret = excluded.secret,
-		follow_redirects = excluded.follow_redirects, updated_at = excluded.updated_at;
+		follow_redirects = excluded.follow_redirects, updated_at = excluded.updated_at,
+		weight = excluded.weight;
 END
 $$;
-COMMENT ON FUNCTION sched.define_biz(text, text, text, int, interval, float8, int, int, text, jsonb, interval, interval, interval, text, boolean) IS 'create or change a business type on every node; rate_limit, burst and max_concurrency are for the whole cluster, split across the nodes';
+COMMENT ON FUNCTION sched.define_biz(text, text, text, int, interval, float8, int, int, text, jsonb, interval, interval, interval, text, boolean, int) IS 'create or change a business type on every node; rate_limit, burst and max_concurrency are for the whole cluster, split across the nodes';
 
 CREATE FUNCTION sched.drop_biz(name text, cancel_tasks boolean DEFAULT false)
 RETURNS bigint
@@ -1591,7 +1596,7 @@ CREATE FUNCTION sched._gather_stats()
 RETURNS TABLE(node int, biz_type text, delivery text, channel text, paused boolean, pending bigint,
 	due_now bigint, awaiting_ack bigint, done bigint, dead bigint, delivered_per_sec numeric,
 	lateness_p50 interval, lateness_p99 interval, rate_limit float8, burst int, max_concurrency int,
-	tokens numeric, throttled bigint, current_rate numeric, unfinished bigint)
+	tokens numeric, throttled bigint, current_rate numeric, weight int, unfinished bigint)
 LANGUAGE sql
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -1599,7 +1604,7 @@ AS $$
 	FROM sched._gather('biz_stats') AS s(node int, biz_type text, delivery text, channel text,
 		paused boolean, pending bigint, due_now bigint, awaiting_ack bigint, done bigint, dead bigint,
 		delivered_per_sec numeric, lateness_p50 interval, lateness_p99 interval, rate_limit float8,
-		burst int, max_concurrency int, tokens numeric, throttled bigint, current_rate numeric)
+		burst int, max_concurrency int, tokens numeric, throttled bigint, current_rate numeric, weight int)
 $$;
 COMMENT ON FUNCTION sched._gather_stats() IS 'internal: sched.biz_stats of every node that answers, with the node';
 
@@ -1610,7 +1615,8 @@ CREATE VIEW sched.biz_stats AS
 		   sum(s.delivered_per_sec) AS delivered_per_sec,
 		   max(s.lateness_p50) AS lateness_p50, max(s.lateness_p99) AS lateness_p99,
 		   sum(s.rate_limit) AS rate_limit, sum(s.burst)::int AS burst, sum(s.max_concurrency)::int AS max_concurrency,
-		   sum(s.tokens) AS tokens, sum(s.throttled)::bigint AS throttled, sum(s.current_rate) AS current_rate
+		   sum(s.tokens) AS tokens, sum(s.throttled)::bigint AS throttled, sum(s.current_rate) AS current_rate,
+		   max(s.weight) AS weight
 	FROM sched._gather_stats() s
 	GROUP BY s.biz_type;
 COMMENT ON VIEW sched.biz_stats IS 'per business type, over every node: counts and rates summed, limits summed (the cluster-wide limit), lateness the worst node''s';

@@ -30,7 +30,11 @@ SELECT q, try(q) FROM (VALUES
   ($$SELECT sched.define_biz('lim_bad', rate_limit => 10, burst => 1000001)$$),
   ($$SELECT sched.define_biz('lim_bad', max_concurrency => 0)$$),
   ($$SELECT sched.define_biz('lim_bad', max_concurrency => -1)$$),
-  ($$SELECT sched.define_biz('lim_bad', max_concurrency => 100001)$$)
+  ($$SELECT sched.define_biz('lim_bad', max_concurrency => 100001)$$),
+  ($$SELECT sched.define_biz('lim_bad', weight => 0)$$),
+  ($$SELECT sched.define_biz('lim_bad', weight => -3)$$),
+  ($$SELECT sched.define_biz('lim_bad', weight => 1001)$$),
+  ($$SELECT sched.define_biz('lim_bad', weight => NULL)$$)
 ) AS v(q);
 SELECT count(*) AS stored FROM sched.biz WHERE name = 'lim_bad';
 SELECT sched.define_biz('lim_bad', rate_limit => 'NaN');
@@ -38,9 +42,16 @@ SELECT :'LAST_ERROR_SQLSTATE' AS sqlstate;
 -- a failed redefinition keeps the old one
 SELECT try($$SELECT sched.define_biz('lim_a', rate_limit => -1)$$);
 SELECT rate_limit, burst, max_concurrency FROM sched.biz WHERE name = 'lim_a';
--- a redefinition without them removes the limits (define_biz replaces the whole type)
+SELECT sched.define_biz('lim_bad', weight => 0);
+SELECT :'LAST_ERROR_SQLSTATE' AS sqlstate;
+-- a weight is kept, shown by sched.biz_stats, and held by the table too
+SELECT sched.define_biz('lim_a', rate_limit => 200, weight => 3);
+SELECT weight FROM sched.biz_stats WHERE biz_type = 'lim_a';
+SELECT try($$UPDATE sched.biz SET weight = 0 WHERE name = 'lim_a'$$);
+-- a redefinition without them removes the limits and the weight (define_biz
+-- replaces the whole type)
 SELECT sched.define_biz('lim_a');
-SELECT rate_limit, burst, max_concurrency FROM sched.biz WHERE name = 'lim_a';
+SELECT rate_limit, burst, max_concurrency, weight FROM sched.biz WHERE name = 'lim_a';
 
 -- delaysched.max_biz_types bounds the rate-limited types (16 in this test server)
 SHOW delaysched.max_biz_types;

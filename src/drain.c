@@ -25,8 +25,8 @@
  *		slots its concurrency cap leaves (deliveries awaiting
  *		acknowledgement are counted), at most a batch;
  *	 3. shares the batch, and the global cap's tokens, across the types by
- *		water-filling: every type gets an equal share, and what a type
- *		cannot use goes to the others;
+ *		weighted water-filling (shares.c): every type gets its weight's
+ *		share, and what a type cannot use goes to the others;
  *	 4. delivers each type's share, oldest first (run_at, id), as a tick
  *		does a notify delivery (lease, attempt + 1, NOTIFY at commit), and
  *		gives back the tokens it did not use;
@@ -59,6 +59,7 @@
 #include "limiter.h"
 #include "firing.h"
 #include "message.h"
+#include "shares.h"
 #include "shmem.h"
 #include "spi_plans.h"
 
@@ -94,6 +95,7 @@ typedef struct DrainType
 	double		rate;			/* 0: no rate limit */
 	int			burst;
 	int			max_concurrency;	/* 0: no cap */
+	int			weight;
 	bool		hinted;
 	uint64		marks;
 	int			allowed;		/* by its own bucket and cap */
@@ -117,7 +119,7 @@ static struct
  * hinted types.
  */
 static const char types_sql[] =
-"SELECT b.name, b.channel, b.ack_timeout, b.rate_limit, b.burst, b.max_concurrency"
+"SELECT b.name, b.channel, b.ack_timeout, b.rate_limit, b.burst, b.max_concurrency, b.weight"
 " FROM sched.biz b"
 " WHERE b.delivery = 'notify' AND NOT b.paused"
 "   AND (b.name = ANY ($2)"
@@ -227,6 +229,7 @@ read_types(BacklogHint *hints, int nhints, bool probe_all, int *count)
 		t->burst = isnull ? 0 : DatumGetInt32(value);
 		value = SPI_getbinval(tuple, desc, 6, &isnull);
 		t->max_concurrency = isnull ? 0 : DatumGetInt32(value);
+		t->weight = DatumGetInt32(SPI_getbinval(tuple, desc, 7, &isnull));
 		for (int h = 0; h < nhints; h++)
 			if (strcmp(hints[h].name, t->name) == 0)
 			{
@@ -295,54 +298,29 @@ allow(DrainType *t, int batch, TimestampTz stamp, bool *waits_for_slot)
 	}
 }
 
-static int
-compare_allowed(const void *a, const void *b)
-{
-	const DrainType *x = *(DrainType *const *) a;
-	const DrainType *y = *(DrainType *const *) b;
-
-	return (x->allowed > y->allowed) - (x->allowed < y->allowed);
-}
-
 /*
- * Share "total" across the types (step 3): in increasing order of what they
- * may have, each gets an equal part of what is left, or all it may have if
- * that is less.  What does not divide evenly goes one by one to the types
- * that can take more, starting with a different type at each drain, so
- * that no type is favoured by the rounding.
+ * Share "total" across the types (step 3) by their weights (shares.c): what
+ * a type cannot use goes to the others.
  */
 static void
 share_out(DrainType *types, int count, int total, DrainLimit cut_by)
 {
-	static int	first_extra = 0;
-	DrainType **order = palloc(sizeof(DrainType *) * Max(1, count));
-	int			left = total;
+	static int	rotation = 0;
+	ShareClaim *claims = palloc(sizeof(ShareClaim) * Max(1, count));
 
-	for (int i = 0; i < count; i++)
-		order[i] = &types[i];
-	qsort(order, count, sizeof(DrainType *), compare_allowed);
 	for (int i = 0; i < count; i++)
 	{
-		DrainType  *t = order[i];
-
-		t->share = Min(t->allowed, left / (count - i));
-		left -= t->share;
+		claims[i].weight = types[i].weight;
+		claims[i].cap = types[i].allowed;
 	}
-	for (int k = 0; left > 0 && k < count; k++)
-	{
-		DrainType  *t = &types[(first_extra + k) % count];
-
-		if (t->share < t->allowed)
-		{
-			t->share++;
-			left--;
-		}
-	}
-	first_extra = count > 0 ? (first_extra + 1) % count : 0;
+	delaysched_share_out(claims, count, total, &rotation);
 	for (int i = 0; i < count; i++)
+	{
+		types[i].share = claims[i].share;
 		if (types[i].share < types[i].allowed)
 			types[i].limit = cut_by;
-	pfree(order);
+	}
+	pfree(claims);
 }
 
 /*

@@ -412,9 +412,7 @@ pick_range(TimestampTz now, TimestampTz sweep_every, TimestampTz *next,
 		copy->purge_done_from = range->purge_done_from;
 		copy->purge_dead_from = range->purge_dead_from;
 		copy->full_sweep_at = range->full_sweep_at;
-		cursor->valid = range->cursor_valid;
-		cursor->run_at = range->cursor_run_at;
-		cursor->id = range->cursor_id;
+		*cursor = range->cursor;
 	}
 	LWLockRelease(delaysched_shared->ranges_lock);
 
@@ -526,9 +524,7 @@ finish_range(int r, TimestampTz now, bool sweep, bool full, TimestampTz sweep_ev
 			}
 			else
 				range->next_sweep = Min(range->next_sweep, tick->next_sweep);
-			range->cursor_valid = tick->cursor.valid;
-			range->cursor_run_at = tick->cursor.run_at;
-			range->cursor_id = tick->cursor.id;
+			range->cursor = tick->cursor;
 		}
 		range->holder = -1;
 	}
@@ -682,6 +678,10 @@ delaysched_scanner_main(Datum main_arg)
 		request.range = r;
 		request.now = now;
 		request.batch = delaysched_batch_size;
+		/* Each worker takes ranges / workers of the ranges in turn. */
+		request.step = Max(1, (int) ((int64) delaysched_batch_size *
+									 Min(delaysched_workers, delaysched_shared->nranges) /
+									 Max(delaysched_shared->nranges, 1)));
 		/* (now < last_sweep: the clock went back; do not wait it out.) */
 		request.sweep = wake_at < range.pointer ||
 			now >= range.next_sweep ||
@@ -690,8 +690,13 @@ delaysched_scanner_main(Datum main_arg)
 		request.park_all = delaysched_max_deliveries_per_second > 0;
 		request.retention_s = delaysched_retention_s;
 		request.dead_retention_s = delaysched_dead_retention_s;
-		if (request.cursor.valid && wake_at <= request.cursor.run_at)
+		/* A task reported behind where the range's deliveries stopped. */
+		if (request.cursor.valid &&
+			wake_at <= (request.cursor.fair ? request.cursor.reach : request.cursor.run_at))
+		{
 			request.cursor.valid = false;
+			request.cursor.nlanes = 0;
+		}
 
 		/*
 		 * The sweep starts where the last one left off, but at times from

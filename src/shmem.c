@@ -202,7 +202,9 @@ delaysched_reset_range(RangeState *range)
 	range->last_sweep = 0;
 	range->pointer = DT_NOBEGIN;
 	range->retry_at = 0;
-	range->cursor_valid = false;
+	range->cursor.valid = false;
+	range->cursor.fair = false;
+	range->cursor.nlanes = 0;
 	range->late_from = DT_NOBEGIN;
 	range->lease_from = DT_NOBEGIN;
 	range->purge_done_from = DT_NOBEGIN;

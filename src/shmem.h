@@ -66,6 +66,8 @@
 #include "storage/lwlock.h"
 #include "utils/timestamp.h"
 
+#include "tick.h"
+
 /* Upper bounds of delaysched.workers and delaysched.ranges. */
 #define DELAYSCHED_MAX_WORKERS	64
 #define DELAYSCHED_MAX_RANGES	256
@@ -151,10 +153,8 @@ typedef struct RangeState
 	TimestampTz retry_at;		/* after finding its row held by another
 								 * transaction: not before this */
 
-	/* Where the range's last delivery stopped (see tick.c). */
-	bool		cursor_valid;
-	TimestampTz cursor_run_at;
-	int64		cursor_id;
+	/* Where the range's last delivery stopped (see tick.c, fair_walk.c). */
+	TickCursor	cursor;
 
 	/*
 	 * Where the range's next sweep starts looking for late tasks and for

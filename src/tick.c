@@ -143,6 +143,7 @@ typedef struct BucketPlans
 {
 	SPIPlanPtr	deliver;
 	SPIPlanPtr	first_due;
+	SPIPlanPtr	fair_deliver;	/* fair_walk.c's; made when first used */
 } BucketPlans;
 
 /*
@@ -164,16 +165,6 @@ static struct
 	SPIPlanPtr	purge;
 } plans;
 
-/* What delivering one slice of a bucket gave. */
-typedef struct Delivered
-{
-	int			count;			/* rows taken: delivered, or parked */
-	int			notified;		/* deliveries and announcements queued */
-	TimestampTz last_run_at;	/* the (run_at, id) of the last one */
-	int64		last_id;
-	TimestampTz first_lease;	/* earliest lease granted; DT_NOEND if none */
-} Delivered;
-
 PG_FUNCTION_INFO_V1(delaysched_tick_sql);
 
 /*
@@ -181,17 +172,8 @@ PG_FUNCTION_INFO_V1(delaysched_tick_sql);
  * $1 door, $2/$3 deliver after (run_at, id), $4 before run_at, $5 now,
  * $6 at most this many, $7 park every notify type's tasks, $8 the HTTP
  * worker to lease http tasks to (NULL: park them all; see http_handoff.c).
- *
- * The ids are chosen first and the update goes by primary key: joining the
- * update to the chosen rows could plan a hash join over the partition.
- * Which http tasks are leased to the HTTP worker, sched._handoff_lease
- * says row by row, within the places reserved for the statement, giving
- * the same answer for a row every time it is asked.  The rows it does not
- * deliver it parks, in the same update: the transition is
- * DELAYSCHED_LEASE_OR_PARK (lease.h), written once for every delivery.
- * (Two updates, one for the leased rows and one for the rest, cost a
- * notify type's tick 40% more CPU, for the second update's start-up and
- * hash joins.)
+ * The ids are chosen first, in the range's (run_at, id) order; what is
+ * done with them is DELAYSCHED_DELIVER_PICKED (tick.h).
  */
 static const char deliver_sql[] =
 "WITH picked AS ("
@@ -200,28 +182,7 @@ static const char deliver_sql[] =
 "    AND t.run_at < $4 AND t.run_at <= $5"
 "  ORDER BY t.run_at, t.id LIMIT $6"
 "  FOR UPDATE SKIP LOCKED"
-"), kinds AS ("
-"  SELECT b.name, b.channel, b.ack_timeout, b.timeout, b.delivery = 'pull' AS pull, b.paused,"
-"         (b.rate_limit IS NOT NULL OR b.max_concurrency IS NOT NULL OR $7) AS limited,"
-"         b.delivery = 'http' AS http,"
-"         (b.delivery <> 'notify' OR b.paused OR b.rate_limit IS NOT NULL"
-"          OR b.max_concurrency IS NOT NULL OR $7) AS parks,"
-"         (b.delivery = 'http' AND NOT b.paused AND b.rate_limit IS NULL"
-"          AND b.max_concurrency IS NULL AND $8 IS NOT NULL) AS handable"
-"  FROM sched.biz b"
-"), taken AS ("
-"  UPDATE sched.%s t SET "
-DELAYSCHED_LEASE_OR_PARK("(NOT k.parks OR k.handable AND sched._handoff_lease(t.id))",
-						 "pg_catalog.clock_timestamp()",
-						 "CASE WHEN k.handable AND sched._handoff_lease(t.id)"
-						 " THEN sched._http_lease(k.timeout) ELSE k.ack_timeout END",
-						 "CASE WHEN k.handable AND sched._handoff_lease(t.id) THEN $8 END")
-"  FROM kinds k"
-"  WHERE t.id = ANY (ARRAY(SELECT picked.id FROM picked)) AND k.name = t.biz_type"
-"  RETURNING t.id, t.biz_type, t.run_at, t.payload, t.attempt, t.lease_until,"
-"            k.channel, k.pull, k.paused, k.limited, k.http, k.http AND t.state = 'd' AS handed,"
-"            t.schedule"
-") SELECT * FROM taken ORDER BY taken.run_at, taken.id";
+DELAYSCHED_DELIVER_PICKED("$7", "$8");
 
 /* $1 door, $2 at or after run_at, $3 before run_at. */
 static const char first_due_sql[] =
@@ -248,6 +209,7 @@ prepare_plans(void)
 		{
 			delaysched_free_plan(&plans.buckets[b].deliver);
 			delaysched_free_plan(&plans.buckets[b].first_due);
+			delaysched_free_plan(&plans.buckets[b].fair_deliver);
 		}
 		pfree(plans.buckets);
 		plans.buckets = NULL;
@@ -351,9 +313,29 @@ bucket_plans(int bucket)
 	return bp;
 }
 
+/* The fair walk's delivery statement of a bucket (fair_walk.c). */
+SPIPlanPtr
+delaysched_fair_plan(int bucket)
+{
+	BucketPlans *bp = &plans.buckets[bucket];
+
+	if (bp->fair_deliver == NULL)
+	{
+		char		partition[NAMEDATALEN];
+		Oid			types[] = {INT2OID, TEXTARRAYOID, INT4ARRAYOID, TIMESTAMPTZARRAYOID,
+		INT8ARRAYOID, TIMESTAMPTZOID, TIMESTAMPTZOID, BOOLOID, INT2OID};
+
+		snprintf(partition, sizeof(partition), "task_%04d", bucket);
+		bp->fair_deliver = delaysched_prepare_kept(psprintf(delaysched_fair_deliver_sql,
+															partition, partition),
+												   lengthof(types), types);
+	}
+	return bp->fair_deliver;
+}
+
 /* The start of t's second. */
-static TimestampTz
-second_of(TimestampTz t)
+TimestampTz
+delaysched_second_of(TimestampTz t)
 {
 	TimestampTz into = t % USECS_PER_SEC;
 
@@ -361,10 +343,10 @@ second_of(TimestampTz t)
 }
 
 /* The bucket of tasks due in t's second: what sched._bucket(t) computes. */
-static int
-bucket_of(TimestampTz t)
+int
+delaysched_bucket_of(TimestampTz t)
 {
-	int64		unix_seconds = second_of(t) / USECS_PER_SEC +
+	int64		unix_seconds = delaysched_second_of(t) / USECS_PER_SEC +
 		(int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY;
 
 	return (int) (((unix_seconds % plans.nbuckets) + plans.nbuckets) % plans.nbuckets);
@@ -425,18 +407,17 @@ fire_schedules(SPITupleTable *rows, uint64 nrows, int bucket, TimestampTz now,
 }
 
 /*
- * Deliver up to "limit" pending tasks of one bucket and range with
- * (run_at, id) > (after, after_id), run_at < before and run_at <= now, in
- * (run_at, id) order, skipping rows other transactions hold.  With
- * park_all every notify type's tasks are parked for the drain.  The
- * schedules whose firings it delivers make their next ones first.
+ * Run a delivery statement of the walk (plan, with its parameters; the HTTP
+ * worker's is number worker_param, counted from 0) that picks at most
+ * "limit" tasks of one bucket, and send what it delivered: the schedules
+ * whose firings it delivers make their next ones first.  hook, if given,
+ * sees the rows first.
  */
-static Delivered
-deliver(int bucket, int range, TimestampTz after, int64 after_id, TimestampTz before,
-		TimestampTz now, int limit, bool park_all)
+Delivered
+delaysched_run_delivery(SPIPlanPtr plan, Datum *values, char *nulls, int worker_param,
+						int limit, int bucket, TimestampTz now,
+						DeliveredRowsHook hook, void *arg)
 {
-	Datum		values[8];
-	char		nulls[8] = "        ";
 	Delivered	result = {0, 0, 0, 0, DT_NOEND};
 	TupleDesc	desc;
 	SPITupleTable *rows;
@@ -444,19 +425,14 @@ deliver(int bucket, int range, TimestampTz after, int64 after_id, TimestampTz be
 	FiringBatch firings;
 	int			handoff_worker = delaysched_handoff_reserve(limit);
 
-	values[0] = Int16GetDatum((int16) range);
-	values[1] = TimestampTzGetDatum(after);
-	values[2] = Int64GetDatum(after_id);
-	values[3] = TimestampTzGetDatum(before);
-	values[4] = TimestampTzGetDatum(now);
-	values[5] = Int32GetDatum(limit);
-	values[6] = BoolGetDatum(park_all);
-	values[7] = Int16GetDatum((int16) handoff_worker);
-	nulls[7] = handoff_worker < 0 ? 'n' : ' ';
-	if (SPI_execute_plan(bucket_plans(bucket)->deliver, values, nulls, false, 0) != SPI_OK_SELECT)
+	values[worker_param] = Int16GetDatum((int16) handoff_worker);
+	nulls[worker_param] = handoff_worker < 0 ? 'n' : ' ';
+	if (SPI_execute_plan(plan, values, nulls, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "the delivery statement of bucket %d failed", bucket);
 	rows = SPI_tuptable;
 	nrows = SPI_processed;
+	if (hook != NULL)
+		hook(rows, nrows, arg);
 
 	delaysched_firings_init(&firings);
 	fire_schedules(rows, nrows, bucket, now, &firings);
@@ -540,6 +516,30 @@ deliver(int bucket, int range, TimestampTz after, int64 after_id, TimestampTz be
 	return result;
 }
 
+/*
+ * Deliver up to "limit" pending tasks of one bucket and range with
+ * (run_at, id) > (after, after_id), run_at < before and run_at <= now, in
+ * (run_at, id) order, skipping rows other transactions hold.  With
+ * park_all every notify type's tasks are parked for the drain.
+ */
+static Delivered
+deliver(int bucket, int range, TimestampTz after, int64 after_id, TimestampTz before,
+		TimestampTz now, int limit, bool park_all)
+{
+	Datum		values[8];
+	char		nulls[8] = "        ";
+
+	values[0] = Int16GetDatum((int16) range);
+	values[1] = TimestampTzGetDatum(after);
+	values[2] = Int64GetDatum(after_id);
+	values[3] = TimestampTzGetDatum(before);
+	values[4] = TimestampTzGetDatum(now);
+	values[5] = Int32GetDatum(limit);
+	values[6] = BoolGetDatum(park_all);
+	return delaysched_run_delivery(bucket_plans(bucket)->deliver, values, nulls, 7,
+								   limit, bucket, now, NULL, NULL);
+}
+
 /* The earliest pending task of a range after (after, after_id), any bucket. */
 static bool
 first_pending(int range, TimestampTz after, int64 after_id, TimestampTz *run_at)
@@ -561,7 +561,7 @@ first_due_in_second(int range, TimestampTz from, TimestampTz before, TimestampTz
 	values[0] = Int16GetDatum((int16) range);
 	values[1] = TimestampTzGetDatum(from);
 	values[2] = TimestampTzGetDatum(before);
-	return delaysched_fetch_timestamp(bucket_plans(bucket_of(from))->first_due, values, run_at);
+	return delaysched_fetch_timestamp(bucket_plans(delaysched_bucket_of(from))->first_due, values, run_at);
 }
 
 /*
@@ -626,10 +626,10 @@ far_due(int range, TimestampTz horizon, TimestampTz now)
  * rest of the current second and in the next one, one partition each, and
  * only if both are empty by the far search.  DT_NOEND if none.
  */
-static TimestampTz
-next_due_after(int range, TimestampTz now, TimestampTz ticked_again_by)
+TimestampTz
+delaysched_next_due_after(int range, TimestampTz now, TimestampTz ticked_again_by)
 {
-	TimestampTz second = second_of(now);
+	TimestampTz second = delaysched_second_of(now);
 	TimestampTz horizon = second + 2 * USECS_PER_SEC;
 	TimestampTz found;
 
@@ -659,7 +659,7 @@ first_pending_before(int range, TimestampTz from, TimestampTz before, TimestampT
 		return false;
 	if (from > before - LATE_PROBE_SECONDS * USECS_PER_SEC)
 	{
-		for (TimestampTz second = second_of(from); second < before; second += USECS_PER_SEC)
+		for (TimestampTz second = delaysched_second_of(from); second < before; second += USECS_PER_SEC)
 			if (first_due_in_second(range, Max(from, second),
 									Min(second + USECS_PER_SEC, before), run_at))
 				return true;
@@ -679,7 +679,7 @@ walk(const TickRequest *request, TimestampTz pointer, int limit, TickResult *res
 {
 	int			range = request->range;
 	TimestampTz now = request->now;
-	TimestampTz now_second = second_of(now);
+	TimestampTz now_second = delaysched_second_of(now);
 	TimestampTz after;
 	int64		after_id;
 	TimestampTz first_lease = DT_NOEND;
@@ -699,7 +699,7 @@ walk(const TickRequest *request, TimestampTz pointer, int limit, TickResult *res
 
 	for (int walked = 0;; walked++)
 	{
-		TimestampTz second = second_of(after);
+		TimestampTz second = delaysched_second_of(after);
 		int			room = limit - taken;
 		Delivered	d;
 
@@ -726,7 +726,7 @@ walk(const TickRequest *request, TimestampTz pointer, int limit, TickResult *res
 				result->next_due = found ? next : DT_NOEND;
 				break;
 			}
-			second = second_of(next);
+			second = delaysched_second_of(next);
 			if (after < second)
 			{
 				after = second;
@@ -734,7 +734,12 @@ walk(const TickRequest *request, TimestampTz pointer, int limit, TickResult *res
 			}
 		}
 
-		d = deliver(bucket_of(second), range, after, after_id, second + USECS_PER_SEC,
+		/*
+		 * A statement takes a step at most: more than that due in one range
+		 * at once is a backlog, shared out fairly from the next tick on.
+		 */
+		room = Min(room, Max(request->step, 1));
+		d = deliver(delaysched_bucket_of(second), range, after, after_id, second + USECS_PER_SEC,
 					now, room, request->park_all);
 		taken += d.count;
 		result->delivered += d.notified;
@@ -747,9 +752,13 @@ walk(const TickRequest *request, TimestampTz pointer, int limit, TickResult *res
 
 		if (d.count >= room)
 		{
-			/* A full batch: more may be due in this second. */
+			/*
+			 * A full batch: more may be due in this second, and from here on
+			 * the range's due tasks are shared out by type (fair_walk.c).
+			 */
 			new_pointer = Max(new_pointer, second);
 			result->next_due = now;
+			result->cursor.fair = true;
 			break;
 		}
 		if (second < now_second)
@@ -767,14 +776,25 @@ walk(const TickRequest *request, TimestampTz pointer, int limit, TickResult *res
 		}
 		/* The current second, drained up to now. */
 		new_pointer = Max(new_pointer, second);
-		result->next_due = next_due_after(range, now, request->ticked_again_by);
+		result->next_due = delaysched_next_due_after(range, now, request->ticked_again_by);
 		break;
 	}
 
 	result->cursor.valid = true;
 	result->cursor.run_at = after;
 	result->cursor.id = after_id;
+	delaysched_move_pointer(range, pointer, new_pointer, result);
+	return first_lease;
+}
 
+/*
+ * Record the range's new pointer, if it moved on from "pointer", and put it
+ * in *result.
+ */
+void
+delaysched_move_pointer(int range, TimestampTz pointer, TimestampTz new_pointer,
+						TickResult *result)
+{
 	if (new_pointer > pointer)
 	{
 		Datum		values[2];
@@ -784,8 +804,7 @@ walk(const TickRequest *request, TimestampTz pointer, int limit, TickResult *res
 		if (SPI_execute_plan(plans.move_pointer, values, NULL, false, 0) != SPI_OK_UPDATE)
 			elog(ERROR, "could not move the time pointer of range %d", range);
 	}
-	result->time_pointer = new_pointer;
-	return first_lease;
+	result->time_pointer = Max(new_pointer, pointer);
 }
 
 /*
@@ -819,9 +838,9 @@ deliver_late(const TickRequest *request, TimestampTz pointer, int limit,
 			break;
 		if (seconds == 0)
 			*late_from = next;
-		second = second_of(next);
+		second = delaysched_second_of(next);
 		after = Max(after, second);
-		d = deliver(bucket_of(second), range, after, -1,
+		d = deliver(delaysched_bucket_of(second), range, after, -1,
 					Min(second + USECS_PER_SEC, pointer), now, limit - n, request->park_all);
 		n += d.count;
 		*notified += d.notified;
@@ -857,6 +876,7 @@ delaysched_tick(const TickRequest *request, TickResult *result)
 	Datum		values[6];
 	TimestampTz pointer;
 	TimestampTz first_lease = DT_NOEND;
+	TimestampTz walked_lease;
 	int			late = 0;
 
 	memset(result, 0, sizeof(*result));
@@ -886,7 +906,12 @@ delaysched_tick(const TickRequest *request, TickResult *result)
 	if (request->sweep)
 		late = deliver_late(request, pointer, request->batch, &result->delivered, &first_lease,
 							&result->late_from);
-	first_lease = Min(first_lease, walk(request, pointer, request->batch - late, result));
+	/* (Not inside Min(), a macro: it would walk twice.) */
+	if (request->cursor.fair)
+		walked_lease = delaysched_fair_walk(request, pointer, request->batch - late, result);
+	else
+		walked_lease = walk(request, pointer, request->batch - late, result);
+	first_lease = Min(first_lease, walked_lease);
 
 	/*
 	 * The leases this tick granted: the worker must look again when the
@@ -961,9 +986,10 @@ delaysched_tick(const TickRequest *request, TickResult *result)
 		else if (first <= request->now)
 		{
 			/* Leases ran out: when does the next? */
-			result->next_sweep = Min(result->next_sweep,
-									 lease_between(plans.next_lease, request->range,
-												   request->now, sweep_end));
+			TimestampTz next_lease = lease_between(plans.next_lease, request->range,
+												   request->now, sweep_end);
+
+			result->next_sweep = Min(result->next_sweep, next_lease);
 		}
 	}
 
@@ -997,12 +1023,16 @@ delaysched_tick_sql(PG_FUNCTION_ARGS)
 	request.range = PG_GETARG_INT16(0);
 	request.now = PG_GETARG_TIMESTAMPTZ(1);
 	request.batch = PG_GETARG_INT32(2);
+	request.step = request.batch;
 	request.sweep = PG_GETARG_BOOL(3);
 	request.retention_s = PG_GETARG_INT32(4);
 	request.dead_retention_s = PG_GETARG_INT32(5);
 	request.cursor.valid = !PG_ARGISNULL(6) && !PG_ARGISNULL(7);
 	request.cursor.run_at = request.cursor.valid ? PG_GETARG_TIMESTAMPTZ(6) : 0;
 	request.cursor.id = request.cursor.valid ? PG_GETARG_INT64(7) : 0;
+	/* (SQL's ticks always walk: the fair shares are the workers'.) */
+	request.cursor.fair = false;
+	request.cursor.nlanes = 0;
 	request.park_all = !PG_ARGISNULL(8) && PG_GETARG_BOOL(8);
 	/* Always a full sweep, and the far search when it is asked. */
 	request.ticked_again_by = DT_NOEND;

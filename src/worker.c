@@ -256,6 +256,16 @@ delaysched_setup_worker_session(void)
 	SetConfigOption("plan_cache_mode", "force_generic_plan", PGC_SUSET, PGC_S_OVERRIDE);
 
 	/*
+	 * A generic plan is made once and kept until the table's statistics
+	 * change.  Made while a partition looks empty (a new install, before
+	 * autovacuum has analysed it), it scans the partition whole where an
+	 * index was meant, which costs nothing then, and 25 ms per sweep once
+	 * 300,000 tasks are due in it.  Every statement of the workers is written
+	 * for an index; let the planner take one whatever the statistics say.
+	 */
+	SetConfigOption("enable_seqscan", "off", PGC_SUSET, PGC_S_OVERRIDE);
+
+	/*
 	 * A generic plan over a large partition is estimated at millions of rows,
 	 * which would make JIT compile the tick's statements every time: half a
 	 * second per tick for a statement that runs in a few milliseconds.
