@@ -1,0 +1,133 @@
+# Fair shares without configuration: one type's backlog does not delay
+# another type's tasks, the backlogged type still drains at its own pace, and
+# weights set the shares of two backlogged types.  No rate limit and no
+# global cap anywhere: the defaults.
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::Bin/../perl";
+use DelayschedTest;
+use Test::More;
+use Time::HiRes qw(time usleep);
+
+my $node = DelayschedTest::new_node('fairness');
+
+# The types keep their deliveries for an hour (nothing acknowledges them
+# here): no lease runs out and nothing is delivered twice meanwhile.
+$node->safe_psql('postgres', q{
+	SELECT sched.define_biz(t, ack_timeout => '1 hour')
+	FROM unnest(ARRAY['alone', 'bulk', 'neighbour']) AS t;
+	SELECT sched.define_biz('heavy', ack_timeout => '1 hour', weight => 3);
+	SELECT sched.define_biz('light', ack_timeout => '1 hour', weight => 1);
+});
+
+my $bulk_size = 300_000;
+
+# A time far enough ahead that adding $bulk_size tasks is over before it.
+sub due_at
+{
+	my ($seconds) = @_;
+	return $node->safe_psql('postgres',
+		"SELECT date_trunc('second', clock_timestamp()) + interval '$seconds seconds'");
+}
+
+# Add $n tasks of $type all due at $at; fail the test if that took until $at.
+sub add_burst
+{
+	my ($type, $n, $at) = @_;
+	$node->safe_psql('postgres', qq{
+		SELECT count(*) FROM sched.add_many('$type', array_fill('$at'::timestamptz, ARRAY[$n]))});
+	my $early = $node->safe_psql('postgres', "SELECT clock_timestamp() < '$at'::timestamptz");
+	is($early, 't', "the $n tasks of $type were added before they were due");
+}
+
+# Seconds from $at to the last delivery of $type, once all $n are delivered.
+sub drain_seconds
+{
+	my ($type, $n, $at) = @_;
+	ok(DelayschedTest::poll_until($node, qq{
+		SELECT count(*) FROM sched.task WHERE biz_type = '$type' AND state = 'd'}, $n, 120),
+		"all $n tasks of $type were delivered");
+	return $node->safe_psql('postgres', qq{
+		SELECT extract(epoch FROM max(delivered_at) - '$at'::timestamptz)
+		FROM sched.task WHERE biz_type = '$type'});
+}
+
+# --- the backlogged type alone: its pace, the yardstick below ---
+my $alone_at = due_at(20);
+add_burst('alone', $bulk_size, $alone_at);
+my $alone_s = drain_seconds('alone', $bulk_size, $alone_at);
+note(sprintf "alone: %d tasks in %.2f s (%.0f/s)", $bulk_size, $alone_s, $bulk_size / $alone_s);
+
+# --- the same backlog with a neighbour due 20 times a second meanwhile ---
+my $bulk_at = due_at(20);
+add_burst('bulk', $bulk_size, $bulk_at);
+# The neighbour's tasks: one every 50 ms from the burst's instant for as
+# long as the backlog took alone, twice over (the burst may drain slower).
+my $neighbours = int(2 * $alone_s * 20) + 20;
+$node->safe_psql('postgres', qq{
+	SELECT count(*) FROM sched.add_many('neighbour',
+		ARRAY(SELECT '$bulk_at'::timestamptz + g * interval '50 milliseconds'
+			  FROM generate_series(0, $neighbours - 1) g))});
+
+my $listener = DelayschedTest::Listener->start($node, 'postgres', [], 'neighbour');
+my $bulk_s = drain_seconds('bulk', $bulk_size, $bulk_at);
+my @got = $listener->wait_for($neighbours, 60);
+$listener->stop;
+is(scalar @got, $neighbours, 'every neighbour task arrived');
+
+# The neighbour's tasks due while the backlog drained.
+my $bulk_at_us = $node->safe_psql('postgres', "SELECT extract(epoch FROM '$bulk_at'::timestamptz) * 1e6");
+my @during = map { $_->{late_us} / 1000 }
+	grep { $_->{run_at_us} <= $bulk_at_us + $bulk_s * 1e6 } @got;
+cmp_ok(scalar @during, '>=', 20, 'at least 20 neighbour tasks fell due while the backlog drained');
+my $p99 = DelayschedTest::percentile(0.99, @during);
+my $max = DelayschedTest::percentile(1, @during);
+note(sprintf "neighbour lateness while %d tasks drained: p50 %.1f ms, p99 %.1f ms, max %.1f ms",
+	$bulk_size, DelayschedTest::percentile(0.5, @during), $p99, $max);
+cmp_ok($p99, '<', 50, "the neighbour's lateness p99 stays under 50 ms while the backlog drains");
+note(sprintf "backlog beside the neighbour: %.2f s (%.0f/s), alone %.2f s",
+	$bulk_s, $bulk_size / $bulk_s, $alone_s);
+cmp_ok($alone_s / $bulk_s, '>=', 0.8,
+	'the backlog drains at its own pace beside the neighbour (at least 0.8x its pace alone)');
+
+# --- weights 3 and 1: both backlogged, 3:1 every second ---
+my $weights_at = due_at(20);
+add_burst('heavy', 200_000, $weights_at);
+add_burst('light', 200_000, $weights_at);
+drain_seconds('heavy', 200_000, $weights_at);
+drain_seconds('light', 200_000, $weights_at);
+
+# Whole seconds from the first delivery while heavy still had tasks left.
+my @seconds = split /\n/, $node->safe_psql('postgres', qq{
+	WITH d AS (
+		SELECT biz_type, delivered_at FROM sched.task WHERE biz_type IN ('heavy', 'light')
+	), span AS (
+		SELECT min(delivered_at) AS first,
+			   (SELECT max(delivered_at) FROM d WHERE biz_type = 'heavy') AS heavy_done
+		FROM d
+	)
+	SELECT count(*) FILTER (WHERE d.biz_type = 'heavy') || ' ' || count(*) FILTER (WHERE d.biz_type = 'light')
+	FROM span, generate_series(0, 60) AS k, d
+	WHERE span.first + (k + 1) * interval '1 second' <= span.heavy_done
+	  AND d.delivered_at >= span.first + k * interval '1 second'
+	  AND d.delivered_at < span.first + (k + 1) * interval '1 second'
+	GROUP BY k ORDER BY k});
+cmp_ok(scalar @seconds, '>=', 1, 'both weighted types were backlogged for at least a whole second');
+for my $i (0 .. $#seconds)
+{
+	my ($heavy, $light) = split / /, $seconds[$i];
+	my $ratio = $light > 0 ? $heavy / $light : 1e9;
+	note("second $i: heavy $heavy, light $light");
+	cmp_ok(abs($ratio - 3) / 3, '<=', 0.10,
+		sprintf("second %d: weights 3 and 1 gave a ratio of %.2f (3 +- 10%%)", $i, $ratio));
+}
+
+# Order within a type stays run_at order within a range: the neighbour's.
+my ($ranges, $disorder) = DelayschedTest::out_of_order_within_ranges($node, @got);
+cmp_ok($ranges, '>', 1, 'the neighbour used several ranges');
+is($disorder, 0, "the neighbour's tasks arrived in run_at order within each range");
+
+$node->stop;
+done_testing();
