@@ -14,7 +14,7 @@
 #   lateness-<workload>.svg   lateness CDF per system (idle, steady, pending,
 #                    xmin-free, xmin-held)
 #   lateness-xmin-time.svg    p99 lateness per 10 s of the xmin runs
-#   lateness-<workload>.svg   lateness CDF per system (idle, steady, pending)
+#   lateness-neighbour.svg    the neighbour workload: both types' lateness over time
 #   rate-<workload>.svg       deliveries per 100 ms after the due time (bursts)
 #
 # The headline figure is deliveries per second for bursts, enqueued tasks per
@@ -30,17 +30,17 @@ csv=$dir/results.csv
 # CSV: system,workload,tasks,received,enqueue/s,drain s,deliver/s,p50,p90,p99,max,cpu,dead
 awk -F, -v md="$dir/comparison.md" '
 	function metric(label) {
-		if (label ~ /^burst/) return "deliver/s"
+		if (label ~ /^burst/ || label == "neighbour") return "deliver/s"
 		if (label ~ /^enqueue/) return "enqueue/s"
 		return "p99 ms"
 	}
 	function value(s, label) {
-		if (label ~ /^burst/) return rate[s, label]
+		if (label ~ /^burst/ || label == "neighbour") return rate[s, label]
 		if (label ~ /^enqueue/) return enq[s, label]
 		return p99[s, label]
 	}
 	function shown(v, label) {
-		return (label ~ /^(burst|enqueue)/) ? sprintf("%.0f", v) : sprintf("%.1f", v)
+		return (label ~ /^(burst|enqueue)/ || label == "neighbour") ? sprintf("%.0f", v) : sprintf("%.1f", v)
 	}
 	{
 		if (!($2 in seen)) { labels[++nl] = $2; seen[$2] = 1 }
@@ -66,7 +66,7 @@ awk -F, -v md="$dir/comparison.md" '
 				v = value(s, label)
 				ratio = (has["delaysched", label] && v > 0 && s != "delaysched") ? sprintf("%.3g", mine / v) : "-"
 				printf "%-14s %-10s %-24s %12s %9s %7s %22s %s\n", label, metric(label), s, shown(v, label),
-					(label ~ /^(burst|enqueue)/) ? "-" : sprintf("%.1f", p50[s, label]),
+					(label ~ /^(burst|enqueue)/ || label == "neighbour") ? "-" : sprintf("%.1f", p50[s, label]),
 					(cpu[s, label] >= 0 ? cpu[s, label] : "-"), ratio, short[s, label]
 				printf " %s%s%s |", shown(v, label), (ratio != "-" ? " (" ratio "×)" : ""),
 					(short[s, label] != "" ? ", " short[s, label] : "") > md
@@ -164,6 +164,26 @@ for w in burst50k burst500k; do
 done
 # A held horizon over time: p99 lateness of each 10 s of the xmin runs, so
 # that a cost growing with the hold shows as a slope.
+if ls "$dir/receipts/neighbour--"*.dat >/dev/null 2>&1; then
+	series=""
+	for f in "$dir/receipts/neighbour--delaysched.dat" "$dir/receipts/neighbour--raw.dat"; do
+		[ -s "$f" ] || continue
+		name=$(head -1 "$f" | awk '{ print $2 }')
+		series="$series${series:+, }'$f' every 50 using 1:2 with points pointtype 7 pointsize 0.3 title '$name: the burst (every 50th)'"
+		[ -s "$f.n" ] && series="$series, '$f.n' using 1:2 with linespoints pointtype 7 pointsize 0.6 title '$name: the neighbour'"
+	done
+	gnuplot <<-GP
+		$style
+		set output "$dir/lateness-neighbour.svg"
+		set title "300,000 tasks of one type due at once, another type due 20 times a second"
+		set xlabel "seconds after the burst's due time"
+		set ylabel "lateness at the consumer (ms, log scale)"
+		set logscale y
+		set yrange [0.1:*]
+		set key top left
+		plot $series
+	GP
+fi
 if ls "$dir/receipts/xmin-"*.dat >/dev/null 2>&1; then
 	series=""
 	for f in "$dir/receipts/xmin-"*.dat; do

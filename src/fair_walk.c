@@ -11,13 +11,15 @@
  * backlog, seconds, whatever its type.  In fair shares it waits for one
  * statement.
  *
- * When.  A walk statement that comes back with a whole batch (there may be
- * more due than it took) marks the range's cursor fair (tick.c), and the
- * range's ticks come here until one finds every type's due tasks delivered
- * up to now, which hands the range back to the walk.  A range with less due
- * than a batch never comes here, and a type alone gets the whole batch (the
- * second round below), so fairness costs nothing without contention but
- * the statement a type with nothing due spends looking.
+ * When.  A walk statement takes a step at most (the batch spread over the
+ * ranges a worker takes in turn); one that comes back full (there may be
+ * more due than it took: a backlog) marks the range's cursor fair (tick.c).
+ * The range's next ticks come here while more than one type has pending
+ * tasks (the statistics' gauges say so), until one finds every type's due
+ * tasks delivered up to now, which hands the range back to the walk.  With
+ * one type alone the walk serves the backlog a whole batch a statement, as
+ * before there were fair shares: fairness costs a type alone nothing but
+ * the read of the types at each tick of a backlog.
  *
  * How.  The types are read from sched.biz, with their weights.  Each has a
  * place, (run_at, id): its tasks of the range before it are handled.  The
@@ -31,8 +33,10 @@
  * that fills its share stops there.  When the seconds up to now are walked
  * and the batch is not used up, what is left is shared again among the
  * types that filled their shares, FAIR_ROUNDS times at most: so with weights
- * 3 and 1 two backlogged types get 750 and 250 of a batch of 1,000, and a
- * backlogged type beside one with 2 tasks due gets 998.
+ * 3 and 1 two backlogged types get 750 and 250 of a step of 1,000, and a
+ * backlogged type beside one with 2 tasks due gets 998.  A tick takes a step
+ * in all, not a batch: a neighbour's due task waits for the workers to come
+ * back to its range, which they do after ranges / workers ticks.
  *
  * Order.  Within a type, a range's tasks go out in (run_at, id) order, as
  * the walk sends them; across types, by share.
@@ -430,33 +434,33 @@ keep_places(FairTick *tick, TickResult *result)
 /*
  * A tick's walk in fair shares (see the file header), taking at most
  * "limit" rows; as walk() in tick.c, adds to delivered and fills
- * time_pointer, next_due and cursor of *result, and returns the earliest
- * lease granted.
+ * time_pointer, next_due and cursor of *result, and sets *first_lease to the
+ * earliest lease granted.  Returns false, having done nothing, when no other
+ * type than one has tasks pending: the walk then serves the backlog alone.
  */
-TimestampTz
+bool
 delaysched_fair_walk(const TickRequest *request, TimestampTz pointer, int limit,
-					 TickResult *result)
+					 TickResult *result, TimestampTz *first_lease)
 {
 	FairTick	tick = {0};
-	TimestampTz first_lease = DT_NOEND;
 	TimestampTz now_second = delaysched_second_of(request->now);
 	TimestampTz new_pointer = now_second;
-	int			room = limit;
+	int			room = Min(limit, Max(request->step, 1));
 	bool		wanting = false;
 	static int	rotation = 0;
 
 	/*
-	 * While other types have tasks waiting, a step per tick, so that their
-	 * due tasks in every range are reached soon; a type alone takes the
-	 * whole batch.
+	 * A step per tick, so that the other types' due tasks in every range are
+	 * reached soon.
 	 */
-	if (read_types(&tick) > 1)
-		room = Min(room, Max(request->step, 1));
+	if (read_types(&tick) <= 1)
+		return false;
+	*first_lease = DT_NOEND;
 	tick.rotation = rotation;
 	start_places(&tick, &request->cursor, pointer);
 	for (int round = 0; round < FAIR_ROUNDS && room > 0; round++)
 	{
-		int			taken = fair_round(&tick, request, room, &first_lease, &result->delivered);
+		int			taken = fair_round(&tick, request, room, first_lease, &result->delivered);
 
 		room -= taken;
 		if (taken == 0)
@@ -490,5 +494,5 @@ delaysched_fair_walk(const TickRequest *request, TimestampTz pointer, int limit,
 													 request->ticked_again_by);
 	}
 	delaysched_move_pointer(request->range, pointer, new_pointer, result);
-	return first_lease;
+	return true;
 }

@@ -670,12 +670,13 @@ first_pending_before(int range, TimestampTz from, TimestampTz before, TimestampT
 
 /*
  * Walk the range's pointer up to now (see the file header), taking at most
- * "limit" rows (delivered, or parked for a paused type); adds to delivered
- * and fills time_pointer, next_due and cursor of *result, and returns the
- * earliest lease granted.
+ * "limit" rows (delivered, or parked for a paused type), at most "per_statement"
+ * in one statement; adds to delivered and fills time_pointer, next_due and
+ * cursor of *result, and returns the earliest lease granted.
  */
 static TimestampTz
-walk(const TickRequest *request, TimestampTz pointer, int limit, TickResult *result)
+walk(const TickRequest *request, TimestampTz pointer, int limit, int per_statement,
+	 TickResult *result)
 {
 	int			range = request->range;
 	TimestampTz now = request->now;
@@ -734,11 +735,7 @@ walk(const TickRequest *request, TimestampTz pointer, int limit, TickResult *res
 			}
 		}
 
-		/*
-		 * A statement takes a step at most: more than that due in one range
-		 * at once is a backlog, shared out fairly from the next tick on.
-		 */
-		room = Min(room, Max(request->step, 1));
+		room = Min(room, Max(per_statement, 1));
 		d = deliver(delaysched_bucket_of(second), range, after, after_id, second + USECS_PER_SEC,
 					now, room, request->park_all);
 		taken += d.count;
@@ -753,8 +750,9 @@ walk(const TickRequest *request, TimestampTz pointer, int limit, TickResult *res
 		if (d.count >= room)
 		{
 			/*
-			 * A full batch: more may be due in this second, and from here on
-			 * the range's due tasks are shared out by type (fair_walk.c).
+			 * A full statement: more may be due in this second, a backlog,
+			 * which the next ticks share out by type if other types wait
+			 * (fair_walk.c).
 			 */
 			new_pointer = Max(new_pointer, second);
 			result->next_due = now;
@@ -906,11 +904,17 @@ delaysched_tick(const TickRequest *request, TickResult *result)
 	if (request->sweep)
 		late = deliver_late(request, pointer, request->batch, &result->delivered, &first_lease,
 							&result->late_from);
-	/* (Not inside Min(), a macro: it would walk twice.) */
-	if (request->cursor.fair)
-		walked_lease = delaysched_fair_walk(request, pointer, request->batch - late, result);
-	else
-		walked_lease = walk(request, pointer, request->batch - late, result);
+	/*
+	 * After a backlog, in fair shares while other types wait, else a whole
+	 * batch a statement; otherwise a step a statement, so that the first
+	 * statement of a burst does not keep the other ranges waiting for a
+	 * whole batch (see "The walk" above).  (Not inside Min(), a macro: it
+	 * would walk twice.)
+	 */
+	if (!request->cursor.fair ||
+		!delaysched_fair_walk(request, pointer, request->batch - late, result, &walked_lease))
+		walked_lease = walk(request, pointer, request->batch - late,
+							request->cursor.fair ? request->batch : request->step, result);
 	first_lease = Min(first_lease, walked_lease);
 
 	/*

@@ -29,7 +29,7 @@ typedef struct FairLane
  * Where a range's previous tick stopped delivering: the walk resumes after
  * it while it is at or after the range's pointer.
  *
- * In fair shares (fair is set: more was due than one statement delivers),
+ * After a backlog (fair is set: more was due than one statement delivers),
  * run_at and id are the place of the type furthest behind, every type's
  * tasks before it are handled, and the lanes give the places of the types
  * furthest ahead; reach is the furthest of them all.  A task reported at
@@ -53,10 +53,10 @@ typedef struct TickRequest
 	int			batch;			/* at most this many deliveries per step */
 
 	/*
-	 * At most this many per statement of the walk, and per tick in fair
-	 * shares while other types wait (fair_walk.c): the batch spread over
-	 * the ranges a worker takes in turn, so that each range is visited
-	 * again within about one batch's time.
+	 * At most this many per statement of the walk outside a backlog, and
+	 * per tick in fair shares (fair_walk.c): the batch spread over the
+	 * ranges a worker takes in turn, so that each range is visited again
+	 * within about one batch's time.
 	 */
 	int			step;
 	bool		sweep;			/* also the backstop work (see tick.c) */
@@ -172,8 +172,8 @@ extern void delaysched_move_pointer(int range, TimestampTz pointer, TimestampTz 
 									TickResult *result);
 extern TimestampTz delaysched_next_due_after(int range, TimestampTz now,
 											 TimestampTz ticked_again_by);
-extern TimestampTz delaysched_fair_walk(const TickRequest *request, TimestampTz pointer,
-										int limit, TickResult *result);
+extern bool delaysched_fair_walk(const TickRequest *request, TimestampTz pointer,
+								 int limit, TickResult *result, TimestampTz *first_lease);
 extern void delaysched_tick(const TickRequest *request, TickResult *result);
 extern Datum delaysched_tick_sql(PG_FUNCTION_ARGS);
 

@@ -5,7 +5,7 @@
  *		every receipt, and prints one result row (and a CSV line).
  *
  *	usage: dsbench --system delaysched|raw
- *				   --workload burst|steady|idle|pending|enqueue
+ *				   --workload burst|neighbour|steady|idle|pending|enqueue
  *				   [--size N] [--rate R] [--seconds S] [--pending N] [--batch N]
  *				   [--rate-limit R [--burst B]] [--hold snapshot|xid] [--ack-timeout S]
  *				   [--type NAME] [--label NAME] [--name NAME] [--csv FILE] [--receipts FILE]
@@ -22,6 +22,13 @@
  * Workloads:
  *	 burst    SIZE tasks (default 50,000) due at the same instant, 2 s
  *			  (plus 20 us a task) after the insert starts
+ *	 neighbour  the burst (SIZE, default 300,000) and, beside it, a second
+ *			  type ("neighbour"; in the raw table, tasks whose payload says
+ *			  so) due RATE times a second (default 20) for SECONDS (default
+ *			  10) from the burst's due time: one type's backlog against
+ *			  another's punctuality.  Two result rows: the burst's
+ *			  (label), and the neighbour's lateness (label-n); --receipts
+ *			  writes the neighbour's to FILE.n
  *	 steady   RATE tasks/s (default 300) for SECONDS (default 30), each due
  *			  1 to 5 s after it is added
  *	 idle     SIZE tasks (default 200) scattered over SECONDS (default 20)
@@ -96,6 +103,7 @@ typedef struct Options
 	const char *hold;			/* NULL, "snapshot" or "xid": see --hold */
 	long		ack_timeout_s;	/* delaysched's ack_timeout */
 	const char *type;			/* delaysched's type and channel; see --type */
+	bool		rate_given;		/* --rate was given */
 } Options;
 
 static void
@@ -150,6 +158,15 @@ is_raw(const Options *o)
 	return strcmp(o->system, "raw") == 0;
 }
 
+static bool
+is_neighbour(const Options *o)
+{
+	return strcmp(o->workload, "neighbour") == 0;
+}
+
+/* The neighbour workload's second type, and its channel. */
+#define NEIGHBOUR_TYPE "neighbour"
+
 /*
  * Every message carries the run_at as microseconds since the epoch in the
  * payload ("due"), so that both systems are measured the same way.
@@ -192,32 +209,47 @@ prepare_system(PGconn *conn, const Options *o)
 			snprintf(sql, sizeof(sql), "SELECT sched.define_biz('%s', ack_timeout => '%ld s')",
 					 o->type, o->ack_timeout_s);
 		exec_or_die(conn, sql);
+		if (is_neighbour(o))
+		{
+			snprintf(sql, sizeof(sql), "SELECT sched.define_biz('%s', ack_timeout => '%ld s')",
+					 NEIGHBOUR_TYPE, o->ack_timeout_s);
+			exec_or_die(conn, sql);
+		}
 	}
 }
 
 /*
  * Schedule n tasks in one statement, the i-th (from 0) due at first + i *
  * step epoch microseconds: a burst when step is 0, a spread otherwise.
+ * neighbour: of the neighbour workload's second type (raw: marked "n" in
+ * the payload).
  */
 static void
-schedule_batch(PGconn *conn, const Options *o, long n, usec_t first, usec_t step)
+schedule_tasks(PGconn *conn, const Options *o, long n, usec_t first, usec_t step,
+			   bool neighbour)
 {
 	char		sql[1024];
 
 	if (is_raw(o))
 		snprintf(sql, sizeof(sql),
 				 "INSERT INTO bench_raw (run_at, payload)"
-				 " SELECT to_timestamp(d / 1e6), jsonb_build_object('due', d)"
+				 " SELECT to_timestamp(d / 1e6), jsonb_build_object('due', d%s)"
 				 " FROM (SELECT %lld + %lld::bigint * g AS d FROM generate_series(0, %ld - 1) g) s",
-				 first, step, n);
+				 neighbour ? ", 'n', 1" : "", first, step, n);
 	else
 		snprintf(sql, sizeof(sql),
 				 "WITH s AS (SELECT array_agg(to_timestamp(d / 1e6)) AS run_at,"
 				 "  array_agg(jsonb_build_object('due', d)) AS payload"
 				 "  FROM (SELECT %lld + %lld::bigint * g AS d FROM generate_series(0, %ld - 1) g) x)"
 				 " SELECT count(*) FROM s, sched.add_many('%s', s.run_at, s.payload)",
-				 first, step, n, o->type);
+				 first, step, n, neighbour ? NEIGHBOUR_TYPE : o->type);
 	exec_or_die(conn, sql);
+}
+
+static void
+schedule_batch(PGconn *conn, const Options *o, long n, usec_t first, usec_t step)
+{
+	schedule_tasks(conn, o, n, first, step, false);
 }
 
 /* Schedule one task due at the given epoch microseconds. */
@@ -330,6 +362,12 @@ send_acks(PGconn *ack_conn, Receipts *r)
 	r->ack_pending = 0;
 }
 
+/* The neighbour workload's second type's receipts, and how many are due. */
+static Receipts *neighbour_receipts = NULL;
+static long neighbour_expected = 0;
+
+static void queue_ack(Receipts *r, const char *payload, usec_t at);
+
 static void
 note_receipt(Receipts *r, const char *payload, usec_t at, bool ack)
 {
@@ -348,24 +386,28 @@ note_receipt(Receipts *r, const char *payload, usec_t at, bool ack)
 	if (r->first == 0)
 		r->first = at;
 	r->last = at;
-
 	if (ack)
-	{
-		const char *id = json_value(payload, "id");
-		char		buf[32];
-		int			len;
+		queue_ack(r, payload, at);
+}
 
-		len = snprintf(buf, sizeof(buf), "%s%lld", r->ack_len ? "," : "", atoll(id));
-		if (r->ack_len + len + 1 > r->ack_cap)
-		{
-			r->ack_cap = (r->ack_cap + len + 1) * 2;
-			r->ack_ids = realloc(r->ack_ids, r->ack_cap);
-		}
-		memcpy(r->ack_ids + r->ack_len, buf, len + 1);
-		r->ack_len += len;
-		if (r->ack_pending++ == 0)
-			r->ack_since = at;
+/* Add a task's id to r's next sched.ack_many. */
+static void
+queue_ack(Receipts *r, const char *payload, usec_t at)
+{
+	const char *id = json_value(payload, "id");
+	char		buf[32];
+	int			len;
+
+	len = snprintf(buf, sizeof(buf), "%s%lld", r->ack_len ? "," : "", atoll(id));
+	if (r->ack_len + len + 1 > r->ack_cap)
+	{
+		r->ack_cap = (r->ack_cap + len + 1) * 2;
+		r->ack_ids = realloc(r->ack_ids, r->ack_cap);
 	}
+	memcpy(r->ack_ids + r->ack_len, buf, len + 1);
+	r->ack_len += len;
+	if (r->ack_pending++ == 0)
+		r->ack_since = at;
 }
 
 /*
@@ -378,7 +420,9 @@ receive(PGconn *listen_conn, PGconn *ack_conn, Receipts *r, long expected,
 {
 	usec_t		next_progress = now_us() + 1000000;
 
-	while (r->count < expected && now_us() < deadline)
+	while ((r->count < expected ||
+			(neighbour_receipts != NULL && neighbour_receipts->count < neighbour_expected)) &&
+		   now_us() < deadline)
 	{
 		int			sock = PQsocket(listen_conn);
 		fd_set		input;
@@ -393,7 +437,19 @@ receive(PGconn *listen_conn, PGconn *ack_conn, Receipts *r, long expected,
 			die("receive", listen_conn);
 		while ((n = PQnotifies(listen_conn)) != NULL)
 		{
-			note_receipt(r, n->extra, now_us(), ack);
+			usec_t		at = now_us();
+
+			/* The neighbour's tasks: on their own channel, or marked in the raw table. */
+			if (neighbour_receipts != NULL &&
+				(strcmp(n->relname, NEIGHBOUR_TYPE) == 0 || json_value(n->extra, "n") != NULL))
+			{
+				/* Acknowledged in the same batches as the others. */
+				note_receipt(neighbour_receipts, n->extra, at, false);
+				if (ack)
+					queue_ack(r, n->extra, at);
+			}
+			else
+				note_receipt(r, n->extra, at, ack);
 			PQfreemem(n);
 		}
 		if (ack)
@@ -748,6 +804,7 @@ run_delivery_workload(const Options *o)
 	PGconn	   *listen_conn = connect_or_die(o->conninfo);
 	PGconn	   *ack_conn = connect_or_die(o->conninfo);
 	Receipts	r;
+	Receipts	neighbour;
 	Measures	m = {0, 0, -1, 0, -1};
 	pid_t		baseline = 0;
 	pid_t		producer = 0;
@@ -758,6 +815,7 @@ run_delivery_workload(const Options *o)
 	bool		ack = !is_raw(o);
 
 	memset(&r, 0, sizeof(r));
+	memset(&neighbour, 0, sizeof(neighbour));
 	prepare_system(setup, o);
 	if (strcmp(o->workload, "pending") == 0)
 		add_pending_load(setup, o);
@@ -766,6 +824,8 @@ run_delivery_workload(const Options *o)
 
 		snprintf(listen, sizeof(listen), "LISTEN %s", is_raw(o) ? "bench" : o->type);
 		exec_or_die(listen_conn, listen);
+		if (is_neighbour(o) && !is_raw(o))
+			exec_or_die(listen_conn, "LISTEN " NEIGHBOUR_TYPE);
 	}
 	if (is_raw(o))
 	{
@@ -777,7 +837,7 @@ run_delivery_workload(const Options *o)
 	if (o->hold)
 		hold_conn = hold_horizon(o);
 
-	if (strcmp(o->workload, "burst") == 0)
+	if (strcmp(o->workload, "burst") == 0 || is_neighbour(o))
 	{
 		/* Due 2 s after the insert starts, or when the insert ends. */
 		usec_t		t0 = now_us();
@@ -785,6 +845,14 @@ run_delivery_workload(const Options *o)
 		usec_t		t1;
 
 		expected = o->size;
+		if (is_neighbour(o))
+		{
+			/* The neighbour's tasks first, so that the burst's insert is timed alone. */
+			neighbour_expected = (long) (o->rate * o->seconds);
+			neighbour_receipts = &neighbour;
+			schedule_tasks(setup, o, neighbour_expected, due, (usec_t) (1e6 / o->rate), true);
+			t0 = now_us();
+		}
 		schedule_batch(setup, o, o->size, due, 0);
 		t1 = now_us();
 		/*
@@ -832,6 +900,27 @@ run_delivery_workload(const Options *o)
 	PQfinish(ack_conn);
 	PQfinish(listen_conn);
 	PQfinish(setup);
+	if (is_neighbour(o))
+	{
+		/* The neighbour's row: its lateness beside the burst. */
+		Options		n = *o;
+		Measures	nm = m;
+		char		label[128];
+		char		receipts[1024];
+		bool		ok;
+
+		snprintf(label, sizeof(label), "%s-n", o->label);
+		n.label = label;
+		if (o->receipts)
+		{
+			snprintf(receipts, sizeof(receipts), "%s.n", o->receipts);
+			n.receipts = receipts;
+		}
+		nm.enqueue_per_s = 0;
+		nm.drain_s = (neighbour.last - neighbour.first) / 1e6;
+		ok = report(o, expected, &r, &m);
+		return report(&n, neighbour_expected, &neighbour, &nm) && ok;
+	}
 	return report(o, expected, &r, &m);
 }
 
@@ -905,7 +994,7 @@ static void
 usage(void)
 {
 	fprintf(stderr,
-			"usage: dsbench --system delaysched|raw --workload burst|steady|idle|pending|enqueue\n"
+			"usage: dsbench --system delaysched|raw --workload burst|neighbour|steady|idle|pending|enqueue\n"
 			"               [--size N] [--rate R] [--seconds S] [--pending N] [--batch N]\n"
 			"               [--rate-limit R [--burst B]] [--hold snapshot|xid] [--ack-timeout S]\n"
 			"               [--type NAME] [--label NAME] [--name NAME] [--csv FILE] [--receipts FILE]\n"
@@ -946,7 +1035,10 @@ main(int argc, char **argv)
 		else if (strcmp(argv[i], "--size") == 0)
 			o.size = atol(argv[++i]);
 		else if (strcmp(argv[i], "--rate") == 0)
+		{
 			o.rate = atof(argv[++i]);
+			o.rate_given = true;
+		}
 		else if (strcmp(argv[i], "--seconds") == 0)
 			o.seconds = atof(argv[++i]);
 		else if (strcmp(argv[i], "--pending") == 0)
@@ -995,6 +1087,12 @@ main(int argc, char **argv)
 	/* Each workload's defaults; then one of the two runners. */
 	if (strcmp(o.workload, "burst") == 0)
 		o.size = o.size < 0 ? 50000 : o.size;
+	else if (strcmp(o.workload, "neighbour") == 0)
+	{
+		o.size = o.size < 0 ? 300000 : o.size;
+		o.rate = o.rate_given ? o.rate : 20;
+		o.seconds = o.seconds < 0 ? 10 : o.seconds;
+	}
 	else if (strcmp(o.workload, "steady") == 0 || strcmp(o.workload, "pending") == 0)
 		o.seconds = o.seconds < 0 ? 30 : o.seconds;
 	else if (strcmp(o.workload, "idle") == 0)
