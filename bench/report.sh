@@ -169,7 +169,7 @@ if ls "$dir/receipts/neighbour--"*.dat >/dev/null 2>&1; then
 	for f in "$dir/receipts/neighbour--delaysched.dat" "$dir/receipts/neighbour--raw.dat"; do
 		[ -s "$f" ] || continue
 		name=$(head -1 "$f" | awk '{ print $2 }')
-		series="$series${series:+, }'$f' every 50 using 1:2 with points pointtype 7 pointsize 0.3 title '$name: the burst (every 50th)'"
+		series="$series${series:+, }'$f' every 500 using 1:2 with points pointtype 7 pointsize 0.3 title '$name: the burst (every 500th)'"
 		[ -s "$f.n" ] && series="$series, '$f.n' using 1:2 with linespoints pointtype 7 pointsize 0.6 title '$name: the neighbour'"
 	done
 	gnuplot <<-GP

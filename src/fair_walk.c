@@ -445,14 +445,10 @@ delaysched_fair_walk(const TickRequest *request, TimestampTz pointer, int limit,
 	FairTick	tick = {0};
 	TimestampTz now_second = delaysched_second_of(request->now);
 	TimestampTz new_pointer = now_second;
-	int			room = Min(limit, Max(request->step, 1));
+	int			room = request->urgent ? Min(limit, Max(request->step, 1)) : limit;
 	bool		wanting = false;
 	static int	rotation = 0;
 
-	/*
-	 * A step per tick, so that the other types' due tasks in every range are
-	 * reached soon.
-	 */
 	if (read_types(&tick) <= 1)
 		return false;
 	*first_lease = DT_NOEND;
@@ -484,6 +480,8 @@ delaysched_fair_walk(const TickRequest *request, TimestampTz pointer, int limit,
 	{
 		result->next_due = request->now;
 		keep_places(&tick, result);
+		/* When a task not of the backlog falls due here: see the header. */
+		result->urgent_at = delaysched_next_due_soon(request->range, request->now);
 	}
 	else
 	{

@@ -352,8 +352,9 @@ range_due_at(RangeState *range, TimestampTz sweep_every)
 }
 
 /*
- * Pick the range that has waited longest among those due by now and free,
- * mark this worker its holder and take what the range knows (*wake_at, the
+ * Pick the range that has waited longest among those due by now and free
+ * (but first one where a task not of its backlog has fallen due: see
+ * RangeState.urgent_at), mark this worker its holder and take what the range knows (*wake_at, the
  * cursor, its sweep times).  Returns -1 if none is due, with *next set to the
  * earliest time one will be (for a free range; a held one is its holder's
  * business), and this worker marked sleeping until then.
@@ -369,6 +370,7 @@ pick_range(TimestampTz now, TimestampTz sweep_every, TimestampTz *next,
 {
 	int			best = -1;
 	TimestampTz best_due = DT_NOEND;
+	TimestampTz best_urgent = DT_NOEND;
 	int			nranges;
 	bool		drain_free;
 	TimestampTz soonest;
@@ -388,7 +390,20 @@ pick_range(TimestampTz now, TimestampTz sweep_every, TimestampTz *next,
 		if (range->holder >= 0)
 			continue;
 		due = range_due_at(range, sweep_every);
-		if (due <= now && (best < 0 || due < best_due))
+
+		/*
+		 * A range where a task not of its backlog has fallen due goes first
+		 * (the earliest such task first): it would otherwise wait for the
+		 * worker's turn of every backlogged range.
+		 */
+		if (due <= now && range->urgent_at <= now &&
+			(best_urgent == DT_NOEND || range->urgent_at < best_urgent))
+		{
+			best = r;
+			best_due = due;
+			best_urgent = range->urgent_at;
+		}
+		else if (due <= now && best_urgent == DT_NOEND && (best < 0 || due < best_due))
 		{
 			best = r;
 			best_due = due;
@@ -412,6 +427,7 @@ pick_range(TimestampTz now, TimestampTz sweep_every, TimestampTz *next,
 		copy->purge_done_from = range->purge_done_from;
 		copy->purge_dead_from = range->purge_dead_from;
 		copy->full_sweep_at = range->full_sweep_at;
+		copy->urgent_at = range->urgent_at;
 		*cursor = range->cursor;
 	}
 	LWLockRelease(delaysched_shared->ranges_lock);
@@ -525,6 +541,7 @@ finish_range(int r, TimestampTz now, bool sweep, bool full, TimestampTz sweep_ev
 			else
 				range->next_sweep = Min(range->next_sweep, tick->next_sweep);
 			range->cursor = tick->cursor;
+			range->urgent_at = tick->urgent_at;
 		}
 		range->holder = -1;
 	}
@@ -688,6 +705,7 @@ delaysched_scanner_main(Datum main_arg)
 			now - range.last_sweep >= sweep_every ||
 			now < range.last_sweep;
 		request.park_all = delaysched_max_deliveries_per_second > 0;
+		request.urgent = range.urgent_at <= now;
 		request.retention_s = delaysched_retention_s;
 		request.dead_retention_s = delaysched_dead_retention_s;
 		/* A task reported behind where the range's deliveries stopped. */

@@ -205,6 +205,7 @@ delaysched_reset_range(RangeState *range)
 	range->cursor.valid = false;
 	range->cursor.fair = false;
 	range->cursor.nlanes = 0;
+	range->urgent_at = DT_NOEND;
 	range->late_from = DT_NOBEGIN;
 	range->lease_from = DT_NOBEGIN;
 	range->purge_done_from = DT_NOBEGIN;

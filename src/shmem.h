@@ -157,6 +157,13 @@ typedef struct RangeState
 	TickCursor	cursor;
 
 	/*
+	 * While the range has a backlog: when a task of it falls due that is
+	 * not part of the backlog (DT_NOEND: none known).  The workers take such
+	 * a range before the others (scanner.c).
+	 */
+	TimestampTz urgent_at;
+
+	/*
 	 * Where the range's next sweep starts looking for late tasks and for
 	 * expired leases (DT_NOBEGIN: from the lowest keys), lowered to wake_at
 	 * when a worker takes the range; and when it last swept in full.

@@ -622,6 +622,23 @@ far_due(int range, TimestampTz horizon, TimestampTz now)
 }
 
 /*
+ * When the range's next pending task is due, after now, if it is within the
+ * rest of the current second or the next one (one partition each); DT_NOEND
+ * if none is.
+ */
+TimestampTz
+delaysched_next_due_soon(int range, TimestampTz now)
+{
+	TimestampTz second = delaysched_second_of(now);
+	TimestampTz found;
+
+	if (first_due_in_second(range, now + 1, second + USECS_PER_SEC, &found) ||
+		first_due_in_second(range, second + USECS_PER_SEC, second + 2 * USECS_PER_SEC, &found))
+		return found;
+	return DT_NOEND;
+}
+
+/*
  * When the range's next pending task is due, after now: looked for in the
  * rest of the current second and in the next one, one partition each, and
  * only if both are empty by the far search.  DT_NOEND if none.
@@ -879,6 +896,7 @@ delaysched_tick(const TickRequest *request, TickResult *result)
 
 	memset(result, 0, sizeof(*result));
 	result->next_due = DT_NOEND;
+	result->urgent_at = DT_NOEND;
 	result->next_sweep = DT_NOEND;
 	result->late_from = request->late_from;
 	result->lease_from = request->lease_from;
@@ -1028,6 +1046,7 @@ delaysched_tick_sql(PG_FUNCTION_ARGS)
 	request.now = PG_GETARG_TIMESTAMPTZ(1);
 	request.batch = PG_GETARG_INT32(2);
 	request.step = request.batch;
+	request.urgent = false;
 	request.sweep = PG_GETARG_BOOL(3);
 	request.retention_s = PG_GETARG_INT32(4);
 	request.dead_retention_s = PG_GETARG_INT32(5);

@@ -54,11 +54,14 @@ typedef struct TickRequest
 
 	/*
 	 * At most this many per statement of the walk outside a backlog, and
-	 * per tick in fair shares (fair_walk.c): the batch spread over the
-	 * ranges a worker takes in turn, so that each range is visited again
-	 * within about one batch's time.
+	 * the batch spread over the ranges a worker takes in turn, so that the
+	 * first statement of a burst keeps the worker from the other ranges no
+	 * longer than a batch would in all.
 	 */
 	int			step;
+	bool		urgent;			/* taken first for a task not of its backlog
+								 * (see RangeState.urgent_at): a step only,
+								 * so that the task's commit comes soon */
 	bool		sweep;			/* also the backstop work (see tick.c) */
 	int			retention_s;
 	int			dead_retention_s;
@@ -97,6 +100,9 @@ typedef struct TickResult
 								 * a sweep batch was full; DT_NOEND if
 								 * nothing asks */
 	TickCursor	cursor;
+	TimestampTz urgent_at;		/* after a fair tick: the next due task not
+								 * of the backlog (see fair_walk.c);
+								 * DT_NOEND otherwise */
 
 	/* After a sweep: where the next may start (see TickRequest). */
 	TimestampTz late_from;
@@ -170,6 +176,7 @@ extern TimestampTz delaysched_second_of(TimestampTz t);
 extern int	delaysched_bucket_of(TimestampTz t);
 extern void delaysched_move_pointer(int range, TimestampTz pointer, TimestampTz new_pointer,
 									TickResult *result);
+extern TimestampTz delaysched_next_due_soon(int range, TimestampTz now);
 extern TimestampTz delaysched_next_due_after(int range, TimestampTz now,
 											 TimestampTz ticked_again_by);
 extern bool delaysched_fair_walk(const TickRequest *request, TimestampTz pointer,
