@@ -38,6 +38,12 @@
  * The workers drop the cursor when a commit reports a task of the range due
  * at or before it.
  *
+ * Backlogs.  A statement takes a step at most (TickRequest.step); one that
+ * comes back full marks the cursor fair: the range has a backlog.  Its next
+ * ticks go to fair_walk.c, which shares them by type while another type has
+ * pending tasks; with one type alone they come back here, a whole batch a
+ * statement, until a statement comes back short.
+ *
  * Deliveries.  A notify type's task is leased (state 'd', attempt + 1,
  * lease_until = now + ack_timeout) and its message queued with NOTIFY; a
  * pull type's task becomes claimable (state 'r') and its channel is told;
