@@ -804,6 +804,8 @@ walk(const TickRequest *request, TimestampTz pointer, int limit, int per_stateme
 	result->cursor.valid = true;
 	result->cursor.run_at = after;
 	result->cursor.id = after_id;
+	/* (In a backlog the worker drops the cursor by its reach: the same here.) */
+	result->cursor.reach = after;
 	delaysched_move_pointer(range, pointer, new_pointer, result);
 	return first_lease;
 }
