@@ -147,7 +147,9 @@ find_type(FairTick *tick, const char *name)
 /*
  * Read the types and their weights; SPI connected.  Returns how many of
  * them have pending tasks, as the statistics' gauges count them (every type
- * when the gauges are not ready).
+ * when the gauges are not ready), counting no further than 2: the caller
+ * asks only whether a type is alone, and this runs at every tick of a
+ * backlog.
  */
 static int
 read_types(FairTick *tick)
@@ -178,7 +180,7 @@ read_types(FairTick *tick)
 	SPI_freetuptable(SPI_tuptable);
 	qsort(tick->types, tick->ntypes, sizeof(FairType), compare_names);
 
-	for (int i = 0; i < tick->ntypes; i++)
+	for (int i = 0; i < tick->ntypes && waiting < 2; i++)
 	{
 		int64		gauges[SS_COUNT];
 

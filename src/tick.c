@@ -652,12 +652,10 @@ delaysched_next_due_soon(int range, TimestampTz now)
 TimestampTz
 delaysched_next_due_after(int range, TimestampTz now, TimestampTz ticked_again_by)
 {
-	TimestampTz second = delaysched_second_of(now);
-	TimestampTz horizon = second + 2 * USECS_PER_SEC;
-	TimestampTz found;
+	TimestampTz horizon = delaysched_second_of(now) + 2 * USECS_PER_SEC;
+	TimestampTz found = delaysched_next_due_soon(range, now);
 
-	if (first_due_in_second(range, now + 1, second + USECS_PER_SEC, &found) ||
-		first_due_in_second(range, second + USECS_PER_SEC, horizon, &found))
+	if (found != DT_NOEND)
 		return found;
 
 	/*
