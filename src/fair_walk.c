@@ -113,7 +113,6 @@ typedef struct FairType
 	TimestampTz after;			/* its place: (after, after_id) */
 	int64		after_id;
 	bool		done;			/* its due tasks up to now are handled */
-	bool		filled;			/* it used its whole share this round */
 	int			quota;			/* what is left of its share */
 	int			asked;			/* in the statement under way */
 	int			got;
@@ -260,12 +259,11 @@ array_of(Datum *elements, int count, Oid type, int len, bool byval, char align)
 
 /*
  * One statement: the types still wanting whose place is in or before
- * "second" take from its partition.  Returns how many were taken; *asked
- * says whether any type was asked at all.
+ * "second" take from its partition.  Returns how many were taken.
  */
 static int
 deliver_second(FairTick *tick, const TickRequest *request, TimestampTz second,
-			   TimestampTz *first_lease, int64 *notified, bool *asked)
+			   TimestampTz *first_lease, int64 *notified)
 {
 	Datum	   *names = palloc(sizeof(Datum) * Max(1, tick->ntypes));
 	Datum	   *quotas = palloc(sizeof(Datum) * Max(1, tick->ntypes));
@@ -295,7 +293,6 @@ deliver_second(FairTick *tick, const TickRequest *request, TimestampTz second,
 		after_ids[n] = Int64GetDatum(t->after_id);
 		n++;
 	}
-	*asked = n > 0;
 	if (n == 0)
 		return 0;
 
@@ -322,8 +319,8 @@ deliver_second(FairTick *tick, const TickRequest *request, TimestampTz second,
 		taken += t->got;
 		t->quota -= t->got;
 		if (t->got >= t->asked)
-			t->filled = true;	/* its share: more may be due */
-		else if (second < now_second)
+			continue;			/* its share: more may be due */
+		if (second < now_second)
 		{
 			/* Ran out in this second: on to the next. */
 			t->after = end;
@@ -356,7 +353,6 @@ fair_round(FairTick *tick, const TickRequest *request, int room,
 		FairType   *t = &tick->types[i];
 
 		t->quota = 0;
-		t->filled = false;
 		if (t->done)
 			continue;
 		claims[nclaims].weight = t->weight;
@@ -374,9 +370,7 @@ fair_round(FairTick *tick, const TickRequest *request, int room,
 	for (int walked = 0; from <= now_second && walked < FAIR_MAX_SECONDS;
 		 from += USECS_PER_SEC, walked++)
 	{
-		bool		asked;
-
-		taken += deliver_second(tick, request, from, first_lease, notified, &asked);
+		taken += deliver_second(tick, request, from, first_lease, notified);
 		if (taken >= room)
 			break;
 	}
