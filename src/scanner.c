@@ -568,22 +568,40 @@ forget_ranges(void)
 	LWLockRelease(delaysched_shared->ranges_lock);
 }
 
-/* Sleep until `until` or until the latch is set. */
+/*
+ * Sleep until `until` or until the latch is set.
+ *
+ * WaitLatch counts whole milliseconds: rounding up woke a worker half a
+ * millisecond late on average (the idle workload's lateness), rounding down
+ * woke it early to find nothing due.  So the latch is waited on for the whole
+ * milliseconds only, and the last fraction of one is slept with pg_usleep,
+ * which is as fine as the kernel's timer slack (50 us).  A latch set during
+ * that fraction is seen by the next turn of the loop, under a millisecond
+ * later.
+ */
 static void
 sleep_until(TimestampTz until)
 {
-	TimestampTz now = GetCurrentTimestamp();
-
-	if (until > now)
+	for (;;)
 	{
-		/* Round up: waking a little late beats waking early and spinning. */
-		long		timeout_ms = (long) Min((until - now + 999) / 1000, INT_MAX);
+		TimestampTz now = GetCurrentTimestamp();
+		TimestampTz remaining = until - now;
+		int			rc;
 
-		(void) WaitLatch(MyLatch,
-						 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 timeout_ms,
-						 PG_WAIT_EXTENSION);
+		if (remaining <= 0)
+			break;
+		if (remaining < 1000)
+		{
+			pg_usleep((long) remaining);
+			break;
+		}
+		rc = WaitLatch(MyLatch,
+					   WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+					   (long) Min(remaining / 1000, INT_MAX),
+					   PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
+		if (rc & WL_LATCH_SET)
+			break;
 	}
 }
 
