@@ -27,8 +27,15 @@ sub log_since
 	return substr(PostgreSQL::Test::Utils::slurp_file($node->logfile), $from);
 }
 
-# A database at 0.1, as the released script made it.
+# A database at 0.1, as the released script made it.  The scanners the
+# DROP stops are reaped, and their exits logged, before the log is watched.
+my $before_drop = -s $node->logfile;
+my $scanners = sql("SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'delaysched scanner'");
 sql('DROP EXTENSION delaysched');
+my $reap_deadline = time + 30;
+usleep(50_000)
+  until (() = log_since($before_drop) =~ /"delaysched scanner" \(PID \d+\) exited/g) >= $scanners
+  || time > $reap_deadline;
 my $log_from = -s $node->logfile;
 sql("CREATE EXTENSION delaysched VERSION '0.1'");
 is(sql("SELECT extversion FROM pg_extension WHERE extname = 'delaysched'"), '0.1', 'installed at 0.1');
