@@ -348,6 +348,10 @@ CREATE FUNCTION sched._lease(p_buckets smallint[], p_ids bigint[], p_states "cha
 RETURNS TABLE(id bigint, bucket smallint, biz_type text, run_at timestamptz, payload jsonb,
 			  attempt int, schedule text)
 LANGUAGE c VOLATILE
+-- Planned with the arrays' values, at every call: "t.bucket = ANY ($1)"
+-- prunes the partitions only so (PostgreSQL never prunes by an array
+-- parameter at run time); a generic plan searched all 60 for every id.
+SET plan_cache_mode = force_custom_plan
 AS 'MODULE_PATHNAME', 'delaysched_lease_sql';
 COMMENT ON FUNCTION sched._lease(smallint[], bigint[], "char"[], timestamptz, interval, smallint, text, bigint[]) IS 'internal: lease locked tasks for delivery (the transition of src/lease.h)';
 
@@ -1174,6 +1178,9 @@ CREATE FUNCTION sched._http_record(p_worker smallint, p_ids bigint[], p_buckets 
 								   p_started timestamptz[], p_duration_ms float8[])
 RETURNS int[]
 LANGUAGE plpgsql
+-- Planned with the arrays' values: "t.bucket = ANY (p_buckets)" prunes
+-- the partitions only so (see sched._lease); a generic plan searched all 60.
+SET plan_cache_mode = force_custom_plan
 AS $$
 DECLARE
 	r record;
