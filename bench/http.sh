@@ -9,6 +9,7 @@
 # Workloads (each with a fresh receiver, whose log gives arrival times):
 #   throughput   N tasks due at once (50,000): webhooks/s, first to last
 #                arrival, and due time to last arrival
+#   through-2w   the same with two HTTP workers, on a cluster of its own
 #   latency      500 tasks/s for 30 s, each added by its own transaction
 #                (pgbench -R 500, one client) with run_at = clock_timestamp():
 #                commit-to-arrival p50, p99, max
@@ -201,6 +202,20 @@ cluster_sql -c "SELECT count(*) FROM sched.add_many('slow', array_fill(clock_tim
 sample_worker "SELECT count(*) < $inflight FROM sched.tasks WHERE biz_type = 'slow' AND state = 'done'" "$out/memory.samples"
 stop_sink
 analyse memory "$out/memory.samples" "$before" "$inflight"
+stop_throwaway_cluster
+
+# --- the same burst with two HTTP workers, on a cluster of its own ---
+# (delaysched.http_workers is read at server start.)
+start_throwaway_cluster 54335 "delaysched.http_workers = 2
+delaysched.http_max_in_flight = 2000"
+start_sink throughput-2w
+cluster_sql -c "SELECT sched.define_biz('burst', 'http', url => 'http://127.0.0.1:$sink_port/ok')" >/dev/null
+cluster_sql -c "SELECT count(*) FROM sched.add_many('burst',
+	array_fill(clock_timestamp() + interval '2 seconds', ARRAY[$burst]))" >/dev/null
+wait_for "SELECT count(*) = $burst FROM sched.tasks WHERE biz_type = 'burst' AND state = 'done'" 300
+stop_sink
+task_times "'burst'" throughput-2w
+analyse throughput "$out/throughput-2w.sink" "$out/throughput-2w.tasks" 2
 stop_throwaway_cluster
 
 # --- requests in flight under a low file descriptor limit ---

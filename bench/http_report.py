@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The analysis of bench/http.sh: one workload's figures, as table rows.
 
-    http_report.py throughput SINK TASKS
+    http_report.py throughput SINK TASKS [HTTP_WORKERS]
     http_report.py latency    SINK TASKS RATE
     http_report.py scheduled  SINK TASKS RATE
     http_report.py hung       SINK TASKS NORMAL_TYPE HUNG_IN_FLIGHT
@@ -57,16 +57,17 @@ def lateness_ms(sink, tasks, biz_type=None):
     return late, missing
 
 
-def throughput(sink, tasks):
+def throughput(sink, tasks, workers="1"):
     first, requests = first_arrivals(sink)
     due = min(int(r[2]) for r in rows(tasks))
     n = len(rows(tasks))
     t0, t1 = min(first.values()), max(first.values())
-    show("throughput", "tasks due at once", n)
-    show("throughput", "arrived (distinct tasks / requests)", "%d / %d" % (len(first), requests))
-    show("throughput", "webhooks/s, first to last arrival", "%.0f" % (len(first) / max(1e-6, (t1 - t0) / 1e6)))
-    show("throughput", "webhooks/s, due time to last arrival", "%.0f" % (len(first) / max(1e-6, (t1 - due) / 1e6)))
-    show("throughput", "first arrival after the due time, ms", "%.1f" % ((t0 - due) / 1000.0))
+    label = "throughput" if workers == "1" else "through-%sw" % workers
+    show(label, "tasks due at once, HTTP workers", "%d, %s" % (n, workers))
+    show(label, "arrived (distinct tasks / requests)", "%d / %d" % (len(first), requests))
+    show(label, "webhooks/s, first to last arrival", "%.0f" % (len(first) / max(1e-6, (t1 - t0) / 1e6)))
+    show(label, "webhooks/s, due time to last arrival", "%.0f" % (len(first) / max(1e-6, (t1 - due) / 1e6)))
+    show(label, "first arrival after the due time, ms", "%.1f" % ((t0 - due) / 1000.0))
 
 
 def steady_lateness(workload, what, measure, sink, tasks):
