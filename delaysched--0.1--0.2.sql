@@ -10,6 +10,29 @@
 \echo Use "ALTER EXTENSION delaysched UPDATE TO '0.2'" to load this file. \quit
 
 -------------------------------------------------------------------------------
+-- The bucket of a run-at time in C, so that sched._bucket is inlined
+-------------------------------------------------------------------------------
+
+-- The partition of a task due at run_at, of so many: its Unix second modulo
+-- their number (src/tick.c, where the workers compute the same).
+-- sched._bucket calls it with the installed number written in.
+CREATE FUNCTION sched._bucket_of(run_at timestamptz, buckets int) RETURNS smallint
+LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE
+AS 'MODULE_PATHNAME', 'delaysched_bucket_sql';
+COMMENT ON FUNCTION sched._bucket_of(timestamptz, int) IS 'internal: the partition of a task due at run_at among so many';
+
+-- sched._bucket as 0.2 writes it, with this database's number of buckets.
+DO $bucket$
+BEGIN
+	EXECUTE pg_catalog.format($f$
+		CREATE OR REPLACE FUNCTION sched._bucket(run_at timestamptz) RETURNS smallint
+		LANGUAGE sql IMMUTABLE PARALLEL SAFE
+		AS $b$SELECT sched._bucket_of(run_at, %s)$b$
+	$f$, sched._bucket_count());
+END
+$bucket$;
+
+-------------------------------------------------------------------------------
 -- Schedules: the rule engine (src/schedule_*.c)
 -------------------------------------------------------------------------------
 
@@ -1914,6 +1937,8 @@ DECLARE
 	i int;
 	v_min timestamptz;
 	v_far timestamptz;
+	-- Read once: in the check below it was read again for every element.
+	v_max_payload bigint := pg_catalog.pg_size_bytes(pg_catalog.current_setting('delaysched.max_payload_size'));
 BEGIN
 	PERFORM sched._biz(biz_type);
 	IF NOT sched._caller_is_admin() THEN
@@ -1946,8 +1971,7 @@ BEGIN
 		WHERE u.run_at IS NULL OR NOT pg_catalog.isfinite(u.run_at)
 		   OR (payloads IS NOT NULL
 			   AND (u.payload IS NULL
-					OR pg_catalog.octet_length(u.payload::text)
-					   > pg_catalog.pg_size_bytes(pg_catalog.current_setting('delaysched.max_payload_size'))))
+					OR pg_catalog.octet_length(u.payload::text) > v_max_payload))
 		   OR (u.dedupe_key IS NOT NULL AND (u.dedupe_key = '' OR pg_catalog.octet_length(u.dedupe_key) > 512))) THEN
 		FOR i IN 1 .. n LOOP
 			PERFORM sched._check_task(run_ats[i], coalesce(payloads[i], CASE WHEN payloads IS NULL THEN '{}'::jsonb END),

@@ -173,6 +173,14 @@ COMMENT ON TABLE sched.pointer IS 'persisted delaysched time pointers, one per r
 -- pointer at the time of the restore, and the sweep delivers anything that
 -- fell due before it.
 
+-- The partition of a task due at run_at, of so many: its Unix second modulo
+-- their number (src/tick.c, where the workers compute the same).
+-- sched._bucket calls it with the installed number written in.
+CREATE FUNCTION sched._bucket_of(run_at timestamptz, buckets int) RETURNS smallint
+LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE
+AS 'MODULE_PATHNAME', 'delaysched_bucket_sql';
+COMMENT ON FUNCTION sched._bucket_of(timestamptz, int) IS 'internal: the partition of a task due at run_at among so many';
+
 -- Objects that depend on the bucket and range counts: the door column,
 -- partitions and the functions that compute buckets, ids and doors, with N
 -- and R written in as constants.
@@ -230,8 +238,8 @@ BEGIN
 	EXECUTE pg_catalog.format($f$
 		CREATE FUNCTION sched._bucket(run_at timestamptz) RETURNS smallint
 		LANGUAGE sql IMMUTABLE PARALLEL SAFE
-		AS $b$SELECT (((pg_catalog.floor(EXTRACT(epoch FROM run_at))::bigint %% %s) + %s) %% %s)::smallint$b$
-	$f$, n, n, n);
+		AS $b$SELECT sched._bucket_of(run_at, %s)$b$
+	$f$, n);
 	EXECUTE pg_catalog.format($f$
 		CREATE FUNCTION sched._id_bucket(id bigint) RETURNS smallint
 		LANGUAGE sql IMMUTABLE PARALLEL SAFE
@@ -1692,6 +1700,8 @@ DECLARE
 	i int;
 	v_min timestamptz;
 	v_far timestamptz;
+	-- Read once: in the check below it was read again for every element.
+	v_max_payload bigint := pg_catalog.pg_size_bytes(pg_catalog.current_setting('delaysched.max_payload_size'));
 BEGIN
 	PERFORM sched._biz(biz_type);
 	IF NOT sched._caller_is_admin() THEN
@@ -1724,8 +1734,7 @@ BEGIN
 		WHERE u.run_at IS NULL OR NOT pg_catalog.isfinite(u.run_at)
 		   OR (payloads IS NOT NULL
 			   AND (u.payload IS NULL
-					OR pg_catalog.octet_length(u.payload::text)
-					   > pg_catalog.pg_size_bytes(pg_catalog.current_setting('delaysched.max_payload_size'))))
+					OR pg_catalog.octet_length(u.payload::text) > v_max_payload))
 		   OR (u.dedupe_key IS NOT NULL AND (u.dedupe_key = '' OR pg_catalog.octet_length(u.dedupe_key) > 512))) THEN
 		FOR i IN 1 .. n LOOP
 			PERFORM sched._check_task(run_ats[i], coalesce(payloads[i], CASE WHEN payloads IS NULL THEN '{}'::jsonb END),

@@ -86,6 +86,26 @@ SELECT count(*) FILTER (WHERE biz_type LIKE 'batch\_%') AS batch_tasks,
        count(*) FILTER (WHERE tableoid <> format('sched.task_%s', lpad(bucket::text, 4, '0'))::regclass)
          AS wrong_partition
 FROM sched.task;
+-- sched._bucket (in C since 0.2) is the Unix second mod 60, which is the second of
+-- the minute in UTC (a day has whole minutes, and the epoch began one): checked on
+-- both sides of 1970, at fractions of a second, and at both ends of the range
+-- (where floor(extract(epoch ...)) itself overflows)
+SELECT count(*) AS instants,
+       count(*) FILTER (WHERE sched._bucket(t) <>
+                        floor(extract(second FROM t AT TIME ZONE 'UTC'))) AS differ
+FROM (SELECT '1970-01-01 00:00:00+00'::timestamptz + g * interval '250 milliseconds' AS t
+      FROM generate_series(-1000, 1000) g
+      UNION ALL
+      SELECT '1900-01-01 00:00:00+00'::timestamptz + g * interval '7919 seconds 1 microsecond'
+      FROM generate_series(0, 5000) g
+      UNION ALL
+      SELECT t FROM unnest(ARRAY['4713-01-01 00:00:00+00 BC', '294276-12-31 23:59:59.999999+00']::timestamptz[]) t) s;
+-- and it is inlined into the statements that use it: no SQL function call per row
+EXPLAIN (COSTS OFF, VERBOSE) SELECT sched._bucket(t) FROM (VALUES (now())) v(t);
+-- its C function refuses what it cannot place
+SELECT sched._bucket_of('infinity', 60);
+SELECT sched._bucket_of(now(), 0);
+
 -- and tasks that never moved keep their first bucket in their id
 SELECT count(*) FILTER (WHERE bucket <> sched._id_bucket(id)) AS id_bucket_differs
 FROM sched.task WHERE biz_type IN ('batch_notify', 'batch_pull');

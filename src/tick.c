@@ -348,14 +348,47 @@ delaysched_second_of(TimestampTz t)
 	return into < 0 ? t - into - USECS_PER_SEC : t - into;
 }
 
-/* The bucket of tasks due in t's second: what sched._bucket(t) computes. */
-int
-delaysched_bucket_of(TimestampTz t)
+/* The bucket of tasks due in t's second, of nbuckets: its Unix second mod nbuckets. */
+static int
+bucket_among(TimestampTz t, int nbuckets)
 {
 	int64		unix_seconds = delaysched_second_of(t) / USECS_PER_SEC +
 		(int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY;
 
-	return (int) (((unix_seconds % plans.nbuckets) + plans.nbuckets) % plans.nbuckets);
+	return (int) (((unix_seconds % nbuckets) + nbuckets) % nbuckets);
+}
+
+/* The bucket of tasks due in t's second: what sched._bucket(t) computes. */
+int
+delaysched_bucket_of(TimestampTz t)
+{
+	return bucket_among(t, plans.nbuckets);
+}
+
+/*
+ * sched._bucket_of(run_at timestamptz, buckets int) RETURNS smallint, the
+ * body of sched._bucket.  In C, so that sched._bucket is inlined into the
+ * statements that call it: written in SQL with EXTRACT (a stable function),
+ * it was not, and each row ran a SQL function of its own (an eighth of
+ * sched.add_many's time).
+ */
+PG_FUNCTION_INFO_V1(delaysched_bucket_sql);
+
+Datum
+delaysched_bucket_sql(PG_FUNCTION_ARGS)
+{
+	TimestampTz run_at = PG_GETARG_TIMESTAMPTZ(0);
+	int32		nbuckets = PG_GETARG_INT32(1);
+
+	if (TIMESTAMP_NOT_FINITE(run_at))
+		ereport(ERROR,
+				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
+				 errmsg("run_at must be finite")));
+	if (nbuckets < 1 || nbuckets > PG_INT16_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("the number of buckets must be between 1 and %d", PG_INT16_MAX)));
+	PG_RETURN_INT16((int16) bucket_among(run_at, nbuckets));
 }
 
 /* Column numbers of the delivery statement's rows. */
