@@ -124,6 +124,20 @@ $(awk '/^RssAnon/ {print $2}' "/proc/$pid/status") $(ls "/proc/$pid/fd" | wc -l)
 	done
 }
 
+# The throughput workload on the running cluster, which has $2 HTTP workers:
+# $burst tasks of a new type due at once, results under the name $1.
+burst_throughput() {
+	local name=$1 workers=$2
+	start_sink "$name"
+	cluster_sql -c "SELECT sched.define_biz('burst', 'http', url => 'http://127.0.0.1:$sink_port/ok')" >/dev/null
+	cluster_sql -c "SELECT count(*) FROM sched.add_many('burst',
+		array_fill(clock_timestamp() + interval '2 seconds', ARRAY[$burst]))" >/dev/null
+	wait_for "SELECT count(*) = $burst FROM sched.tasks WHERE biz_type = 'burst' AND state = 'done'" 300
+	stop_sink
+	task_times "'burst'" "$name"
+	analyse throughput "$out/$name.sink" "$out/$name.tasks" "$workers"
+}
+
 : >"$out/http.txt"
 log "webhook benchmarks; results in $out"
 # 2,000 slots: a type alone may have 1,500 requests in flight.
@@ -131,14 +145,7 @@ start_throwaway_cluster 54333 "delaysched.http_workers = 1
 delaysched.http_max_in_flight = 2000"
 
 # --- throughput ---
-start_sink throughput
-cluster_sql -c "SELECT sched.define_biz('burst', 'http', url => 'http://127.0.0.1:$sink_port/ok')" >/dev/null
-cluster_sql -c "SELECT count(*) FROM sched.add_many('burst',
-	array_fill(clock_timestamp() + interval '2 seconds', ARRAY[$burst]))" >/dev/null
-wait_for "SELECT count(*) = $burst FROM sched.tasks WHERE biz_type = 'burst' AND state = 'done'" 300
-stop_sink
-task_times "'burst'" throughput
-analyse throughput "$out/throughput.sink" "$out/throughput.tasks"
+burst_throughput throughput 1
 
 # --- latency at a steady rate ---
 settle
@@ -208,14 +215,7 @@ stop_throwaway_cluster
 # (delaysched.http_workers is read at server start.)
 start_throwaway_cluster 54335 "delaysched.http_workers = 2
 delaysched.http_max_in_flight = 2000"
-start_sink throughput-2w
-cluster_sql -c "SELECT sched.define_biz('burst', 'http', url => 'http://127.0.0.1:$sink_port/ok')" >/dev/null
-cluster_sql -c "SELECT count(*) FROM sched.add_many('burst',
-	array_fill(clock_timestamp() + interval '2 seconds', ARRAY[$burst]))" >/dev/null
-wait_for "SELECT count(*) = $burst FROM sched.tasks WHERE biz_type = 'burst' AND state = 'done'" 300
-stop_sink
-task_times "'burst'" throughput-2w
-analyse throughput "$out/throughput-2w.sink" "$out/throughput-2w.tasks" 2
+burst_throughput throughput-2w 2
 stop_throwaway_cluster
 
 # --- requests in flight under a low file descriptor limit ---
