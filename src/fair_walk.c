@@ -13,10 +13,14 @@
  *
  * When.  A walk statement takes a step at most (the batch spread over the
  * ranges a worker takes in turn); one that comes back full (there may be
- * more due than it took: a backlog) marks the range's cursor fair (tick.c).
- * The range's next ticks come here while more than one type has pending
- * tasks (the statistics' gauges say so), until one finds every type's due
- * tasks delivered up to now, which hands the range back to the walk.  With
+ * more due than it took: a backlog) marks the range's cursor fair, and the
+ * same tick goes on here for half a step (tick.c, share_the_onset): a task
+ * of another type due with the burst, after it in (run_at, id) order, is
+ * served before the worker leaves the range, not after every range's first
+ * statement.  The range's next ticks come here while more than one type
+ * has pending tasks (the statistics' gauges say so), until one finds every
+ * type's due tasks delivered up to now, which hands the range back to the
+ * walk.  With
  * one type alone the walk serves the backlog a whole batch a statement, as
  * before there were fair shares: fairness costs a type alone nothing but
  * the read of the types at each tick of a backlog.
@@ -34,9 +38,11 @@
  * and the batch is not used up, what is left is shared again among the
  * types that filled their shares, FAIR_ROUNDS times at most: so with weights
  * 3 and 1 two backlogged types get 750 and 250 of a step of 1,000, and a
- * backlogged type beside one with 2 tasks due gets 998.  A tick takes a step
- * in all, not a batch: a neighbour's due task waits for the workers to come
- * back to its range, which they do after ranges / workers ticks.
+ * backlogged type beside one with 2 tasks due gets 998.  A tick takes a
+ * batch in all, but a step when its range is urgent: when a task not of the
+ * backlog falls due there (RangeState.urgent_at), the workers take the range
+ * before the other ranges (scanner.c, pick_range), so that the task waits
+ * for the ticks under way, not for the workers' turn of every range.
  *
  * Order.  Within a type, a range's tasks go out in (run_at, id) order, as
  * the walk sends them; across types, by share.

@@ -353,9 +353,10 @@ range_due_at(RangeState *range, TimestampTz sweep_every)
 
 /*
  * Pick the range that has waited longest among those due by now and free
- * (but first one where a task not of its backlog has fallen due: see
- * RangeState.urgent_at), mark this worker its holder and take what the range
- * knows (*wake_at, the cursor, its sweep times).  Returns -1 if none is due,
+ * (but first one where a task not of its backlog has fallen due, see
+ * RangeState.urgent_at, or one with no backlog), mark this worker its
+ * holder and take what the range knows (*wake_at, the cursor, its sweep
+ * times).  Returns -1 if none is due,
  * with *next set to the earliest time one will be (for a free range; a held
  * one is its holder's business), and this worker marked sleeping until then.
  *
@@ -385,6 +386,7 @@ pick_range(TimestampTz now, TimestampTz sweep_every, TimestampTz *next,
 	{
 		RangeState *range = &delaysched_shared->ranges[r];
 		TimestampTz due;
+		TimestampTz urgent;
 
 		not_before[r] = range->holder >= 0 ? DT_NOEND : range->retry_at;
 		if (range->holder >= 0)
@@ -394,14 +396,17 @@ pick_range(TimestampTz now, TimestampTz sweep_every, TimestampTz *next,
 		/*
 		 * A range where a task not of its backlog has fallen due goes first
 		 * (the earliest such task first): it would otherwise wait for the
-		 * worker's turn of every backlogged range.
+		 * worker's turn of every backlogged range.  So does a range with no
+		 * backlog that is due: a backlogged range is always due, from the
+		 * end of its last tick, and ranks before a task that fell due since.
 		 */
-		if (due <= now && range->urgent_at <= now &&
-			(best_urgent == DT_NOEND || range->urgent_at < best_urgent))
+		urgent = range->cursor.fair ? range->urgent_at : due;
+		if (due <= now && urgent <= now &&
+			(best_urgent == DT_NOEND || urgent < best_urgent))
 		{
 			best = r;
 			best_due = due;
-			best_urgent = range->urgent_at;
+			best_urgent = urgent;
 		}
 		else if (due <= now && best_urgent == DT_NOEND && (best < 0 || due < best_due))
 		{
@@ -724,6 +729,7 @@ delaysched_scanner_main(Datum main_arg)
 			now < range.last_sweep;
 		request.park_all = delaysched_max_deliveries_per_second > 0;
 		request.urgent = range.urgent_at <= now;
+		request.shares = true;
 		request.retention_s = delaysched_retention_s;
 		request.dead_retention_s = delaysched_dead_retention_s;
 		/* A task reported behind where the range's deliveries stopped. */

@@ -62,6 +62,9 @@ typedef struct TickRequest
 	bool		urgent;			/* taken first for a task not of its backlog
 								 * (see RangeState.urgent_at): a step only,
 								 * so that the task's commit comes soon */
+	bool		shares;			/* a burst's first full statement is followed
+								 * by the other types' shares (the workers;
+								 * SQL's sched._tick only walks) */
 	bool		sweep;			/* also the backstop work (see tick.c) */
 	int			retention_s;
 	int			dead_retention_s;

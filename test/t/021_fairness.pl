@@ -43,11 +43,18 @@ sub add_burst
 }
 
 # Seconds from $at to the last delivery of $type, once all $n are delivered.
+# The poll asks whether a task of the type is still pending, a probe of an
+# index per partition: a count of the backlog's 300,000 rows every 50 ms
+# took from the two cores the workers share with the listener what the
+# neighbour's lateness is measured by.
 sub drain_seconds
 {
 	my ($type, $n, $at) = @_;
 	ok(DelayschedTest::poll_until($node, qq{
-		SELECT count(*) FROM sched.task WHERE biz_type = '$type' AND state = 'd'}, $n, 120),
+		SELECT EXISTS (SELECT FROM sched.task WHERE biz_type = '$type' AND state = 'p')}, 'f', 120),
+		"no task of $type is left pending");
+	is($node->safe_psql('postgres', qq{
+		SELECT count(*) FROM sched.task WHERE biz_type = '$type' AND state = 'd'}), $n,
 		"all $n tasks of $type were delivered");
 	return $node->safe_psql('postgres', qq{
 		SELECT extract(epoch FROM max(delivered_at) - '$at'::timestamptz)
@@ -125,11 +132,7 @@ my $p99 = DelayschedTest::percentile(0.99, @during);
 note(sprintf "neighbour lateness at delivery while %d tasks drained (%d tasks): p50 %.1f ms, p99 %.1f ms, max %.1f ms",
 	$bulk_size, scalar @during, DelayschedTest::percentile(0.5, @during), $p99,
 	DelayschedTest::percentile(1, @during));
-# The issue's bar is 50 ms; here the bar is one that a run on a busy machine
-# clears every time (the onset of the burst, and a moment when both workers
-# are in a long tick, have reached 50 to 100 ms), far below the seconds the
-# backlog took before fair shares.  The figures are noted for the record.
-cmp_ok($p99, '<', 100, "the neighbour's lateness p99 stays under 100 ms while the backlog drains");
+cmp_ok($p99, '<', 50, "the neighbour's lateness p99 stays under 50 ms while the backlog drains");
 my $received_p99 = DelayschedTest::percentile(0.99, @received);
 note(sprintf "the same at the listener: p50 %.1f ms, p99 %.1f ms",
 	DelayschedTest::percentile(0.5, @received), $received_p99);
