@@ -356,9 +356,9 @@ range_due_at(RangeState *range, TimestampTz sweep_every)
  * (but first one where a task not of its backlog has fallen due, see
  * RangeState.urgent_at, or one with no backlog), mark this worker its
  * holder and take what the range knows (*wake_at, the cursor, its sweep
- * times).  Returns -1 if none is due,
- * with *next set to the earliest time one will be (for a free range; a held
- * one is its holder's business), and this worker marked sleeping until then.
+ * times).  Returns -1 if none is due, with *next set to the earliest time
+ * one will be (for a free range; a held one is its holder's business), and
+ * this worker marked sleeping until then.
  *
  * Takes ranges_lock for the walk, then workers_lock for this worker's slot.
  * Before it sleeps, the worker's side of the wake-up protocol (shmem.h):
