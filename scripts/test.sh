@@ -54,6 +54,9 @@ if [ "$(id -u)" -eq 0 ]; then
 	if deb=$(bash "$root/scripts/package.sh"); then
 		log "installing $deb"
 		if apt-get install -y -qq --reinstall --allow-downgrades "$deb" >/dev/null; then
+			# Installed: its build directory (a copy of the tree, the build's
+			# products and log) would be left in /tmp by every run.
+			rm -rf "$(dirname "$deb")"
 			run_regress_suites "$(copy_tree_for_pg_user "$root")" "installed package: "
 		else
 			echo "package: apt-get install $deb failed" >&2
