@@ -20,10 +20,9 @@
  * statement.  The range's next ticks come here while more than one type
  * has pending tasks (the statistics' gauges say so), until one finds every
  * type's due tasks delivered up to now, which hands the range back to the
- * walk.  With
- * one type alone the walk serves the backlog a whole batch a statement, as
- * before there were fair shares: fairness costs a type alone nothing but
- * the read of the types at each tick of a backlog.
+ * walk.  With one type alone the walk serves the backlog a whole batch a
+ * statement, as before there were fair shares: fairness costs a type alone
+ * nothing but the read of the types at each tick of a backlog.
  *
  * How.  The types are read from sched.biz, with their weights.  Each has a
  * place, (run_at, id): its tasks of the range before it are handled.  The

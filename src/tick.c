@@ -728,8 +728,8 @@ first_pending_before(int range, TimestampTz from, TimestampTz before, TimestampT
  * Walk the range's pointer up to now (see the file header), taking at most
  * "limit" rows (delivered, or parked for a paused type), at most "per_statement"
  * in one statement; adds to delivered and fills time_pointer, next_due and
- * cursor of *result, sets *taken to the rows taken, and returns the earliest
- * lease granted.
+ * cursor of *result, sets *taken_out to the rows taken, and returns the
+ * earliest lease granted.
  */
 static TimestampTz
 walk(const TickRequest *request, TimestampTz pointer, int limit, int per_statement,
@@ -1005,14 +1005,14 @@ delaysched_tick(const TickRequest *request, TickResult *result)
 		!delaysched_fair_walk(request, pointer, request->batch - late, result, &walked_lease))
 	{
 		int			walked;
+		int			room;
 
 		walked_lease = walk(request, pointer, request->batch - late,
 							request->cursor.fair ? request->batch : request->step, result,
 							&walked);
-		if (request->shares && !request->cursor.fair && result->cursor.fair &&
-			request->batch - late - walked > 0)
-			walked_lease = Min(walked_lease,
-							   share_the_onset(request, request->batch - late - walked, result));
+		room = request->batch - late - walked;
+		if (request->shares && !request->cursor.fair && result->cursor.fair && room > 0)
+			walked_lease = Min(walked_lease, share_the_onset(request, room, result));
 	}
 	first_lease = Min(first_lease, walked_lease);
 

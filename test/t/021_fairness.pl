@@ -44,9 +44,9 @@ sub add_burst
 
 # Seconds from $at to the last delivery of $type, once all $n are delivered.
 # The poll asks whether a task of the type is still pending, a probe of an
-# index per partition: a count of the backlog's 300,000 rows every 50 ms
-# took from the two cores the workers share with the listener what the
-# neighbour's lateness is measured by.
+# index per partition, and counts only once none is: a count of the
+# backlog's 300,000 rows every 50 ms took CPU from the workers whose
+# lateness the test measures (two cores, shared with the listener).
 sub drain_seconds
 {
 	my ($type, $n, $at) = @_;
