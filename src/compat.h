@@ -5,7 +5,9 @@
  *		place.  Code elsewhere calls the names defined here and never tests
  *		PG_VERSION_NUM itself.
  *
- * Supported: PostgreSQL 13 to 17 (developed against 15).  (libcurl's own
+ * Built and tested: PostgreSQL 15, 17 and 18 (scripts/test.sh runs the
+ * whole suite on each).  13, 14 and 16 are kept compiling in principle,
+ * through the names below, but no test runs on them.  (libcurl's own
  * version checks are in http_request.c, the one file that needs them.)
  *
  *-------------------------------------------------------------------------
@@ -136,6 +138,46 @@ delaysched_init_materialized_srf(FunctionCallInfo fcinfo)
 #define delaysched_database_is_invalid(form) ((form)->datconnlimit == DATCONNLIMIT_INVALID_DB)
 #else
 #define delaysched_database_is_invalid(form) false
+#endif
+
+/*
+ * A GUC check hook's "extra" data: PostgreSQL frees it with free() up to 15
+ * and with guc_free() (pfree in the GUC memory context) from 16 on, so it
+ * must come from the matching allocator.  NULL when out of memory.
+ */
+#include "utils/guc.h"
+#if PG_VERSION_NUM >= 160000
+#define delaysched_guc_extra_alloc(size) guc_malloc(LOG, (size))
+#define delaysched_guc_extra_free(ptr) guc_free(ptr)
+#else
+#define delaysched_guc_extra_alloc(size) malloc(size)
+#define delaysched_guc_extra_free(ptr) free(ptr)
+#endif
+
+/*
+ * A WaitEventSet is owned by a ResourceOwner from 17 on (NULL: it lives as
+ * long as the process, as ours do); before, by a memory context.
+ */
+#include "storage/latch.h"
+#include "utils/memutils.h"
+#if PG_VERSION_NUM >= 170000
+#define delaysched_create_wait_event_set(nevents) CreateWaitEventSet(NULL, (nevents))
+#else
+#define delaysched_create_wait_event_set(nevents) \
+	CreateWaitEventSet(TopMemoryContext, (nevents))
+#endif
+
+/*
+ * A JSON lexer over a C string: from 17 on the caller may pass the context
+ * to fill (NULL: a new one is allocated, as before).
+ */
+#include "common/jsonapi.h"
+#if PG_VERSION_NUM >= 170000
+#define delaysched_json_lexer(json, len, encoding, need_escapes) \
+	makeJsonLexContextCstringLen(NULL, (json), (len), (encoding), (need_escapes))
+#else
+#define delaysched_json_lexer(json, len, encoding, need_escapes) \
+	makeJsonLexContextCstringLen((json), (len), (encoding), (need_escapes))
 #endif
 
 #endif							/* DELAYSCHED_COMPAT_H */

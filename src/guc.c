@@ -78,7 +78,7 @@ static bool delaysched_database_set = false;
 static bool
 delaysched_check_database(char **newval, void **extra, GucSource source)
 {
-	bool	   *set = malloc(sizeof(bool));	/* GUC frees it with free() */
+	bool	   *set = delaysched_guc_extra_alloc(sizeof(bool));	/* GUC frees it */
 
 	if (set == NULL)
 		return false;

@@ -37,6 +37,7 @@
 #include <ctype.h>
 #include <netinet/in.h>
 
+#include "compat.h"
 #include "http_perimeter.h"
 
 char	   *delaysched_http_allowed_hosts = NULL;
@@ -136,8 +137,9 @@ delaysched_check_host_list(char **newval, void **extra, GucSource source)
 	for (const char *q = p; *q; q++)
 		if (*q == ',' || *q == ' ' || *q == '\t')
 			capacity++;
-	/* GUC extra data is malloc'd; PostgreSQL frees it. */
-	list = (HostList *) malloc(offsetof(HostList, entries) + sizeof(HostEntry) * capacity);
+	/* GUC extra data: PostgreSQL frees it (compat.h). */
+	list = (HostList *) delaysched_guc_extra_alloc(offsetof(HostList, entries) +
+												   sizeof(HostEntry) * capacity);
 	if (list == NULL)
 	{
 		GUC_check_errcode(ERRCODE_OUT_OF_MEMORY);
@@ -159,7 +161,7 @@ delaysched_check_host_list(char **newval, void **extra, GucSource source)
 		if (len >= sizeof(item))
 		{
 			GUC_check_errdetail("Entry \"%.40s...\" is too long.", p);
-			free(list);
+			delaysched_guc_extra_free(list);
 			return false;
 		}
 		memcpy(item, p, len);
@@ -185,7 +187,7 @@ delaysched_check_host_list(char **newval, void **extra, GucSource source)
 		{
 			GUC_check_errdetail("\"%s\" is not \"*\", a host name, \"*.domain\", an address or a network (address/bits).",
 								item);
-			free(list);
+			delaysched_guc_extra_free(list);
 			return false;
 		}
 		list->count++;
@@ -213,7 +215,7 @@ delaysched_check_denied_list(char **newval, void **extra, GucSource source)
 		{
 			GUC_check_errdetail("The deny list holds addresses and networks (address/bits), not \"%s\".",
 								list->entries[i].kind == ENTRY_ANY ? "*" : list->entries[i].name);
-			free(list);
+			delaysched_guc_extra_free(list);
 			*extra = NULL;
 			return false;
 		}

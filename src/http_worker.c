@@ -428,7 +428,7 @@ delaysched_http_main(Datum main_arg)
 	pgstat_report_appname("delaysched http");
 	delaysched_setup_worker_session();
 
-	set = CreateWaitEventSet(TopMemoryContext, 3);
+	set = delaysched_create_wait_event_set(3);
 	AddWaitEventToSet(set, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
 	AddWaitEventToSet(set, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
 	AddWaitEventToSet(set, WL_SOCKET_READABLE, delaysched_http_driver_start(cap), NULL, NULL);

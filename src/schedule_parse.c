@@ -29,6 +29,7 @@
 #include "utils/jsonb.h"
 #include "utils/numeric.h"
 
+#include "compat.h"
 #include "schedule.h"
 
 #define CRON_HINT \
@@ -665,8 +666,8 @@ parse_rule(ScheduleRule *rule, const char *text)
 	int			i;
 
 	/* refuse malformed JSON with a message naming the schedule */
-	lex = makeJsonLexContextCstringLen(pstrdup(text), strlen(text),
-									   GetDatabaseEncoding(), true);
+	lex = delaysched_json_lexer(pstrdup(text), strlen(text),
+								GetDatabaseEncoding(), true);
 	jerr = pg_parse_json(lex, &nullSemAction);
 	if (jerr != JSON_SUCCESS)
 		ereport(ERROR,

@@ -568,8 +568,9 @@ deliver(int bucket, int range, TimestampTz after, int64 after_id, TimestampTz be
 		TimestampTz now, int limit, bool park_all)
 {
 	Datum		values[8];
-	char		nulls[8] = "        ";
+	char		nulls[8];
 
+	memset(nulls, ' ', sizeof(nulls));	/* no parameter is null */
 	values[0] = Int16GetDatum((int16) range);
 	values[1] = TimestampTzGetDatum(after);
 	values[2] = Int64GetDatum(after_id);
