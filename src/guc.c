@@ -13,6 +13,11 @@
  * functions read delaysched.buckets, delaysched.ranges and
  * delaysched.max_payload_size with current_setting().
  *
+ * Two developer options (GUC_NO_SHOW_ALL, out of the sample file, as
+ * PostgreSQL's own) exist for the test suite: a test that must see the
+ * full sweep or a missing extension noticed shortens the period instead of
+ * sleeping through a minute.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -50,6 +55,8 @@ int			delaysched_max_stats_types = 1000;
 double		delaysched_max_deliveries_per_second = 0;
 int			delaysched_http_workers = 1;
 int			delaysched_http_max_in_flight = 1000;
+int			delaysched_full_sweep_interval_ms = 60 * 1000;
+int			delaysched_extension_recheck_ms = 10 * 1000;
 
 /* delaysched.databases: "*" or a list of names. */
 static bool
@@ -336,6 +343,24 @@ delaysched_define_gucs(void)
 							   PGC_SUSET,
 							   0,
 							   delaysched_check_denied_list, delaysched_assign_denied_hosts, NULL);
+
+	DefineCustomIntVariable("delaysched.full_sweep_interval",
+							"Developer option: how often each range's sweep searches it from its lowest keys.",
+							"Between full sweeps a sweep starts where the previous one stopped.",
+							&delaysched_full_sweep_interval_ms,
+							60 * 1000, 100, 3600 * 1000,
+							PGC_SIGHUP,
+							GUC_UNIT_MS | GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("delaysched.extension_recheck_interval",
+							"Developer option: how long a scanner waits before looking again for a missing extension.",
+							NULL,
+							&delaysched_extension_recheck_ms,
+							10 * 1000, 100, 3600 * 1000,
+							PGC_SIGHUP,
+							GUC_UNIT_MS | GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE,
+							NULL, NULL, NULL);
 
 	delaysched_reserve_guc_prefix("delaysched");
 }

@@ -26,6 +26,8 @@ extern int	delaysched_max_stats_types;
 extern double delaysched_max_deliveries_per_second;
 extern int	delaysched_http_workers;
 extern int	delaysched_http_max_in_flight;
+extern int	delaysched_full_sweep_interval_ms;
+extern int	delaysched_extension_recheck_ms;
 
 extern void delaysched_define_gucs(void);
 extern bool delaysched_database_listed(const char *name);

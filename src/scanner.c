@@ -82,9 +82,6 @@
 #include "scanner.h"
 #include "worker.h"
 
-/* How long to wait before looking again for a missing extension. */
-#define EXTENSION_RECHECK_MS	10000
-
 /* How long to wait before trying again a range another transaction holds. */
 #define HELD_RANGE_RETRY_MS		100
 
@@ -669,7 +666,7 @@ delaysched_scanner_main(Datum main_arg)
 			if (nranges == 0)
 			{
 				now = GetCurrentTimestamp();
-				next = TimestampTzPlusMilliseconds(now, EXTENSION_RECHECK_MS);
+				next = TimestampTzPlusMilliseconds(now, delaysched_extension_recheck_ms);
 				set_status(SCANNER_WAITING_FOR_EXTENSION);
 				pg_atomic_write_u64(&MY_SLOT->sleep_until, (uint64) next);
 				sleep_until(next);
@@ -741,11 +738,14 @@ delaysched_scanner_main(Datum main_arg)
 		}
 
 		/*
-		 * The sweep starts where the last one left off, but at times from
-		 * the lowest keys (see "A held horizon" in tick.c).
+		 * The sweep starts where the last one left off (late_from,
+		 * lease_from), but every delaysched.full_sweep_interval (a minute
+		 * unless a test shortens it) from the lowest keys (see "A held
+		 * horizon" in tick.c).
 		 */
 		full = request.sweep &&
-			(now - range.full_sweep_at >= DELAYSCHED_FULL_SWEEP_EVERY ||
+			(now - range.full_sweep_at >=
+			 (int64) delaysched_full_sweep_interval_ms * 1000 ||
 			 now < range.full_sweep_at);
 		request.late_from = full ? DT_NOBEGIN : range.late_from;
 		/* Its next regular sweep, as finish_range will record it. */

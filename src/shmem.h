@@ -125,13 +125,6 @@ typedef struct WorkerSlot
  */
 #define DELAYSCHED_FAR_AHEAD	USECS_PER_SEC
 
-/*
- * A range's sweeps start where the previous one left off (late_from,
- * lease_from; see "A held horizon" in tick.c), but at least this often one
- * of them searches the range from its lowest keys.
- */
-#define DELAYSCHED_FULL_SWEEP_EVERY	(60 * USECS_PER_SEC)
-
 /* One range, as the workers know it between ticks. */
 typedef struct RangeState
 {

@@ -98,7 +98,7 @@
  * get behind these marks without a report (a firing put off by the drain
  * or a claim, a lease granted by a transaction that committed after the
  * lease ran out) are found by a full sweep, which each range makes every
- * DELAYSCHED_FULL_SWEEP_EVERY, and after a restart.
+ * delaysched.full_sweep_interval (a minute), and after a restart.
  *
  *-------------------------------------------------------------------------
  */
