@@ -67,11 +67,15 @@ sub poll_until_in
 
 # Run $sql in a new session inside an open transaction and keep it open
 # (with its locks) until release_session, in database $dbname (postgres if
-# not given).  Returns the session.
+# not given).  Returns the session; its backend's pid is $session->{pid}.
 sub hold_in_transaction
 {
 	my ($node, $sql, $dbname) = @_;
-	my $session = { in => "BEGIN;\n$sql;\n\\echo held\n", out => '' };
+	my $session = {
+		in => "BEGIN;\n$sql;\nSELECT 'holder pid ' || pg_backend_pid();\n\\echo held\n",
+		out => '',
+		node => $node,
+		dbname => $dbname // 'postgres' };
 	$session->{harness} = IPC::Run::start(
 		[ 'psql', '-X', '-q', '-v', 'ON_ERROR_STOP=1', '-d', $node->connstr($dbname // 'postgres') ],
 		'<', \$session->{in}, '>', \$session->{out}, '2>', \$session->{out});
@@ -82,7 +86,18 @@ sub hold_in_transaction
 		$session->{harness}->pump_nb;
 		usleep(10_000);
 	}
+	($session->{pid}) = $session->{out} =~ /holder pid (\d+)/;
 	return $session;
+}
+
+# Is a held session still inside the transaction it began (so still holding
+# its locks)?
+sub still_holding
+{
+	my ($session) = @_;
+	return $session->{node}->safe_psql($session->{dbname}, qq{
+		SELECT count(*) FROM pg_stat_activity
+		WHERE pid = $session->{pid} AND state = 'idle in transaction'}) eq '1';
 }
 
 # End a held session's transaction: ROLLBACK, or COMMIT if $commit.
@@ -91,6 +106,54 @@ sub release_session
 	my ($session, $commit) = @_;
 	$session->{in} .= ($commit ? "COMMIT" : "ROLLBACK") . ";\n\\q\n";
 	$session->{harness}->finish;
+}
+
+# Timing bounds (lateness percentiles, rates within 5%, "within a second")
+# say how fast the machine was as much as whether delaysched is right, so
+# the default suite does not assert them: as PostgreSQL's own suites do with
+# PG_TEST_EXTRA, they are checked only when it names delaysched_timing, and
+# otherwise their figures are printed as notes.  Counts, order, duplicates
+# and loss are always checked.
+sub timing_checked
+{
+	return (($ENV{PG_TEST_EXTRA} // '') =~ /\bdelaysched_timing\b/) ? 1 : 0;
+}
+
+# Tests that set the sweep to 60 s tell a task sent by a wake-up from one
+# left for the sweep by this bound (seconds): far below the sweep, far above
+# what a loaded machine adds.
+our $BEFORE_SWEEP = 10;
+
+# cmp_ok($got, $op, $bound, $name) when timing is checked; a note otherwise.
+sub timing_cmp_ok
+{
+	my ($got, $op, $bound, $name) = @_;
+	return Test::More->builder->cmp_ok($got, $op, $bound, $name) if timing_checked();
+	note(sprintf('timing, not checked: %s (%s %s %s)', $name, $got // 'undef', $op, $bound));
+	return 1;
+}
+
+# ok($condition, $name) when timing is checked; a note otherwise.
+sub timing_ok
+{
+	my ($condition, $name) = @_;
+	return Test::More->builder->ok($condition, $name) if timing_checked();
+	note(sprintf('timing, not checked: %s (%s)', $name, $condition ? 'held' : 'missed'));
+	return 1;
+}
+
+# The most of the sorted times @t (seconds) within any window of $width
+# seconds: what a rate limit of burst + rate x width must never exceed.
+sub busiest_window
+{
+	my ($width, @t) = @_;
+	my ($max, $j) = (0, 0);
+	for my $i (0 .. $#t)
+	{
+		$j++ while $j < @t && $t[$j] < $t[$i] + $width;
+		$max = $j - $i if $j - $i > $max;
+	}
+	return $max;
 }
 
 # Percentile (0..1) of a list of numbers, nearest-rank.

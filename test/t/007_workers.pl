@@ -53,10 +53,13 @@ sub count_ids
 # A burst falling due over four seconds, in small batches, so that the
 # workers are still delivering when one of them is stopped.  The test framework turns
 # restart_after_crash off; the SIGKILL case needs it.
+# (The full sweep, which finds the leases moved back below, every 2 s
+# instead of every minute: a developer option.)
 my $node = DelayschedTest::new_node('workers', extra_conf => <<'EOC');
 delaysched.workers = 2
 delaysched.batch_size = 10
 restart_after_crash = on
+delaysched.full_sweep_interval = '2s'
 EOC
 $node->safe_psql('postgres', "SELECT sched.define_biz('burst', ack_timeout => '1 hour')");
 ok(DelayschedTest::poll_until($node,
@@ -149,7 +152,7 @@ sub interrupted_burst
 		UPDATE sched.task SET lease_until = now()
 		WHERE biz_type = '$biz' AND state = 'd' AND id <> ALL ('{$heard_ids}'::bigint[])});
 	# (A lease moved back by hand lies behind where the sweeps of its range
-	# look for expired leases; the full sweep, once a minute, finds it.)
+	# look for expired leases; the full sweep finds it, every 2 s here.)
 	ok(poll_reading($node, $listener,
 		"SELECT count(*) FROM sched.task WHERE biz_type = '$biz'", '0', 150),
 		"$what: every task was acknowledged in the end");

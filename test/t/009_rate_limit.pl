@@ -50,19 +50,6 @@ sub wait_for_type
 	return @got;
 }
 
-# The most deliveries within any window of $width seconds.
-sub busiest_window
-{
-	my ($width, @t) = @_;
-	my ($max, $j) = (0, 0);
-	for my $i (0 .. $#t)
-	{
-		$j++ while $j < @t && $t[$j] < $t[$i] + $width;
-		$max = $j - $i if $j - $i > $max;
-	}
-	return $max;
-}
-
 # Counts per 100 ms bin from $from to $to (whole bins only).
 sub per_100ms
 {
@@ -93,15 +80,18 @@ for my $workers (1, 2, 4)
 	is(scalar(@got), 1000, "$workers workers: all 1,000 received");
 	my @t = delivered_times($type);
 	# After the burst of 10, the rate: deliveries 11 to 1,000 over their span.
-	my $rate = (@t - 11) / ($t[-1] - $t[10]);
-	cmp_ok(abs($rate - 200) / 200, '<=', 0.05,
-		sprintf("$workers workers: %.1f deliveries/s, within 5%% of 200", $rate));
-	my $busiest = busiest_window(1.0, @t);
+	# The cap (burst + rate x t) is a promise, on the limiter's own clock
+	# (delivered_at is the time the tokens were taken at): always checked.
+	# How close to the rate and how smooth say how busy the machine was.
+	my $busiest = DelayschedTest::busiest_window(1.0, @t);
 	cmp_ok($busiest, '<=', 210, "$workers workers: at most 210 in any 1 s window ($busiest)");
+	my $rate = (@t - 11) / ($t[-1] - $t[10]);
+	DelayschedTest::timing_cmp_ok(abs($rate - 200) / 200, '<=', 0.05,
+		sprintf("$workers workers: %.1f deliveries/s, within 5%% of 200", $rate));
 	# Per 100 ms after the first, which has the burst.
 	my @bins = per_100ms($t[0] + 0.1, $t[-1], @t);
 	my ($lo, $hi) = (sort { $a <=> $b } @bins)[0, -1];
-	cmp_ok($hi - $lo, '<=', 6, "$workers workers: per-100 ms counts flat ($lo to $hi, 20 expected)");
+	DelayschedTest::timing_cmp_ok($hi - $lo, '<=', 6, "$workers workers: per-100 ms counts flat ($lo to $hi, 20 expected)");
 	$node->safe_psql('postgres', "SELECT sched.drop_biz('$type', cancel_tasks => true)");
 }
 
@@ -123,8 +113,11 @@ for my $workers (1, 2, 4)
 	my @t = delivered_times('paced');
 	my $before = grep { $_ >= $changed_at - 1.0 && $_ < $changed_at } @t;
 	my $after = grep { $_ >= $changed_at + 1.0 && $_ < $changed_at + 3.0 } @t;
-	cmp_ok(abs($before - 200), '<=', 10, "about 200 in the second before the change ($before)");
-	cmp_ok(abs($after / 2 - 50), '<=', 2.5,
+	# At most the new cap (a burst of 10 and 50/s for 2 s) from a second
+	# after the change; about the rates when the machine keeps up.
+	cmp_ok($after, '<=', 10 + 2 * 50, "at most the new limit from a second after the change ($after in 2 s)");
+	DelayschedTest::timing_cmp_ok(abs($before - 200), '<=', 10, "about 200 in the second before the change ($before)");
+	DelayschedTest::timing_cmp_ok(abs($after / 2 - 50), '<=', 2.5,
 		sprintf('50/s from a second after the change (%.1f/s)', $after / 2));
 	$node->safe_psql('postgres', "SELECT sched.drop_biz('paced', cancel_tasks => true)");
 }
@@ -169,10 +162,11 @@ sub trickle_lateness
 	is(scalar(@beside), 40, 'the trickle beside it: every task delivered');
 	my $p99_alone = DelayschedTest::percentile(0.99, @alone);
 	my $p99_beside = DelayschedTest::percentile(0.99, @beside);
-	cmp_ok($p99_beside, '<=', $p99_alone + 5,
+	DelayschedTest::timing_cmp_ok($p99_beside, '<=', $p99_alone + 5,
 		sprintf('trickle p99 lateness %.1f ms beside the backlog, %.1f ms alone', $p99_beside, $p99_alone));
+	cmp_ok(DelayschedTest::busiest_window(1.0, @noisy), '<=', 110, 'the noisy type kept under its limit');
 	my $noisy_rate = (@noisy - 11) / ($noisy[-1] - $noisy[10]);
-	cmp_ok(abs($noisy_rate - 100), '<=', 5, sprintf('while the noisy type kept to its 100/s (%.1f/s)', $noisy_rate));
+	DelayschedTest::timing_cmp_ok(abs($noisy_rate - 100), '<=', 5, sprintf('while the noisy type kept to its 100/s (%.1f/s)', $noisy_rate));
 	my ($tokens, $throttled, $current) = split /\|/, $node->safe_psql('postgres',
 		"SELECT tokens, throttled, current_rate FROM sched.biz_stats WHERE biz_type = 'noisy'");
 	ok($tokens >= 0 && $tokens < 10 && $throttled > 0 && $throttled < 5000 && $current > 0 && $current <= 110,
@@ -198,13 +192,19 @@ sub trickle_lateness
 	my @small = delivered_times('small');
 	my @all = sort { $a <=> $b } (@big, @small);
 	is(scalar(@small), 300, 'the small type was served beside the big one');
-	my $busiest = busiest_window(1.0, @all);
+	my $busiest = DelayschedTest::busiest_window(1.0, @all);
 	cmp_ok($busiest, '<=', 300 + 30, "at most the cap (300/s and its burst of 30) in any 1 s window ($busiest)");
-	my $first_second = grep { $_ < $all[0] + 1.0 } @all;
-	my $small_share = (grep { $_ < $all[0] + 1.0 } @small) / $first_second;
+	# Shared equally while both wait, whatever the machine's speed: from
+	# the small type's first delivery to its last, about half are its.
+	my $while_both = grep { $_ >= $small[0] && $_ <= $small[-1] } @all;
+	my $small_share = @small / $while_both;
 	cmp_ok($small_share, '>=', 0.45,
-		sprintf('the small type had its share of the first second (%.0f%% of %d deliveries), not what the big one left',
-			100 * $small_share, $first_second));
+		sprintf('the small type had its share while both waited (%.0f%% of %d deliveries), not what the big one left',
+			100 * $small_share, $while_both));
+	my $first_second = grep { $_ < $all[0] + 1.0 } @all;
+	my $first_share = (grep { $_ < $all[0] + 1.0 } @small) / $first_second;
+	DelayschedTest::timing_cmp_ok($first_share, '>=', 0.45,
+		sprintf('and of the first second (%.0f%% of %d deliveries)', 100 * $first_share, $first_second));
 	$node->safe_psql('postgres', qq{
 		SELECT sched.drop_biz('big', cancel_tasks => true);
 		SELECT sched.drop_biz('small', cancel_tasks => true)});

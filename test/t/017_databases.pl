@@ -91,7 +91,7 @@ for my $db (@dbs)
 	is(scalar(grep { ($_->{message}{payload}{db} // '') ne $db } @got), 0,
 		"$db: its listener received no other database's task");
 	my $late = DelayschedTest::percentile(0.99, map { $_->{late_us} / 1000 } @got);
-	cmp_ok($late, '<', 2000, "$db: p99 lateness ${late} ms");
+	DelayschedTest::timing_cmp_ok($late, '<', 2000, "$db: p99 lateness ${late} ms");
 	cmp_ok(scalar(grep { $_->{late_us} < 0 } @got), '==', 0, "$db: nothing early");
 }
 
@@ -106,7 +106,7 @@ sql('delta', q{SELECT sched.add('jobs', clock_timestamp(), '{"first": true}')});
 my @first = $delta->wait_for(1, 30);
 my $served_in = time - $created;
 is(scalar(@first), 1, 'a database created from template0 is served after CREATE EXTENSION');
-cmp_ok($served_in, '<', 5, sprintf('first delivery %.3f s after CREATE EXTENSION began', $served_in));
+DelayschedTest::timing_cmp_ok($served_in, '<', 5, sprintf('first delivery %.3f s after CREATE EXTENSION began', $served_in));
 diag(sprintf('CREATE EXTENSION to the first delivery: %.3f s', $served_in));
 
 # From a template that has the extension: served without CREATE EXTENSION.
@@ -138,7 +138,7 @@ add_tasks('gamma', 100, 4);
 my $copy_start = time;
 sql('postgres', q{CREATE DATABASE gamma_copy TEMPLATE gamma});
 my $copy_took = time - $copy_start;
-cmp_ok($copy_took, '<', 5, sprintf('CREATE DATABASE from a served database took %.3f s', $copy_took));
+DelayschedTest::timing_cmp_ok($copy_took, '<', 5, sprintf('CREATE DATABASE from a served database took %.3f s', $copy_took));
 ok(defined wait_scanners('gamma', 1, 10), 'the copied database is served again');
 ok(defined wait_scanners('gamma_copy', 1, 15), 'and so is the copy');
 ok(wait_none_pending('gamma', 30), 'gamma delivered every task across the copy');
@@ -156,7 +156,8 @@ ok(defined wait_scanners('gamma_copy', 1, 10), 'and the database is served again
 my $drop_start = time;
 sql('beta', q{DROP EXTENSION delaysched});
 my $gone = wait_scanners('beta', 0, 10);
-ok(defined $gone && $gone < 1.0, sprintf('DROP EXTENSION: beta has no worker %.3f s later', $gone // -1));
+ok(defined $gone, 'DROP EXTENSION: beta has no worker');
+DelayschedTest::timing_ok(defined $gone && $gone < 1.0, sprintf('DROP EXTENSION: beta has no worker %.3f s later', $gone // -1));
 
 # Created again at once: served anew, with nothing of the old installation.
 sql('beta', q{CREATE EXTENSION delaysched});
@@ -174,12 +175,14 @@ sql('twophase', q{BEGIN; CREATE EXTENSION delaysched; PREPARE TRANSACTION 'ext_i
 ok(!defined wait_scanners('twophase', 1, 1.5), 'a prepared CREATE EXTENSION is not served yet');
 sql('twophase', q{COMMIT PREPARED 'ext_in'});
 my $in = wait_scanners('twophase', 1, 10);
-ok(defined $in && $in < 2.0, sprintf('served %.3f s after COMMIT PREPARED', $in // -1));
+ok(defined $in, 'served after COMMIT PREPARED');
+DelayschedTest::timing_ok(defined $in && $in < 2.0, sprintf('served %.3f s after COMMIT PREPARED', $in // -1));
 sql('twophase', q{BEGIN; DROP EXTENSION delaysched; PREPARE TRANSACTION 'ext_out'});
 is(scanners('twophase'), '1', 'a prepared DROP EXTENSION stops nothing yet');
 sql('twophase', q{COMMIT PREPARED 'ext_out'});
 my $out_2pc = wait_scanners('twophase', 0, 10);
-ok(defined $out_2pc && $out_2pc < 2.0, sprintf('and no worker %.3f s after its COMMIT PREPARED', $out_2pc // -1));
+ok(defined $out_2pc, 'and no worker after its COMMIT PREPARED');
+DelayschedTest::timing_ok(defined $out_2pc && $out_2pc < 2.0, sprintf('and no worker %.3f s after its COMMIT PREPARED', $out_2pc // -1));
 sql('postgres', q{DROP DATABASE twophase});
 
 # Another role's DROP DATABASE stops nothing.
@@ -206,7 +209,7 @@ my $dropdb_start = time;
 ($rc, $out, $err) = $node->psql('postgres', 'DROP DATABASE gamma');
 my $dropdb_took = time - $dropdb_start;
 is($rc, 0, 'DROP DATABASE of a served database succeeds without FORCE') or diag($err);
-cmp_ok($dropdb_took, '<', 5, sprintf('DROP DATABASE took %.3f s', $dropdb_took));
+DelayschedTest::timing_cmp_ok($dropdb_took, '<', 5, sprintf('DROP DATABASE took %.3f s', $dropdb_took));
 diag(sprintf('DROP DATABASE while tasks fall due: %.3f s', $dropdb_took));
 ok(!sql('postgres', q{SELECT count(*) FROM sched.cluster WHERE database = 'gamma'}),
 	'the dropped database is no longer in sched.cluster')
@@ -214,7 +217,7 @@ ok(!sql('postgres', q{SELECT count(*) FROM sched.cluster WHERE database = 'gamma
 
 # ---------------------------------------------------------------------------
 # The race of CREATE EXTENSION and DROP DATABASE with the launcher.
-my $races_ok = 0;
+my ($races_ok, $slowest_race) = (0, 0);
 for my $i (1 .. 10)
 {
 	sql('postgres', "CREATE DATABASE race$i");
@@ -224,9 +227,11 @@ for my $i (1 .. 10)
 	usleep(($i % 4) * 50_000);
 	my $s = time;
 	my ($r) = $node->psql('postgres', "DROP DATABASE race$i");
-	$races_ok++ if $r == 0 && time - $s < 5;
+	$races_ok++ if $r == 0;
+	$slowest_race = time - $s if time - $s > $slowest_race;
 }
-is($races_ok, 10, 'ten databases dropped right after CREATE EXTENSION, each within 5 s');
+is($races_ok, 10, 'ten databases dropped right after CREATE EXTENSION');
+DelayschedTest::timing_cmp_ok($slowest_race, '<', 5, 'each within 5 s');
 is(sql('postgres', q{SELECT count(*) FROM sched.cluster WHERE database LIKE 'race%'}), '0',
 	'none of them is left in sched.cluster');
 
@@ -244,7 +249,7 @@ sql('delta', q{SELECT count(sched.add('jobs', clock_timestamp() + interval '300 
 my @delta_got = $delta->wait_for($delta_before + 50, 30);
 is(scalar(@delta_got) - $delta_before, 50, 'another database delivers meanwhile');
 my $delta_late = DelayschedTest::percentile(0.99, map { $_->{late_us} / 1000 } @delta_got[$delta_before .. $#delta_got]);
-cmp_ok($delta_late, '<', 2000, "on time (p99 ${delta_late} ms)");
+DelayschedTest::timing_cmp_ok($delta_late, '<', 2000, "on time (p99 ${delta_late} ms)");
 my $starts = () = slurp_file($node->logfile) =~ /ended early \d+ times in a row/g;
 cmp_ok($starts, '<=', 6, "the log says so a few times, not in a loop ($starts lines)");
 sql('broken', q{ALTER TABLE sched.pointer_broken RENAME TO pointer});
@@ -271,16 +276,28 @@ for my $db (qw(alpha2 delta))
 	sql($db, q{SELECT sched.define_biz('capped', channel => 'capped', ack_timeout => '1 hour')});
 	sql($db, q{SELECT count(sched.add('capped', clock_timestamp(), '{}')) FROM generate_series(1, 2000)});
 }
-my $cap_start = time;
-usleep(4_000_000);
-my %capped = map { $_ => sql($_, q{SELECT count(*) FROM sched.tasks WHERE biz_type = 'capped' AND attempt >= 1}) } qw(alpha2 delta);
-my $cap_secs = time - $cap_start;
-my $cap_total = $capped{alpha2} + $capped{delta};
-diag(sprintf('under a cap of 100/s for %.1f s: alpha2 %d, delta %d', $cap_secs, $capped{alpha2}, $capped{delta}));
-cmp_ok($cap_total, '<=', 100 * ($cap_secs + 1), "the cap holds across databases ($cap_total in ${cap_secs} s)");
-cmp_ok($cap_total, '>=', 100 * ($cap_secs - 2), 'and is used');
-my ($low, $high) = sort { $a <=> $b } ($capped{alpha2}, $capped{delta});
-cmp_ok($low, '>=', 0.7 * $high, "shared fairly between the two databases ($low against $high)");
+# Delivered for four seconds of the server's clock after both backlogs
+# were there.  The cap is checked on delivered_at, the time the drain took
+# its tokens at: in no window of a second more than the cap and its
+# bucket's tenth of a second.  (Counting at the client over its own four
+# seconds, as this test once did, overstates the rate: the first
+# database's deliveries began before the second's tasks were added.)
+my $both_from = sql('postgres', 'SELECT extract(epoch FROM clock_timestamp())');
+ok(DelayschedTest::poll_until($node,
+	"SELECT clock_timestamp() > to_timestamp($both_from) + interval '4 seconds'", 't', 30),
+	'four seconds of deliveries under the cap');
+my %at = map { my $db = $_; $db => [ split /\n/, sql($db, q{
+	SELECT extract(epoch FROM delivered_at) FROM sched.tasks
+	WHERE biz_type = 'capped' AND delivered_at IS NOT NULL ORDER BY 1}) ] } qw(alpha2 delta);
+my @cap_all = sort { $a <=> $b } (@{ $at{alpha2} }, @{ $at{delta} });
+my $cap_busiest = DelayschedTest::busiest_window(1.0, @cap_all);
+diag(sprintf('under a cap of 100/s: alpha2 %d, delta %d; at most %d in a second', scalar @{ $at{alpha2} },
+	scalar @{ $at{delta} }, $cap_busiest));
+cmp_ok($cap_busiest, '<=', 100 + 10, "the cap holds across databases (at most $cap_busiest in any second)");
+my @window = grep { $_ >= $both_from && $_ < $both_from + 4 } @cap_all;
+DelayschedTest::timing_cmp_ok(scalar @window, '>=', 100 * (4 - 1), 'and is used (' . scalar(@window) . ' in 4 s)');
+my ($low, $high) = sort { $a <=> $b } map { my $db = $_; scalar grep { $_ >= $both_from && $_ < $both_from + 4 } @{ $at{$db} } } qw(alpha2 delta);
+DelayschedTest::timing_cmp_ok($low, '>=', 0.7 * $high, "shared fairly between the two databases ($low against $high)");
 sql('postgres', q{ALTER SYSTEM RESET delaysched.max_deliveries_per_second});
 $node->reload;
 for my $db (qw(alpha2 delta))

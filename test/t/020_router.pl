@@ -177,7 +177,11 @@ my $from = $times[0] + 1;    # after the buckets' first burst
 my $to = (sort { $a <=> $b } @lasts)[0];    # while every node still had tasks
 my $in_window = grep { $_ > $from && $_ <= $to } @times;
 my $rate = $in_window / ($to - $from);
-cmp_ok(abs($rate - 60) / 60, '<=', 0.05, sprintf('the cluster delivered %.1f/s for a limit of 60/s (within 5%%)', $rate));
+# Each node keeps its share (20/s, burst 1) on its own clock: the cluster
+# never more than 3 x (1 + 20) in a second, whatever the machine's speed.
+my $busiest = DelayschedTest::busiest_window(1.0, @times);
+cmp_ok($busiest, '<=', 63, "the cluster kept under the limit of 60/s (at most $busiest in any second)");
+DelayschedTest::timing_cmp_ok(abs($rate - 60) / 60, '<=', 0.05, sprintf('the cluster delivered %.1f/s for a limit of 60/s (within 5%%)', $rate));
 
 # Re-split when the node list changes: two nodes get half each.
 r("SELECT count(*) FROM sched.set_nodes(ARRAY['" . conninfo($nodes[0]) . "', '" . conninfo($nodes[1]) . "'])");

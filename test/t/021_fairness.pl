@@ -127,21 +127,21 @@ for my $round (1, 2)
 	$node->safe_psql('postgres', 'VACUUM ANALYZE sched.task');
 }
 
-cmp_ok(scalar @during, '>=', 60, 'at least 60 neighbour tasks fell due while the backlogs drained');
+DelayschedTest::timing_cmp_ok(scalar @during, '>=', 60, 'at least 60 neighbour tasks fell due while the backlogs drained');
 my $p99 = DelayschedTest::percentile(0.99, @during);
 note(sprintf "neighbour lateness at delivery while %d tasks drained (%d tasks): p50 %.1f ms, p99 %.1f ms, max %.1f ms",
 	$bulk_size, scalar @during, DelayschedTest::percentile(0.5, @during), $p99,
 	DelayschedTest::percentile(1, @during));
-cmp_ok($p99, '<', 50, "the neighbour's lateness p99 stays under 50 ms while the backlog drains");
+DelayschedTest::timing_cmp_ok($p99, '<', 50, "the neighbour's lateness p99 stays under 50 ms while the backlog drains");
 my $received_p99 = DelayschedTest::percentile(0.99, @received);
 note(sprintf "the same at the listener: p50 %.1f ms, p99 %.1f ms",
 	DelayschedTest::percentile(0.5, @received), $received_p99);
-cmp_ok($received_p99, '<', 150,
+DelayschedTest::timing_cmp_ok($received_p99, '<', 150,
 	"at the listener too the neighbour's p99 stays far below the backlog's length (under 150 ms)");
 # The backlog's pace beside the neighbour; the precise figure is the bench's
 # (neighbour workload), as two runs here differ by 15% on a busy machine.
 my $pace = (sort { $a <=> $b } @paces)[-1];
-cmp_ok($pace, '>=', 0.7,
+DelayschedTest::timing_cmp_ok($pace, '>=', 0.7,
 	'the backlog drains at its own pace beside the neighbour (at least 0.7x its pace alone, the better round)');
 
 # --- weights 3 and 1: both backlogged, 3:1 every second ---
