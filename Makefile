@@ -2,8 +2,10 @@
 #
 #   make && make install        build and install the extension
 #   make test-tools             the LISTEN client and the benchmark programs (test/)
-#   make installcheck           pg_regress and isolation tests on a temporary instance
-#   bash scripts/test.sh        the whole suite (regress, isolation, TAP) as CI runs it
+#   make installcheck           pg_regress and isolation tests on a temporary instance,
+#                               then the TAP tests (test/t; PROVE_FLAGS="-j 2" in parallel)
+#   bash scripts/test.sh        the whole suite (regress, isolation, TAP) on every
+#                               supported major, as CI runs it
 
 MODULE_big = delaysched
 OBJS = \
@@ -54,6 +56,11 @@ REGRESS_OPTS = --temp-instance=./tmp_check --temp-config=$(srcdir)/test/delaysch
 ISOLATION = claim_race dedupe_race cancel_vs_claim drop_vs_add reschedule_vs_drop range_race tick_vs_claim reschedule_vs_claim pause_vs_tick http_claim_race schedule_vs_fire
 ISOLATION_OPTS = --temp-instance=./tmp_check_iso --temp-config=$(srcdir)/test/isolation.conf \
 	--load-extension=delaysched
+
+# TAP tests through PGXS (prove_installcheck), from test/t; they find the
+# LISTEN client at test/dslisten (make test-tools) and their module in test/perl.
+TAP_TESTS = 1
+PROVE_TESTS = test/t/*.pl
 
 PG_CPPFLAGS = -I$(srcdir)/src
 # libcurl for the HTTP workers (package libcurl4-openssl-dev).

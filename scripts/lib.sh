@@ -4,6 +4,9 @@
 # Debian's archive), builds and installs the extension, and runs commands as
 # the unprivileged user that PostgreSQL insists on.
 
+# The majors built and tested (scripts/test.sh): 15 is bookworm's own; 17
+# and 18 run in chroots of trixie and sid (scripts/chroot.sh).
+SUPPORTED_MAJORS="15 17 18"
 PG_MAJOR=${PG_MAJOR:-15}
 # PG_BINDIR may point at a relocated copy of the server (a private install
 # for parallel work); the packages are still Debian's.
@@ -20,7 +23,7 @@ log() { printf '==> %s\n' "$*" >&2; }
 TEST_PACKAGES="python3-prometheus-client prometheus-postgres-exporter postgresql-$PG_MAJOR-plproxy python3-psycopg2"
 
 # What building the Debian package needs besides (scripts/package.sh).
-PACKAGE_BUILD_PACKAGES="dpkg-dev debhelper postgresql-server-dev-all"
+PACKAGE_BUILD_PACKAGES="build-essential dpkg-dev debhelper postgresql-server-dev-all"
 
 # Install whatever of $PACKAGES (or of the list given) is missing
 # (apt-get update first).
@@ -48,6 +51,30 @@ build_and_install() {
 	make -C "$1" -s PG_CONFIG="$PG_BINDIR/pg_config" COPT=-Werror install >/dev/null
 	# The LISTEN client and the benchmark programs (not part of "all").
 	make -C "$1" -s PG_CONFIG="$PG_BINDIR/pg_config" COPT=-Werror test-tools >/dev/null
+}
+
+# Does major $1 need a chroot here?  Only if it is not the one this system's
+# Debian suite ships (scripts/chroot.sh knows which suite ships which).
+major_needs_chroot() {
+	local suite codename
+	suite=$(chroot_suite "$1")
+	[ -n "$suite" ] || return 1
+	codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
+	[ "$suite" != "$codename" ] && ! { [ "$suite" = sid ] && grep -qs '/sid' /etc/debian_version; }
+}
+
+# Copy the files git tracks in tree $1, as they are in its working tree (no
+# build products, no untracked files), to directory $2; a tree without git
+# is copied whole and cleaned.
+copy_tracked_files() {
+	local from=$1 to=$2
+	mkdir -p "$to"
+	if git -C "$from" rev-parse --git-dir >/dev/null 2>&1; then
+		(cd "$from" && git ls-files -z | xargs -0 cp --parents -t "$to")
+	else
+		cp -a "$from/." "$to"
+		make -C "$to" -s clean PG_CONFIG="$PG_BINDIR/pg_config" >/dev/null 2>&1 || true
+	fi
 }
 
 # Run a command as $PG_USER (PostgreSQL refuses to run as root).

@@ -1,97 +1,132 @@
 #!/usr/bin/env bash
-# scripts/test.sh: the whole delaysched test suite.
+# scripts/test.sh: the whole delaysched test suite on every supported
+# PostgreSQL major.
 #
-# Installs what is missing (as root), builds and installs the extension, then
-# runs, as the unprivileged postgres user in a scratch copy of the tree:
-#   pg_regress   sql/*.sql against expected/*.out      (the SQL surface)
-#   isolation    specs/*.spec                          (races between sessions)
-#   TAP          test/t/*.pl                           (delivery, restart, crash)
-# and ends with one line: "N passed, N failed".  Exit status 0 only if all pass.
-# As root it first builds the Debian package (scripts/package.sh), installs it
-# and runs the pg_regress and isolation tests against it (counted too).
+#   bash scripts/test.sh                 every major in $SUPPORTED_MAJORS
+#   bash scripts/test.sh --major 17      one major (may be repeated)
+#
+# A major this system's Debian ships (15 on bookworm) runs here; the others
+# run in a Debian chroot of the suite that ships them (scripts/chroot.sh:
+# trixie for 17, sid for 18), made once and kept.  Each runs
+# scripts/suite.sh: the Debian package built, installed and tested, then
+# pg_regress, isolation and TAP against the build from source.  Ends with
+# one line over all majors: "N passed, N failed" (exit status 0 only if all
+# pass), after a line per major and whatever was left unchecked.
+#
+# Moving between majors: before the first chroot, a PostgreSQL 15 server
+# with this tree's build starts on the host (127.0.0.1), and each newer
+# major's suite also runs test/cross/*.pl, which dump a database of it
+# with the newer pg_dump and restore it into the newer server.
+#
+# PG_TEST_EXTRA=delaysched_timing adds the timing bounds (lateness p99,
+# rates within 5%), which a busy machine can miss; PROVE_JOBS (default 2)
+# sets how many TAP tests run at once.
 set -uo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 . "$root/scripts/lib.sh"
+. "$root/scripts/chroot.sh"
 
-ensure_packages "$PACKAGES $TEST_PACKAGES" || exit 1
-passed=0
-failed=0
-
-# pg_regress and pg_isolation_regress print one "... ok" or "... FAILED" per
-# test.  Run them one after the other, so that a failure in the first does not
-# hide the second.  run_regress_suites DIR LABEL: in the tree copy DIR, against
-# the extension installed now; logs in DIR/test-logs.
-run_regress_suites() {
-	local dir=$1 label=$2 suite only status ok bad
-	as_pg_user mkdir -p "$dir/test-logs"
-	for suite in regress isolation; do
-		log "$label$suite tests"
-		case $suite in
-			regress) only="ISOLATION=" ;;
-			isolation) only="REGRESS=" ;;
-		esac
-		(cd "$dir" && as_pg_user make -s installcheck $only PG_CONFIG="$PG_BINDIR/pg_config") \
-			>"$dir/test-logs/$suite.log" 2>&1
-		status=$?
-		cat "$dir/test-logs/$suite.log"
-		ok=$(grep -cE '\.\.\. ok' "$dir/test-logs/$suite.log")
-		bad=$(grep -cE '\.\.\. FAILED|\.\.\. failed' "$dir/test-logs/$suite.log")
-		if [ "$status" -ne 0 ] && [ "$bad" -eq 0 ]; then bad=1; fi
-		passed=$((passed + ok))
-		failed=$((failed + bad))
-	done
-	for d in "$dir/regression.diffs" "$dir/output_iso/regression.diffs"; do
-		[ -s "$d" ] && { echo "---- $d"; cat "$d"; }
-	done
+usage() {
+	sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'
 }
 
-# The Debian package first: built from a clean copy of the tree with
-# pg_buildext (scripts/package.sh), installed with apt-get, and the
-# pg_regress and isolation tests run against what it installed, before the
-# build from source below replaces its files.  Installing needs root.
-if [ "$(id -u)" -eq 0 ]; then
-	if deb=$(bash "$root/scripts/package.sh"); then
-		log "installing $deb"
-		if apt-get install -y -qq --reinstall --allow-downgrades "$deb" >/dev/null; then
-			# Installed: its build directory (a copy of the tree, the build's
-			# products and log) would be left in /tmp by every run.
-			rm -rf "$(dirname "$deb")"
-			run_regress_suites "$(copy_tree_for_pg_user "$root")" "installed package: "
-		else
-			echo "package: apt-get install $deb failed" >&2
-			failed=$((failed + 1))
-		fi
-	else
-		failed=$((failed + 1))
+majors=""
+while [ $# -gt 0 ]; do
+	case $1 in
+		--major) [ $# -ge 2 ] || { usage >&2; exit 2; }; majors="$majors $2"; shift 2 ;;
+		--major=*) majors="$majors ${1#--major=}"; shift ;;
+		-h | --help) usage; exit 0 ;;
+		*) echo "test.sh: unknown argument \"$1\"" >&2; usage >&2; exit 2 ;;
+	esac
+done
+majors=${majors:-$SUPPORTED_MAJORS}
+for m in $majors; do
+	case " $SUPPORTED_MAJORS " in
+		*" $m "*) ;;
+		*) echo "test.sh: PostgreSQL $m is not supported (supported: $SUPPORTED_MAJORS)" >&2; exit 2 ;;
+	esac
+done
+
+logdir=$(mktemp -d /tmp/delaysched-test.XXXXXX)
+mounted=""
+dump_from=""
+cleanup() {
+	[ -n "$mounted" ] && chroot_umount "$mounted"
+	stop_throwaway_cluster
+}
+trap cleanup EXIT
+
+# The server the newer majors dump from (test/cross): this system's own
+# major with this tree's build, serving only its "postgres" database, on
+# 127.0.0.1 (a chroot shares the host's network).  Sets dump_from to its
+# conninfo, or leaves it empty (and says why) if it could not start.
+start_dump_source() {
+	local port
+	[ -n "$dump_from" ] && return 0
+	log "PostgreSQL $PG_MAJOR on the host, for the newer majors to dump from"
+	if ! build_and_install "$root" || ! port=$(free_tcp_port) ||
+		! start_throwaway_cluster "$port" "listen_addresses = '127.0.0.1'
+delaysched.databases = 'postgres'"; then
+		log "the server to dump from did not start: moving between majors goes unchecked"
+		return 1
 	fi
-else
-	log "the Debian package: skipped (installing it needs root)"
-fi
+	dump_from="host=127.0.0.1 port=$port user=postgres"
+}
 
-build_and_install "$root" || exit 1
+# run_major M LOG: the suite for major M, here or in its chroot; its output
+# goes to the terminal and to LOG.
+run_major() {
+	local m=$1 out=$2 dir build
+	if ! major_needs_chroot "$m"; then
+		PG_MAJOR=$m PG_BINDIR=/usr/lib/postgresql/$m/bin bash "$root/scripts/suite.sh" 2>&1 | tee "$out"
+		return
+	fi
+	if ! dir=$(chroot_ensure "$m"); then
+		echo "0 passed, 1 failed" | tee "$out"
+		return
+	fi
+	start_dump_source
+	# Earlier runs' scratch copies (suite.sh leaves its logs there).
+	rm -rf "$dir"/tmp/delaysched.* "$dir"/build.*
+	# A copy of the tree inside the chroot: the tracked files as they are in
+	# the working tree (no build products), as scripts/package.sh takes them.
+	build=$(mktemp -d "$dir/build.XXXXXX")
+	copy_tracked_files "$root" "$build"
+	chroot_mount "$dir"
+	mounted=$dir
+	chroot_run "$dir" PG_MAJOR="$m" PG_TEST_EXTRA="${PG_TEST_EXTRA:-}" PROVE_JOBS="${PROVE_JOBS:-2}" \
+		DELAYSCHED_DUMP_FROM="$dump_from" \
+		bash "/${build#"$dir"/}/scripts/suite.sh" 2>&1 | tee "$out"
+	chroot_umount "$dir"
+	mounted=""
+	rm -rf "$build"
+}
 
-work=$(copy_tree_for_pg_user "$root")
-logs=$work/test-logs
-run_regress_suites "$work" ""
+total_passed=0
+total_failed=0
+report=""
+for m in $majors; do
+	start=$(date +%s)
+	log "PostgreSQL $m: the whole suite"
+	run_major "$m" "$logdir/pg$m.log"
+	line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$logdir/pg$m.log" | tail -n 1)
+	[ -n "$line" ] || line="0 passed, 1 failed"
+	p=${line%% passed*}
+	f=${line#*, }
+	f=${f%% failed}
+	total_passed=$((total_passed + p))
+	total_failed=$((total_failed + f))
+	report="$report
+PostgreSQL $m: $line in $(( $(date +%s) - start )) s"
+	if major_needs_chroot "$m" && [ -z "$dump_from" ]; then
+		echo "unchecked: moving from $PG_MAJOR to $m by pg_dump (no server to dump from)" >>"$logdir/pg$m.log"
+	fi
+	unchecked=$(grep -E '^unchecked: ' "$logdir/pg$m.log" | sort -u | sed "s/^unchecked: /  unchecked on $m: /")
+	[ -n "$unchecked" ] && report="$report
+$unchecked"
+done
 
-# TAP: every assertion counts.
-log "TAP tests"
-(cd "$work" && as_pg_user env \
-	PERL5LIB="$PG_PKGLIBDIR/pgxs/src/test/perl" \
-	PG_REGRESS="$PG_PKGLIBDIR/pgxs/src/test/regress/pg_regress" \
-	TESTDIR="$work" \
-	DSLISTEN="$work/test/dslisten" \
-	prove -v test/t/*.pl) >"$logs/tap.log" 2>&1
-status=$?
-cat "$logs/tap.log"
-ok=$(grep -cE '^\s*ok [0-9]+' "$logs/tap.log")
-bad=$(grep -cE '^\s*not ok [0-9]+' "$logs/tap.log")
-if [ "$status" -ne 0 ] && [ "$bad" -eq 0 ]; then bad=1; fi
-[ "$status" -ne 0 ] && [ -d "$work/tmp_check/log" ] && tail -n 50 "$work"/tmp_check/log/*.log
-passed=$((passed + ok))
-failed=$((failed + bad))
-
-echo "logs: $logs"
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+echo "==== summary (logs: $logdir)$report"
+echo "$total_passed passed, $total_failed failed"
+[ "$total_failed" -eq 0 ]

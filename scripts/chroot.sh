@@ -1,0 +1,131 @@
+# scripts/chroot.sh: PostgreSQL majors that bookworm does not ship, in
+# Debian chroots.
+#
+# Sourced, not run (scripts/test.sh and scripts/package.sh use it).  Debian's
+# own archive, the one apt already uses here, serves PostgreSQL 17 in trixie
+# and 18 in sid; their binaries need a newer C library than bookworm's, so
+# each major gets a minimal Debian of its suite (debootstrap --variant=minbase)
+# under $DELAYSCHED_CHROOTS, made once and kept: making one takes a minute or
+# two, and later runs only check that its package list is installed.
+#
+#   chroot_suite MAJOR          the Debian suite that ships MAJOR ("" if none)
+#   chroot_ensure MAJOR         make (or complete) the chroot; prints its path
+#   chroot_mount DIR            mount /proc, /dev/shm, /dev/pts in it (idempotent)
+#   chroot_umount DIR           undo chroot_mount
+#
+# Inside, the tree's own scripts run as they do on the host, as root, with
+# PG_MAJOR set: they find PostgreSQL where Debian puts it.
+
+DELAYSCHED_CHROOTS=${DELAYSCHED_CHROOTS:-/var/cache/delaysched/chroots}
+
+chroot_suite() {
+	case $1 in
+		17) echo trixie ;;
+		18) echo sid ;;
+		*) echo "" ;;
+	esac
+}
+
+# The Debian mirror apt uses on this machine (deb822 or one-line sources).
+chroot_mirror() {
+	local uri
+	uri=$(grep -hE '^URIs:' /etc/apt/sources.list.d/*.sources 2>/dev/null |
+		awk '{print $2}' | grep -E '/debian/?$' | head -n 1)
+	[ -z "$uri" ] && uri=$(grep -hE '^deb ' /etc/apt/sources.list 2>/dev/null |
+		awk '{print $2}' | grep -E '/debian/?$' | head -n 1)
+	echo "${uri:-http://deb.debian.org/debian}"
+}
+
+# Everything the suite, the package build and the benchmarks' smoke runs
+# need inside a chroot for major $1.
+chroot_packages() {
+	local m=$1
+	echo "make gcc libc6-dev libpq-dev libcurl4-openssl-dev python3 perl" \
+		"libipc-run-perl procps gnuplot-nox" \
+		"postgresql-$m postgresql-server-dev-$m postgresql-$m-plproxy postgresql-$m-cron" \
+		"python3-prometheus-client prometheus-postgres-exporter python3-psycopg2" \
+		"build-essential dpkg-dev debhelper postgresql-server-dev-all"
+}
+
+chroot_mount() {
+	local dir=$1
+	mountpoint -q "$dir/proc" || mount -t proc proc "$dir/proc"
+	mkdir -p "$dir/dev/shm" "$dir/dev/pts"
+	mountpoint -q "$dir/dev/shm" || mount -t tmpfs -o mode=1777 shm "$dir/dev/shm"
+	mountpoint -q "$dir/dev/pts" || mount -t devpts -o newinstance,ptmxmode=0666 devpts "$dir/dev/pts" 2>/dev/null || true
+}
+
+chroot_umount() {
+	local dir=$1 m
+	for m in dev/pts dev/shm proc; do
+		mountpoint -q "$dir/$m" && umount -l "$dir/$m"
+	done
+	return 0
+}
+
+# Run a command inside the chroot $1 as root, in a clean environment.
+chroot_run() {
+	local dir=$1
+	shift
+	chroot "$dir" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin \
+		HOME=/root LANG=C.UTF-8 DEBIAN_FRONTEND=noninteractive "$@"
+}
+
+chroot_ensure() {
+	local major=$1 suite dir mirror pkgs
+	suite=$(chroot_suite "$major")
+	if [ -z "$suite" ]; then
+		echo "chroot: no Debian suite ships PostgreSQL $major here" >&2
+		return 1
+	fi
+	dir=$DELAYSCHED_CHROOTS/pg$major
+	pkgs=$(chroot_packages "$major")
+	if [ -f "$dir/.delaysched-ready" ] && [ "$(cat "$dir/.delaysched-ready")" = "$pkgs" ]; then
+		echo "$dir"
+		return 0
+	fi
+	if [ "$(id -u)" -ne 0 ]; then
+		echo "chroot: making $dir needs root" >&2
+		return 1
+	fi
+	mirror=$(chroot_mirror)
+	if [ ! -x "$dir/usr/bin/apt-get" ]; then
+		command -v debootstrap >/dev/null || {
+			DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends debootstrap >/dev/null || return 1
+		}
+		log "making a $suite chroot for PostgreSQL $major in $dir (from $mirror)"
+		rm -rf "$dir"
+		mkdir -p "$dir"
+		if ! debootstrap --variant=minbase "$suite" "$dir" "$mirror" >"$dir.debootstrap.log" 2>&1; then
+			tail -n 20 "$dir.debootstrap.log" >&2
+			echo "chroot: debootstrap $suite failed (log: $dir.debootstrap.log)" >&2
+			return 1
+		fi
+	fi
+	# apt: the archive's sid can be past its Release file's valid-until
+	# date; nothing recommended; no service started by a package's scripts.
+	echo "deb $mirror $suite main" >"$dir/etc/apt/sources.list"
+	cat >"$dir/etc/apt/apt.conf.d/99delaysched" <<'CONF'
+Acquire::Check-Valid-Until "false";
+APT::Install-Recommends "false";
+APT::Install-Suggests "false";
+CONF
+	printf '#!/bin/sh\nexit 101\n' >"$dir/usr/sbin/policy-rc.d"
+	chmod 755 "$dir/usr/sbin/policy-rc.d"
+	# No main cluster: the tests make their own.
+	mkdir -p "$dir/etc/postgresql-common/createcluster.d"
+	echo "create_main_cluster = false" >"$dir/etc/postgresql-common/createcluster.d/delaysched.conf"
+	cp /etc/resolv.conf "$dir/etc/resolv.conf" 2>/dev/null || true
+	log "installing PostgreSQL $major and the suite's packages in $dir"
+	chroot_mount "$dir"
+	if ! { chroot_run "$dir" apt-get update -qq &&
+		chroot_run "$dir" apt-get install -y -qq $pkgs; } >"$dir.apt.log" 2>&1; then
+		chroot_umount "$dir"
+		tail -n 20 "$dir.apt.log" >&2
+		echo "chroot: installing packages in $dir failed (log: $dir.apt.log)" >&2
+		return 1
+	fi
+	chroot_umount "$dir"
+	echo "$pkgs" >"$dir/.delaysched-ready"
+	echo "$dir"
+}

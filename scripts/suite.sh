@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# scripts/suite.sh: the whole delaysched test suite on one PostgreSQL major,
+# the one this system ships (PG_MAJOR, default 15).  scripts/test.sh runs it
+# for every supported major, here or in a chroot (scripts/chroot.sh).
+#
+# Installs what is missing (as root), builds and installs the extension, then
+# runs, as the unprivileged postgres user in a scratch copy of the tree:
+#   pg_regress   sql/*.sql against expected/*.out      (the SQL surface)
+#   isolation    specs/*.spec                          (races between sessions)
+#   TAP          test/t/*.pl                           (delivery, restart, crash)
+# and ends with one line: "N passed, N failed".  Exit status 0 only if all pass.
+# As root it first builds the Debian package (scripts/package.sh), installs it
+# and runs the pg_regress and isolation tests against it (counted too).
+#
+# TAP tests run through PGXS (make installcheck, TAP_TESTS) with prove -j
+# $PROVE_JOBS (default 2).  Timing bounds are checked only when PG_TEST_EXTRA
+# names delaysched_timing (test/perl/DelayschedTest.pm); otherwise their
+# figures are printed, not asserted.
+set -uo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+. "$root/scripts/lib.sh"
+
+ensure_packages "$PACKAGES $TEST_PACKAGES" || exit 1
+passed=0
+failed=0
+PROVE_JOBS=${PROVE_JOBS:-2}
+
+# Count a log's "... ok" and "... FAILED" lines (pg_regress, isolation) or
+# "ok N" and "not ok N" lines (TAP), and a failure if the run failed without
+# one.  count_results LOG STATUS OK_PATTERN BAD_PATTERN
+count_results() {
+	local log=$1 status=$2 ok bad
+	ok=$(grep -cE "$3" "$log")
+	bad=$(grep -cE "$4" "$log")
+	if [ "$status" -ne 0 ] && [ "$bad" -eq 0 ]; then bad=1; fi
+	passed=$((passed + ok))
+	failed=$((failed + bad))
+}
+
+# pg_regress and pg_isolation_regress print one "... ok" or "... FAILED" per
+# test.  Run them one after the other, so that a failure in the first does not
+# hide the second.  run_regress_suites DIR LABEL: in the tree copy DIR, against
+# the extension installed now; logs in DIR/test-logs.
+run_regress_suites() {
+	local dir=$1 label=$2 suite only status
+	as_pg_user mkdir -p "$dir/test-logs"
+	for suite in regress isolation; do
+		log "PostgreSQL $PG_MAJOR: $label$suite tests"
+		case $suite in
+			regress) only="ISOLATION=" ;;
+			isolation) only="REGRESS=" ;;
+		esac
+		(cd "$dir" && as_pg_user make -s installcheck $only TAP_TESTS= PG_CONFIG="$PG_BINDIR/pg_config") \
+			>"$dir/test-logs/$suite.log" 2>&1
+		status=$?
+		cat "$dir/test-logs/$suite.log"
+		count_results "$dir/test-logs/$suite.log" "$status" '\.\.\. ok' '\.\.\. FAILED|\.\.\. failed'
+	done
+	for d in "$dir/regression.diffs" "$dir/output_iso/regression.diffs"; do
+		[ -s "$d" ] && { echo "---- $d"; cat "$d"; }
+	done
+}
+
+# The Debian package first: built from a clean copy of the tree with
+# pg_buildext (scripts/package.sh), installed with apt-get, and the
+# pg_regress and isolation tests run against what it installed, before the
+# build from source below replaces its files.  Installing needs root.
+if [ "$(id -u)" -eq 0 ]; then
+	if deb=$(bash "$root/scripts/package.sh"); then
+		log "installing $deb"
+		if apt-get install -y -qq --reinstall --allow-downgrades "$deb" >/dev/null; then
+			# Installed: its build directory (a copy of the tree, the build's
+			# products and log) would be left in /tmp by every run.
+			rm -rf "$(dirname "$deb")"
+			run_regress_suites "$(copy_tree_for_pg_user "$root")" "installed package: "
+		else
+			echo "package: apt-get install $deb failed" >&2
+			failed=$((failed + 1))
+		fi
+	else
+		failed=$((failed + 1))
+	fi
+else
+	log "the Debian package: skipped (installing it needs root)"
+	echo "unchecked: the Debian package (building and installing it needs root)"
+fi
+
+build_and_install "$root" || exit 1
+
+work=$(copy_tree_for_pg_user "$root")
+logs=$work/test-logs
+run_regress_suites "$work" ""
+
+# TAP through PGXS (prove_installcheck), every assertion counted.
+log "PostgreSQL $PG_MAJOR: TAP tests (prove -j $PROVE_JOBS)"
+(cd "$work" && as_pg_user env PG_TEST_EXTRA="${PG_TEST_EXTRA:-}" \
+	make -s installcheck REGRESS= ISOLATION= PG_CONFIG="$PG_BINDIR/pg_config" \
+	PROVE_FLAGS="-v --timer -j $PROVE_JOBS") >"$logs/tap.log" 2>&1
+status=$?
+cat "$logs/tap.log"
+# prove's summary (verbose lines interleave under -j): "Files=F, Tests=N,
+# ..." and, per failing file, "(Wstat: W Tests: T Failed: K)"; a file that
+# failed with no failed assertion (it died, or broke its plan) counts once.
+tap_total=$(sed -nE 's/^Files=[0-9]+, Tests=([0-9]+),.*/\1/p' "$logs/tap.log" | tail -n 1)
+read -r tap_failed tap_broken < <(grep -oE 'Wstat: [0-9]+ Tests: [0-9]+ Failed: [0-9]+' "$logs/tap.log" |
+	awk '{ f += $6; if ($6 == 0) b++ } END { print f + 0, b + 0 }')
+passed=$((passed + ${tap_total:-0} - tap_failed))
+tap_failed=$((tap_failed + tap_broken))
+if [ "$status" -ne 0 ] && [ "$tap_failed" -eq 0 ]; then tap_failed=1; fi
+failed=$((failed + tap_failed))
+[ "$status" -ne 0 ] && [ -d "$work/tmp_check/log" ] && tail -n 50 "$work"/tmp_check/log/*.log
+
+# What was not checked here, said rather than hidden.
+grep -hE '^test/t/[0-9a-z_]+\.pl \.+ skipped' "$logs/tap.log" | sed 's/^/unchecked: /'
+case " ${PG_TEST_EXTRA:-} " in
+	*" delaysched_timing "*) ;;
+	*) echo "unchecked: timing bounds (lateness, rates within 5%); PG_TEST_EXTRA=delaysched_timing checks them" ;;
+esac
+
+echo "logs: $logs"
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
