@@ -11,7 +11,7 @@
 #   chroot_suite MAJOR          the Debian suite that ships MAJOR ("" if none)
 #   chroot_ensure MAJOR         make (or complete) the chroot; prints its path
 #   chroot_mount DIR            mount /proc, /dev/shm, /dev/pts in it (idempotent)
-#   chroot_umount DIR           undo chroot_mount
+#   chroot_umount DIR           undo chroot_mount, once no other user is left
 #
 # Inside, the tree's own scripts run as they do on the host, as root, with
 # PG_MAJOR set: they find PostgreSQL where Debian puts it.
@@ -47,19 +47,38 @@ chroot_packages() {
 		"build-essential dpkg-dev debhelper postgresql-server-dev-all"
 }
 
+# Several scripts may use one chroot at once (the suite, a benchmark, a
+# package build): each registers its process id in DIR.users/ while it uses
+# the mounts, under a lock, and the last one out (or the first to find only
+# dead users' entries) unmounts.
 chroot_mount() {
 	local dir=$1
-	mountpoint -q "$dir/proc" || mount -t proc proc "$dir/proc"
-	mkdir -p "$dir/dev/shm" "$dir/dev/pts"
-	mountpoint -q "$dir/dev/shm" || mount -t tmpfs -o mode=1777 shm "$dir/dev/shm"
-	mountpoint -q "$dir/dev/pts" || mount -t devpts -o newinstance,ptmxmode=0666 devpts "$dir/dev/pts" 2>/dev/null || true
+	mkdir -p "$dir.users"
+	(
+		flock 9
+		touch "$dir.users/$$"
+		mountpoint -q "$dir/proc" || mount -t proc proc "$dir/proc"
+		mkdir -p "$dir/dev/shm" "$dir/dev/pts"
+		mountpoint -q "$dir/dev/shm" || mount -t tmpfs -o mode=1777 shm "$dir/dev/shm"
+		mountpoint -q "$dir/dev/pts" ||
+			mount -t devpts -o newinstance,ptmxmode=0666 devpts "$dir/dev/pts" 2>/dev/null || true
+	) 9>"$dir.lock"
 }
 
 chroot_umount() {
-	local dir=$1 m
-	for m in dev/pts dev/shm proc; do
-		mountpoint -q "$dir/$m" && umount -l "$dir/$m"
-	done
+	local dir=$1 m user
+	(
+		flock 9
+		rm -f "$dir.users/$$"
+		for user in "$dir".users/*; do
+			[ -e "$user" ] || continue
+			kill -0 "${user##*/}" 2>/dev/null && exit 0
+			rm -f "$user"
+		done
+		for m in dev/pts dev/shm proc; do
+			if mountpoint -q "$dir/$m"; then umount -l "$dir/$m"; fi
+		done
+	) 9>"$dir.lock"
 	return 0
 }
 
