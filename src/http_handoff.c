@@ -22,9 +22,12 @@
  *
  * The worker's side.  The worker takes what the ring holds
  * (delaysched_handoff_take) as its slots allow, reads the tasks in a short
- * read-only transaction, and sends those still leased to it for the same
- * attempt: a task that was cancelled, finished, or parked again in the
- * meantime is not sent.  A worker starting empties its ring
+ * read-only transaction, and sends those still under the lease they were
+ * handed over with (the same attempt and lease_until): a task that was
+ * cancelled, finished, or parked again in the meantime is not sent, nor
+ * one parked and leased again since, to this worker by a claim of its own
+ * (which sent it: a worker starting parks its previous run's leases and
+ * claims them at once, with the attempt they had).  A worker starting empties its ring
  * (delaysched_handoff_clear) before it parks what its previous run leased
  * (sched._http_release): a task whose lease committed before the release is
  * parked by it and skipped from the ring; one that committed after is
@@ -188,7 +191,7 @@ delaysched_handoff_lease(PG_FUNCTION_ARGS)
 
 /* Note a task the statement leased to this transaction's worker. */
 void
-delaysched_handoff_add(int64 id, int16 bucket, int32 attempt)
+delaysched_handoff_add(int64 id, int16 bucket, int32 attempt, TimestampTz lease_until)
 {
 	if (xact_ntasks >= xact_reserved)
 		elog(ERROR, "delaysched leased more tasks to an HTTP worker than it reserved places for");
@@ -202,6 +205,7 @@ delaysched_handoff_add(int64 id, int16 bucket, int32 attempt)
 	xact_tasks[xact_ntasks].id = id;
 	xact_tasks[xact_ntasks].bucket = bucket;
 	xact_tasks[xact_ntasks].attempt = attempt;
+	xact_tasks[xact_ntasks].lease_until = lease_until;
 	xact_ntasks++;
 }
 

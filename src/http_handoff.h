@@ -16,7 +16,8 @@
 /* The scanner's side, in a tick's transaction. */
 extern int	delaysched_handoff_reserve(int want);
 extern Datum delaysched_handoff_lease(PG_FUNCTION_ARGS);
-extern void delaysched_handoff_add(int64 id, int16 bucket, int32 attempt);
+extern void delaysched_handoff_add(int64 id, int16 bucket, int32 attempt,
+								   TimestampTz lease_until);
 extern void delaysched_handoff_settle(void);
 
 /* The HTTP worker's side. */

@@ -52,6 +52,7 @@
 typedef struct HttpHandoff
 {
 	int64		id;
+	TimestampTz lease_until;	/* the lease's end: which lease it is */
 	int32		attempt;		/* the attempt the lease is for */
 	int16		bucket;
 } HttpHandoff;

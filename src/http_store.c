@@ -64,7 +64,7 @@ static struct
  * keeps an entry for every finished task while the xmin horizon is held.
  */
 static const char fetch_sql[] =
-"SELECT t.id, t.biz_type, t.run_at, t.payload, t.attempt, b.updated_at, t.schedule"
+"SELECT t.id, t.biz_type, t.run_at, t.payload, t.attempt, b.updated_at, t.schedule, t.lease_until"
 " FROM sched.%s t JOIN sched.biz b ON b.name = t.biz_type"
 " WHERE t.id = ANY ($1) AND t.state = (SELECT 'd'::\"char\") AND t.lease_owner = $2";
 
@@ -416,8 +416,9 @@ fetch_plan(int bucket)
 
 /*
  * The rows of one bucket's handed-over tasks (group[0..n), sorted by id)
- * that are still leased to this worker for the attempt they were handed
- * over for: a request for each, appended to requests.  Returns how many.
+ * that are still under the lease they were handed over with (the same
+ * attempt and lease_until): a request for each, appended to requests.
+ * Returns how many.
  */
 static int
 fetch_bucket(int worker, const HttpHandoff *group, int n, HttpRequest **requests)
@@ -454,7 +455,8 @@ fetch_bucket(int worker, const HttpHandoff *group, int n, HttpRequest **requests
 		key.bucket = group[0].bucket;
 		task.attempt = DatumGetInt32(SPI_getbinval(tuple, desc, 5, &isnull));
 		handed = bsearch(&key, group, n, sizeof(HttpHandoff), compare_handoffs);
-		if (handed == NULL || handed->attempt != task.attempt)
+		if (handed == NULL || handed->attempt != task.attempt ||
+			handed->lease_until != DatumGetTimestampTz(SPI_getbinval(tuple, desc, 8, &isnull)))
 			continue;			/* parked and leased again since */
 		task.bucket = key.bucket;
 		text_to_cstring_buffer(DatumGetTextPP(SPI_getbinval(tuple, desc, 2, &isnull)),

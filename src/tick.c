@@ -502,11 +502,13 @@ delaysched_run_delivery(SPIPlanPtr plan, Datum *values, char *nulls, int worker_
 			continue;			/* a firing its schedule skipped (cancelled) */
 		if (handed)
 		{
+			TimestampTz lease_until = DatumGetTimestampTz(SPI_getbinval(tuple, desc, 6, &isnull));
+
 			/* Leased to an HTTP worker, which the commit will hand it to. */
 			delaysched_handoff_add(id, (int16) bucket,
-								   DatumGetInt32(SPI_getbinval(tuple, desc, 5, &isnull)));
-			result.first_lease = Min(result.first_lease,
-									 DatumGetTimestampTz(SPI_getbinval(tuple, desc, 6, &isnull)));
+								   DatumGetInt32(SPI_getbinval(tuple, desc, 5, &isnull)),
+								   lease_until);
+			result.first_lease = Min(result.first_lease, lease_until);
 			continue;
 		}
 		if (http)
