@@ -128,6 +128,11 @@ stop_throwaway_cluster() {
 	CLUSTER_DIR=""
 }
 
+# A TCP port on 127.0.0.1 that nothing listens on now.
+free_tcp_port() {
+	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
 # psql against the throwaway cluster.
 cluster_sql() {
 	as_pg_user psql -X -q -h "$CLUSTER_DIR" -p "$CLUSTER_PORT" -U postgres -d postgres "$@"

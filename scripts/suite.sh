@@ -38,8 +38,8 @@ count_results() {
 	failed=$((failed + bad))
 }
 
-# pg_regress and pg_isolation_regress print one "... ok" or "... FAILED" per
-# test.  Run them one after the other, so that a failure in the first does not
+# pg_regress and pg_isolation_regress print one "... ok" or "... FAILED"
+# (from 16 on, "ok N" or "not ok N") per test.  Run them one after the other, so that a failure in the first does not
 # hide the second.  run_regress_suites DIR LABEL: in the tree copy DIR, against
 # the extension installed now; logs in DIR/test-logs.
 run_regress_suites() {
@@ -55,7 +55,9 @@ run_regress_suites() {
 			>"$dir/test-logs/$suite.log" 2>&1
 		status=$?
 		cat "$dir/test-logs/$suite.log"
-		count_results "$dir/test-logs/$suite.log" "$status" '\.\.\. ok' '\.\.\. FAILED|\.\.\. failed'
+		# "test x ... ok" up to 15, "ok 1 - x" (TAP) from 16 on.
+		count_results "$dir/test-logs/$suite.log" "$status" '\.\.\. ok|^ok [0-9]+ ' \
+			'\.\.\. FAILED|\.\.\. failed|^not ok [0-9]+ '
 	done
 	for d in "$dir/regression.diffs" "$dir/output_iso/regression.diffs"; do
 		[ -s "$d" ] && { echo "---- $d"; cat "$d"; }
