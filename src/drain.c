@@ -244,11 +244,11 @@ read_types(BacklogHint *hints, int nhints, bool probe_all, int *count)
 }
 
 /*
- * What one type may have by its own limits (step 2); its bucket is refilled
- * up to "stamp".
+ * What one type may have by its concurrency cap (step 2); its rate limit
+ * is applied by take_tokens, below.
  */
 static void
-allow(DrainType *t, int batch, TimestampTz stamp, bool *waits_for_slot)
+allow(DrainType *t, int batch, bool *waits_for_slot)
 {
 	t->allowed = batch;
 	t->limit = LIMIT_BATCH;
@@ -277,11 +277,38 @@ allow(DrainType *t, int batch, TimestampTz stamp, bool *waits_for_slot)
 			t->limit = LIMIT_SLOTS;
 		}
 	}
-	if (t->rate > 0 && t->allowed > 0)
-	{
-		int			taken = delaysched_take_tokens(t->name, t->rate, t->burst, t->allowed,
-												   stamp, &t->next_token);
+}
 
+/*
+ * Every type's tokens (the rate-limited ones') and the global cap's, in
+ * one hold of the limiter's lock (delaysched_take_drain_tokens); returns
+ * the time they were taken at, which the deliveries are recorded at, and
+ * how many of the global cap's were taken (batch if there is no cap).
+ */
+static TimestampTz
+take_tokens(DrainType *types, int ntypes, int batch, double global_rate,
+			int *global_taken, TimestampTz *global_next)
+{
+	DrainTokens *want = palloc(sizeof(DrainTokens) * Max(1, ntypes));
+	TimestampTz stamp;
+
+	for (int i = 0; i < ntypes; i++)
+	{
+		want[i].biz = types[i].name;
+		want[i].rate = types[i].rate;
+		want[i].burst = types[i].burst;
+		want[i].want = types[i].allowed;
+	}
+	stamp = delaysched_take_drain_tokens(want, ntypes, global_rate, batch,
+										 global_taken, global_next);
+	for (int i = 0; i < ntypes; i++)
+	{
+		DrainType  *t = &types[i];
+		int			taken = want[i].taken;
+
+		if (t->rate <= 0 || t->allowed <= 0)
+			continue;
+		t->next_token = want[i].next_token;
 		if (taken < 0)
 		{
 			ereport(WARNING,
@@ -296,6 +323,8 @@ allow(DrainType *t, int batch, TimestampTz stamp, bool *waits_for_slot)
 		t->tokens_taken = taken;
 		t->allowed = taken;
 	}
+	pfree(want);
+	return stamp;
 }
 
 /*
@@ -424,24 +453,20 @@ delaysched_drain(TimestampTz now, int batch, DrainResult *result)
 
 	/*
 	 * One time for the whole drain: the buckets are refilled up to it and the
-	 * deliveries recorded at it.  It is read after the drain's first
-	 * statement, so that the buckets never count tokens for time the drain
-	 * spent before it could deliver, which would let a window of a second
-	 * see a few more deliveries than the rate.
+	 * deliveries recorded at it.  It is read with the limiter's lock held,
+	 * after the concurrency caps' counts, so that the buckets never count
+	 * tokens for time the drain spent before it could deliver, and so that
+	 * no drain of another database stamps deliveries earlier than tokens it
+	 * took after this one (either would let a window of a second see a few
+	 * more deliveries than the rate).
 	 */
-	stamp = GetCurrentTimestamp();
 	for (int i = 0; i < ntypes; i++)
-		allow(&types[i], batch, stamp, &waits_for_slot);
-
+		allow(&types[i], batch, &waits_for_slot);
+	stamp = take_tokens(types, ntypes, batch, global_rate, &global_taken, &global_next);
 	if (global_rate > 0 && ntypes > 0)
-	{
-		int			wanted = 0;
-
-		for (int i = 0; i < ntypes; i++)
-			wanted = Min(batch, wanted + types[i].allowed);
-		global_taken = delaysched_take_global_tokens(global_rate, wanted, stamp, &global_next);
 		total = Min(total, global_taken);
-	}
+	else
+		global_taken = 0;
 	share_out(types, ntypes, total,
 					 global_rate > 0 && global_taken < batch ? LIMIT_GLOBAL : LIMIT_BATCH);
 

@@ -32,13 +32,14 @@
  * its own probe flags (DelayschedShared.probe_all, last_full_probe).  The
  * global bucket of delaysched.max_deliveries_per_second is the cluster's:
  * the cap protects the one server.  Drains of several databases share it
- * (see delaysched_take_global_tokens).
+ * (see take_global_tokens_locked).
  *
  * Locking: one LWLock (DELAYSCHED_LWLOCK_LIMITER of the "delaysched"
  * tranche, see shmem.h) guards the hash table, the global bucket, and the
  * limiter's fields of each database's DelayschedShared.  It is held for a
- * lookup and a few arithmetic operations (or a walk of the databases),
- * never across anything that can fail.
+ * lookup and a few arithmetic operations (or a walk of the databases; the
+ * drain's takes, delaysched_take_drain_tokens, one lookup per type with a
+ * backlog), never across anything that can fail.
  *
  *-------------------------------------------------------------------------
  */
@@ -226,19 +227,18 @@ find_or_make(const char *biz)
 	return entry;
 }
 
-int
-delaysched_take_tokens(const char *biz, double rate, int burst, int want,
-					   TimestampTz now, TimestampTz *next_token)
+/* delaysched_take_tokens with the lock held exclusively. */
+static int
+take_tokens_locked(const char *biz, double rate, int burst, int want,
+				   TimestampTz now, TimestampTz *next_token)
 {
 	TypeBucket *entry;
 	int			taken;
 
 	Assert(rate > 0 && burst >= 1);
-	LWLockAcquire(limiter->lock, LW_EXCLUSIVE);
 	entry = find_or_make(biz);
 	if (entry == NULL)
 	{
-		LWLockRelease(limiter->lock);
 		*next_token = DT_NOEND;
 		return -1;
 	}
@@ -255,6 +255,17 @@ delaysched_take_tokens(const char *biz, double rate, int burst, int want,
 	taken = Max(taken, 0);
 	entry->tokens -= taken;
 	*next_token = next_token_at(entry->tokens, rate, now);
+	return taken;
+}
+
+int
+delaysched_take_tokens(const char *biz, double rate, int burst, int want,
+					   TimestampTz now, TimestampTz *next_token)
+{
+	int			taken;
+
+	LWLockAcquire(limiter->lock, LW_EXCLUSIVE);
+	taken = take_tokens_locked(biz, rate, burst, want, now, next_token);
 	LWLockRelease(limiter->lock);
 	return taken;
 }
@@ -315,8 +326,8 @@ databases_wanting(TimestampTz now)
  * starves the others, as the drain shares a database's tokens out between
  * its types, and one alone has the whole cap.
  */
-int
-delaysched_take_global_tokens(double rate, int want, TimestampTz now, TimestampTz *next_token)
+static int
+take_global_tokens_locked(double rate, int want, TimestampTz now, TimestampTz *next_token)
 {
 	int			taken;
 	int			sharing;
@@ -324,7 +335,6 @@ delaysched_take_global_tokens(double rate, int want, TimestampTz now, TimestampT
 	double		share_burst;
 	DelayschedShared *mine = delaysched_shared;
 
-	LWLockAcquire(limiter->lock, LW_EXCLUSIVE);
 	if (limiter->global_rate == 0)
 	{
 		limiter->global_tokens = global_burst(rate);
@@ -350,8 +360,46 @@ delaysched_take_global_tokens(double rate, int want, TimestampTz now, TimestampT
 	mine->global_share -= taken;
 	*next_token = Max(next_token_at(limiter->global_tokens, rate, now),
 					  next_token_at(mine->global_share, share_rate, now));
-	LWLockRelease(limiter->lock);
 	return taken;
+}
+
+/*
+ * The drain's tokens, all in one hold of the lock: each type's from its own
+ * bucket (types[i].want, for the rate-limited ones), then up to
+ * Min(batch, what they got) from the global cap's when global_rate > 0.
+ * The time the buckets are refilled to is read with the lock held, and
+ * returned: it is the time the drain records its deliveries at.  So the
+ * deliveries of every drain, in every database, are stamped in the order
+ * their tokens were taken, and the busiest window of delivered_at never
+ * holds more than a bucket's burst and rate allow (a time read before the
+ * lock could be passed by another drain's, and its deliveries stamped
+ * earlier than tokens it took after).
+ */
+TimestampTz
+delaysched_take_drain_tokens(DrainTokens *types, int ntypes, double global_rate, int batch,
+							 int *global_taken, TimestampTz *global_next)
+{
+	TimestampTz now;
+	int			wanted = 0;
+
+	LWLockAcquire(limiter->lock, LW_EXCLUSIVE);
+	now = GetCurrentTimestamp();
+	for (int i = 0; i < ntypes; i++)
+	{
+		DrainTokens *t = &types[i];
+
+		t->taken = t->want;
+		t->next_token = DT_NOEND;
+		if (t->rate > 0 && t->want > 0)
+			t->taken = take_tokens_locked(t->biz, t->rate, t->burst, t->want, now, &t->next_token);
+		wanted = Min(batch, wanted + Max(t->taken, 0));
+	}
+	*global_taken = batch;
+	*global_next = DT_NOEND;
+	if (global_rate > 0 && ntypes > 0)
+		*global_taken = take_global_tokens_locked(global_rate, wanted, now, global_next);
+	LWLockRelease(limiter->lock);
+	return now;
 }
 
 void

@@ -35,10 +35,29 @@ extern int	delaysched_take_tokens(const char *biz, double rate, int burst, int w
 								   TimestampTz now, TimestampTz *next_token);
 extern void delaysched_return_tokens(const char *biz, int n);
 
-/* The same for the bucket of delaysched.max_deliveries_per_second. */
-extern int	delaysched_take_global_tokens(double rate, int want, TimestampTz now,
-										  TimestampTz *next_token);
+/* The bucket of delaysched.max_deliveries_per_second: tokens go back. */
 extern void delaysched_return_global_tokens(int n);
+
+/* One type's part of the drain's takes (delaysched_take_drain_tokens). */
+typedef struct DrainTokens
+{
+	const char *biz;
+	double		rate;			/* 0: no bucket of its own */
+	int			burst;
+	int			want;
+	int			taken;			/* out: -1 if there is no room for its bucket */
+	TimestampTz next_token;		/* out: when its next whole token comes */
+} DrainTokens;
+
+/*
+ * Every type's tokens and then the global cap's (if global_rate > 0), in
+ * one hold of the lock, refilled to a time read under it, which is
+ * returned: the drain's deliveries are recorded at it.
+ */
+extern TimestampTz delaysched_take_drain_tokens(DrainTokens *types, int ntypes,
+												double global_rate, int batch,
+												int *global_taken,
+												TimestampTz *global_next);
 
 /* Hints.  note_parked is published when the calling transaction commits. */
 extern void delaysched_note_parked(const char *biz);
