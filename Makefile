@@ -109,8 +109,9 @@ bench-xmin: all test-tools
 	bash bench/run.sh --only xmin
 bench-http: all test-tools
 	bash bench/http.sh
+# Schedules beside pg_cron; MAJOR=18 runs them in the sid chroot, beside pg_cron 1.6.
 bench-schedules: all test-tools
-	bash bench/schedules.sh
+	bash bench/schedules.sh $(if $(MAJOR),--major $(MAJOR))
 # Shared-memory contention: this tree beside a baseline revision (BASELINE=rev).
 bench-contention: all test-tools
 	bash bench/contention.sh $(if $(BASELINE),--baseline $(BASELINE))

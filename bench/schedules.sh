@@ -3,8 +3,20 @@
 # run on this machine.
 #
 #   bash bench/schedules.sh            the full run (make bench-schedules), about 8 minutes
-#   bash bench/schedules.sh --smoke    tiny sizes, 1 to 1.5 minutes (most of it
-#                                      waiting for the top of a minute)
+#                                      (10 with the seconds workload)
+#   bash bench/schedules.sh --smoke    tiny sizes, about 2 minutes (most of it
+#                                      waiting for the top of a minute; 2.5 in
+#                                      a chroot, with its build)
+#   bash bench/schedules.sh --major N  on PostgreSQL N (default: 15, this
+#                                      system's, or $PG_MAJOR) beside its
+#                                      postgresql-N-cron; with --smoke too
+#
+# A major this system's Debian does not ship (17: trixie, 18: sid) runs in
+# the chroot scripts/chroot.sh makes and keeps: the tree's files (git's, as
+# they are in the working tree, and the untracked ones not ignored) are
+# copied into a fresh directory in it, where this script runs again, as root
+# with PG_MAJOR=N, as it does here; its results are copied back to
+# bench/results/schedules-<time>-pgN/ (or $BENCH_OUT) and the copy removed.
 #
 # Workloads:
 #   cron     20 jobs every minute for 5 minutes (smoke: 2 jobs, 1 minute),
@@ -24,6 +36,24 @@
 #            Both: firings due in the window, lateness p50/p99/max, and the
 #            server's CPU over the window and over the quiet part of each
 #            minute (from 5 to 55 s after its firings).
+#   seconds  only with a pg_cron that has second-granularity jobs (1.5 and
+#            later; not 1.4.2, bookworm's for 15): 20 jobs every second for
+#            60 s (smoke: 2 jobs, 10 s), pg_cron and delaysched at the same
+#            time in two more clusters: pg_cron's '1 seconds' jobs, each
+#            "INSERT INTO sec_fired(job) ...", scheduled 5 s before the
+#            window (a new interval job runs at once), and delaysched's
+#            '* * * * * *' schedules from the window's first whole second,
+#            test/dslisten as above.  pg_cron does not align these jobs to
+#            whole seconds: a job runs again once a second has passed since
+#            its last run started (the time pg_cron takes once the run's
+#            connection is made), so its runs drift later.  Hence for pg_cron p50/p99/max are not a lateness but
+#            each job's interval between consecutive INSERTs minus 1 s;
+#            delaysched's row has its lateness (receipt - run_at) and a row
+#            below with its intervals between receipts minus 1 s, to compare.
+#            Both: the firings in the window, "skip/dbl" (the seconds of the
+#            window in which a job fired not at all / more than once, over
+#            all jobs: by the second of the INSERT for pg_cron, of run_at for
+#            delaysched) and the CPU over the window.
 #   tenk     delaysched alone: 10,000 schedules 'every 10 seconds' for 60 s
 #            (1,000 firings/s; smoke: 500 schedules, 10 s), twice in fresh
 #            clusters: "aligned", 1,000 schedules starting on each of 10
@@ -35,6 +65,8 @@
 #            delivered, not when it is acknowledged, and one sched.ack
 #            transaction per firing (1,000 commits/s) is the consumer's
 #            bottleneck, not the scheduler's.
+# The seconds and tenk runs go into the wait for the cron window when they
+# fit there (with --smoke), after it otherwise.
 #
 # The server's CPU is that of the postmaster and all its children (live
 # ones from /proc/<pid>/schedstat, exited ones from the postmaster's cutime
@@ -43,33 +75,103 @@
 #
 # Results: bench/results/schedules-<time>/ (or $BENCH_OUT): schedules.txt
 # (the table), lateness-cdf.svg, the receipts, the CPU samples and, per
-# process, where the CPU went (*.cpu.procs).  Without --smoke the plot is
-# also copied to doc/img/schedules-cron.svg.
+# process, where the CPU went (*.cpu.procs).  A full run on 15 also copies
+# the plot to doc/img/schedules-cron.svg.
 set -euo pipefail
+
+usage() {
+	echo "usage: bench/schedules.sh [--smoke] [--major N]" >&2
+	exit 2
+}
+
+smoke="" major=""
+args=()		# the arguments for a run inside a chroot (all but --major)
+while [ $# -gt 0 ]; do
+	case $1 in
+		--smoke) smoke=1; args+=("$1"); shift ;;
+		--major) [ $# -ge 2 ] || usage; major=$2; shift 2 ;;
+		--major=*) major=${1#--major=}; shift ;;
+		*) usage ;;
+	esac
+done
+case $major in
+	*[!0-9]*) usage ;;
+	?*) export PG_MAJOR=$major ;;
+esac
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 . "$root/scripts/lib.sh"
 
-smoke=""
-for arg in "$@"; do
-	case $arg in
-		--smoke) smoke=1 ;;
-		*) echo "usage: bench/schedules.sh [--smoke]" >&2; exit 2 ;;
-	esac
-done
+# In the chroot of major $1: copy the tree in, run this script there with
+# the other arguments, copy its results out, and exit with its status.
+run_in_chroot() {
+	local m=$1 dir build inside out status=0
+	shift
+	out=${BENCH_OUT:-$root/bench/results/schedules-$(date +%Y%m%d-%H%M%S)-pg$m}
+	dir=$(chroot_ensure "$m")
+	[ -d "$dir" ] || exit 1
+	# Not build.*: scripts/test.sh removes those when it starts, a running
+	# bench's too.
+	build=$(mktemp -d "$dir/bench.XXXXXX")
+	inside=/${build#"$dir"/}
+	chroot_build=$build
+	trap chroot_cleanup EXIT
+	trap 'exit 130' INT
+	trap 'exit 143' TERM
+	# The servers' user runs test/dslisten from the copy: let it in.
+	chmod 755 "$build"
+	copy_tracked_files "$root" "$build"
+	if git -C "$root" rev-parse --git-dir >/dev/null 2>&1; then
+		(cd "$root" && git ls-files -z --others --exclude-standard | xargs -0 -r cp --parents -t "$build")
+	fi
+	chroot_mount "$dir"
+	chroot_dir=$dir
+	log "PostgreSQL $m: running in $dir ($inside)"
+	chroot_run "$dir" PG_MAJOR="$m" BENCH_OUT="$inside/results" \
+		bash "$inside/bench/schedules.sh" "$@" || status=$?
+	if [ -d "$build/results" ]; then
+		mkdir -p "$out"
+		cp -a "$build/results/." "$out/"
+		[ "$(id -u)" -eq 0 ] && chown -R "$PG_USER" "$out"
+		log "results copied to $out"
+	fi
+	exit "$status"
+}
+
+# Remove the copy; unmount, unless another run (scripts/test.sh, another
+# bench) still uses the chroot: chroot_umount counts its users.
+chroot_build="" chroot_dir=""
+chroot_cleanup() {
+	[ -n "$chroot_build" ] && rm -rf "$chroot_build"
+	[ -n "$chroot_dir" ] && chroot_umount "$chroot_dir"
+	return 0
+}
+
+if [ -n "$major" ]; then
+	. "$root/scripts/chroot.sh"
+	if major_needs_chroot "$major"; then
+		run_in_chroot "$major" ${args[@]+"${args[@]}"}
+	fi
+fi
 
 PACKAGES="$PACKAGES gnuplot-nox postgresql-$PG_MAJOR-cron"
 ensure_packages
 build_and_install "$root"
 cron_version=$(dpkg-query -W -f='${Version}' "postgresql-$PG_MAJOR-cron")
+# pg_cron 1.5 added jobs every N seconds ('1 seconds').
+cron_seconds=""
+dpkg --compare-versions "${cron_version%%-*}" ge 1.5 && cron_seconds=1
 
 if [ -n "$smoke" ]; then
 	jobs=2 minutes=1 tail=10	# the window ends $tail s after the last firing
 	tenk=500 seconds=10 lead=3
+	sec_jobs=2 sec_window=10
 else
 	jobs=20 minutes=5 tail=58
 	tenk=10000 seconds=60 lead=5
+	sec_jobs=20 sec_window=60
 fi
+sec_lead=5
 
 out=${BENCH_OUT:-$root/bench/results/schedules-$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$out"
@@ -192,15 +294,87 @@ run_tenk() {	# run_tenk aligned|spread
 	stop_cluster "$ds"
 }
 
-# --- cron: pg_cron beside delaysched, the same minutes ---
-start_cron_side() {
-	start_cluster cron 54371 "shared_preload_libraries = 'pg_cron'
+# A cluster with pg_cron alone and a table TABLE for its jobs' INSERTs.
+start_pgcron_cluster() {	# start_pgcron_cluster VAR PORT TABLE
+	start_cluster "$1" "$2" "shared_preload_libraries = 'pg_cron'
 cron.database_name = 'postgres'" plain
 	# pg_cron runs its jobs through libpq: point it at the socket.
 	cluster_sql -c "ALTER SYSTEM SET cron.host = '$CLUSTER_DIR'" >/dev/null
 	as_pg_user pg_ctl -D "$CLUSTER_DIR/data" -l "$CLUSTER_DIR/server.log" -w restart >/dev/null
 	cluster_sql -c "CREATE EXTENSION pg_cron" \
-		-c "CREATE TABLE cron_fired (job text, fired_at timestamptz DEFAULT clock_timestamp())" >/dev/null
+		-c "CREATE TABLE $3 (job text, fired_at timestamptz DEFAULT clock_timestamp())" >/dev/null
+}
+
+# --- seconds: pg_cron's '1 seconds' jobs beside delaysched's '* * * * * *' ---
+# The window: the $sec_window whole seconds from T0, $sec_lead s ahead.
+run_seconds() {
+	local pc ds t0 t_end last_due expected status=0 missed
+	expected=$(( sec_jobs * sec_window ))
+	start_pgcron_cluster pc 54374 sec_fired
+	start_cluster ds 54375
+	cluster_sql -c "SELECT sched.define_biz('secs', ack_timeout => '1 hour')" >/dev/null
+	start_listener "$ds" secs "$out/seconds-delaysched.lis" \
+		"--count $expected --timeout $(( sec_lead + sec_window + 60 ))"
+	t0=$(( ($(date +%s) + sec_lead) * 1000000 ))
+	t_end=$(( t0 + sec_window * 1000000 ))
+	last_due=$(( t_end - 1000000 ))
+	# A new interval job runs at once, then every second after: it is in
+	# its stride when the window opens.
+	use "$pc"
+	cluster_sql -c "SELECT count(cron.schedule('sec_' || i, '1 seconds',
+		format('INSERT INTO sec_fired (job) VALUES (%L)', 'sec_' || i))) FROM generate_series(1, $sec_jobs) i" >/dev/null
+	use "$ds"
+	cluster_sql -c "SELECT count(sched.define_schedule('sec_' || i, 'secs', '* * * * * *',
+		starts_at => to_timestamp($(( t0 / 1000000 ))), ends_at => to_timestamp($(( last_due / 1000000 )))))
+		FROM generate_series(1, $sec_jobs) i" >/dev/null
+	[ "$(now_us)" -lt "$t0" ] || echo "bench: defining the seconds jobs took longer than $sec_lead s" >&2
+	log "seconds: $sec_jobs jobs every second from $(date -d "@$(( t0 / 1000000 ))" +%T) for $sec_window s, pg_cron and delaysched side by side"
+	measure_window "$out/seconds.cpu" "$t0" "$t_end" "$pc" "$ds"
+	wait "$listener" || status=$?
+	fired_rows sec_fired second >"$out/seconds-pgcron.fired"
+	use "$ds"
+	missed=$(cluster_sql -Atc "SELECT sum(missed) FROM sched.schedules")
+	{
+		report row "pg_cron $cron_version, $sec_jobs jobs '1 seconds' (intervals)" \
+			--cron "$out/seconds-pgcron.fired" --due "$t0" "$last_due" --intervals \
+			--seconds "$t0" "$sec_window" "$sec_jobs" --expected "$expected" \
+			--dat "$out/seconds-pgcron.dat" --cpu "$out/seconds.cpu" 1 "$t0" "$t_end"
+		report row "delaysched, $sec_jobs schedules '* * * * * *'" \
+			--dslisten "$out/seconds-delaysched.lis" --due "$t0" "$last_due" \
+			--seconds "$t0" "$sec_window" "$sec_jobs" --expected "$expected" --missed "$missed" \
+			--dat "$out/seconds-delaysched.dat" --check --cpu "$out/seconds.cpu" 2 "$t0" "$t_end" || status=3
+		report row "  (its intervals between receipts)" \
+			--dslisten "$out/seconds-delaysched.lis" --due "$t0" "$last_due" --intervals \
+			--expected "$expected"
+	} >>"$out/rows-seconds.txt"
+	[ "$status" -eq 0 ] && [ "$missed" -eq 0 ] || failed="$failed seconds(dslisten $status, missed $missed)"
+	stop_cluster "$pc"
+	stop_cluster "$ds"
+}
+
+# measure_window CPU_FILE FROM TO PG_CRON DELAYSCHED: sample both clusters'
+# CPU into CPU_FILE from FROM to TO (epoch microseconds), then unschedule
+# pg_cron's jobs; the pg_cron cluster is the current one after it.
+measure_window() {
+	sleep_until "$2"
+	start_sampler "$1" "$4" "$5"
+	sleep_until "$3"
+	stop_sampler
+	use "$4"
+	cluster_sql -c "SELECT cron.unschedule(jobid) FROM cron.job" >/dev/null
+}
+
+# fired_rows TABLE UNIT: what pg_cron's jobs inserted into TABLE (in the
+# current cluster): job, fired_at and the UNIT (second, minute) it fell in,
+# both in epoch microseconds.
+fired_rows() {
+	cluster_sql -AtF' ' -c "SELECT job, (extract(epoch FROM fired_at) * 1000000)::bigint,
+		(extract(epoch FROM date_trunc('$2', fired_at)) * 1000000)::bigint FROM $1"
+}
+
+# --- cron: pg_cron beside delaysched, the same minutes ---
+start_cron_side() {
+	start_pgcron_cluster cron 54371 cron_fired
 	start_cluster ds1 54372
 	cluster_sql -c "SELECT sched.define_biz('jobs', ack_timeout => '1 hour')" >/dev/null
 	start_listener "$ds1" jobs "$out/cron-delaysched.lis" \
@@ -232,16 +406,9 @@ run_cron() {	# run_cron FIRST_MINUTE (epoch s)
 		starts_at => to_timestamp($m), ends_at => to_timestamp($last_due / 1000000.0 + 30)))
 		FROM generate_series(1, $jobs) i" >/dev/null
 	log "cron: $jobs jobs from $(date -d "@$m" +%T) for $minutes min, pg_cron and delaysched side by side"
-	sleep_until "$w_from"
-	start_sampler "$out/cron.cpu" "$cron" "$ds1"
-	sleep_until "$w_to"
-	stop_sampler
-	use "$cron"
-	cluster_sql -c "SELECT cron.unschedule(jobid) FROM cron.job" >/dev/null
+	measure_window "$out/cron.cpu" "$w_from" "$w_to" "$cron" "$ds1"
 	wait "$cron_listener" || status=$?
-	cluster_sql -AtF' ' -c "SELECT job, (extract(epoch FROM fired_at) * 1000000)::bigint,
-		(extract(epoch FROM date_trunc('minute', fired_at)) * 1000000)::bigint FROM cron_fired" \
-		>"$out/cron-pgcron.fired"
+	fired_rows cron_fired minute >"$out/cron-pgcron.fired"
 	cluster_sql -AtF' ' -c "SELECT jobid, (extract(epoch FROM start_time) * 1000000)::bigint,
 		(extract(epoch FROM date_trunc('minute', start_time)) * 1000000)::bigint
 		FROM cron.job_run_details WHERE status = 'succeeded'" >"$out/cron-pgcron.runs"
@@ -262,6 +429,7 @@ run_cron() {	# run_cron FIRST_MINUTE (epoch s)
 }
 
 : >"$out/rows.txt"
+: >"$out/rows-seconds.txt"
 : >"$out/notes.txt"
 started=$(date +%s)
 start_cron_side
@@ -269,37 +437,62 @@ start_cron_side
 # wait for the first minute of the cron window (only with --smoke) runs
 # there, with the cron clusters up but idle; the others run after the cron
 # window, when its clusters are gone.
+# The seconds run takes about $sec_lead + $sec_window + 12 s.
+runs="aligned spread"
+[ -n "$cron_seconds" ] && runs="seconds $runs"
 m=$(first_minute)
 before="" after=""
-for variant in aligned spread; do
-	if [ $(( m - $(date +%s) )) -gt $(( lead + seconds + 8 + 8 )) ]; then
-		run_tenk $variant
-		before="$before $variant"
+for run in $runs; do
+	if [ "$run" = seconds ]; then
+		takes=$(( sec_lead + sec_window + 12 ))
 	else
-		after="$after $variant"
+		takes=$(( lead + seconds + 8 ))
+	fi
+	if [ $(( m - $(date +%s) )) -gt $(( takes + 8 )) ]; then
+		if [ "$run" = seconds ]; then run_seconds; else run_tenk "$run"; fi
+		before="$before $run"
+	else
+		after="$after $run"
 	fi
 done
 m=$(first_minute)
 run_cron "$m"
-for variant in $after; do run_tenk $variant; done
+for run in $after; do
+	if [ "$run" = seconds ]; then run_seconds; else run_tenk "$run"; fi
+done
 log "all runs took $(( $(date +%s) - started )) s"
 
-# The table: the cron rows first.
+# The table: the cron rows first, then the seconds rows.
 {
-	echo "delaysched schedules beside pg_cron $cron_version, $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) CPUs${smoke:+ (--smoke: sizes too small to mean anything)}"
-	echo "cron: pg_cron (at each minute's start) and delaysched (at its second 30) in two clusters at the same time, $minutes min window; tenk: delaysched alone,"
-	echo "${before:+before the cron window:$before}${before:+${after:+, }}${after:+after it:$after}; $seconds s each, consumer without --ack.  lateness: pg_cron at its INSERT,"
-	echo "delaysched at dslisten's receipt.  cpu: the whole server over the window, % of one core and CPU s per minute;"
-	echo "quiet: the 50 s of each minute from 5 s after the system's firings."
+	echo "delaysched schedules beside pg_cron $cron_version, PostgreSQL $PG_MAJOR, $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) CPUs${smoke:+ (--smoke: sizes too small to mean anything)}"
+	echo "cron: pg_cron (at each minute's start) and delaysched (at its second 30) in two clusters at the same time, $minutes min window;"
+	if [ -n "$cron_seconds" ]; then
+		echo "seconds: pg_cron's '1 seconds' jobs and delaysched's '* * * * * *' in two more clusters at the same time, $sec_window s window;"
+	fi
+	echo "tenk: delaysched alone, $seconds s each, consumer without --ack.  Run before the cron window:${before:- none}; after it:${after:- none}."
+	echo "lateness: pg_cron at its INSERT, delaysched at dslisten's receipt.  cpu: the whole server over the window, % of one core"
+	echo "and CPU s per minute; quiet: the 50 s of each minute from 5 s after the system's firings."
+	if [ -n "$cron_seconds" ]; then
+		echo "\"(intervals)\": each job's intervals between consecutive firings - 1 s, not the lateness (pg_cron's '1 seconds' jobs"
+		echo "are not on whole seconds).  skip/dbl: the seconds of the window in which a job fired not at all / more than once."
+	fi
 	echo
 	report header
 	grep -v '^delaysched, [0-9]* x every' "$out/rows.txt" || true
+	cat "$out/rows-seconds.txt"
 	grep '^delaysched, [0-9]* x every' "$out/rows.txt" || true
 	echo
 	cat "$out/notes.txt"
 } | tee "$out/schedules.txt"
 
-# The plot: lateness CDFs, in report.sh's style.
+# The plot: lateness CDFs, in report.sh's style; the seconds curves dashed
+# (pg_cron's: its intervals - 1 s).
+seconds_plot=""
+if [ -n "$cron_seconds" ]; then
+	seconds_plot=", \\
+		     '$out/seconds-delaysched.dat' using (cdf(\$1)):(1) smooth cnormal with steps linetype 5 title \"delaysched, $sec_jobs x '* * * * * *' (receipt)\", \\
+		     '$out/seconds-pgcron.dat' using (cdf(\$1)):(1) smooth cnormal with steps linetype 6 title \"pg_cron, $sec_jobs x '1 seconds' (interval - 1 s)\""
+fi
 if command -v gnuplot >/dev/null; then
 	gnuplot <<-GP
 		set terminal svg size 800,480 dynamic noenhanced font "sans,12"
@@ -307,6 +500,8 @@ if command -v gnuplot >/dev/null; then
 		set linetype 2 linecolor rgb "#1f77b4" linewidth 2
 		set linetype 3 linecolor rgb "#2ca02c" linewidth 1.5
 		set linetype 4 linecolor rgb "#98df8a" linewidth 1.5
+		set linetype 5 linecolor rgb "#1f77b4" linewidth 2 dashtype 2
+		set linetype 6 linecolor rgb "#d62728" linewidth 2 dashtype 2
 		set grid
 		set output "$out/lateness-cdf.svg"
 		set title "Lateness of recurring firings (CDF; further left is better)"
@@ -320,9 +515,10 @@ if command -v gnuplot >/dev/null; then
 		plot '$out/cron-delaysched.dat' using (cdf(\$1)):(1) smooth cnormal with steps title 'delaysched, $jobs x * * * * * (receipt)', \
 		     '$out/cron-pgcron.dat' using (cdf(\$1)):(1) smooth cnormal with steps title 'pg_cron, $jobs x * * * * * (INSERT)', \
 		     '$out/tenk-aligned.dat' using (cdf(\$1)):(1) smooth cnormal with steps title 'delaysched, $tenk x every 10 s, aligned', \
-		     '$out/tenk-spread.dat' using (cdf(\$1)):(1) smooth cnormal with steps title 'delaysched, $tenk x every 10 s, spread'
+		     '$out/tenk-spread.dat' using (cdf(\$1)):(1) smooth cnormal with steps title 'delaysched, $tenk x every 10 s, spread'${seconds_plot}
 	GP
-	[ -n "$smoke" ] || cp "$out/lateness-cdf.svg" "$root/doc/img/schedules-cron.svg"
+	# The plot doc/performance.md shows is the one from 15.
+	[ -n "$smoke" ] || [ "$PG_MAJOR" != 15 ] || cp "$out/lateness-cdf.svg" "$root/doc/img/schedules-cron.svg"
 else
 	echo "bench: gnuplot not found, no plot" >&2
 fi

@@ -15,9 +15,19 @@ first, so that one sees where the time went.
 
 row: one line of the table.  Options:
     --dslisten FILE      test/dslisten's output: lateness = receipt - run_at
+                         (the firing's job is its message's "schedule")
     --cron FILE          "job fired_us due_us" per pg_cron run: lateness =
                          fired - due
     --due FROM_US TO_US  count only firings due in [FROM, TO]
+    --intervals          instead of the lateness: each job's intervals between
+                         its consecutive firings (receipts, INSERTs) that
+                         --due kept, minus one second; for jobs meant to
+                         run every second but not on whole seconds
+                         (pg_cron's '1 seconds')
+    --seconds FROM_US N JOBS
+                         the "skip/dbl" column: of the N whole seconds from
+                         FROM_US, for each of JOBS jobs, how many had no
+                         firing due in them and how many more than one
     --missed N           firings the schedules skipped (sched.schedules)
     --cpu SAMPLES COL FROM_US TO_US
                          the server in column COL (1 = first PID) of the
@@ -27,10 +37,13 @@ row: one line of the table.  Options:
                          also its CPU in the quiet part of each minute, from
                          second 5 to second 55 (or TAIL_S) after START_US +
                          k minutes, k = 0 .. MINUTES - 1
-    --dat FILE           write the lateness (ms), one a line, for the plot
+    --dat FILE           write the lateness (or the intervals - 1 s) in ms, one
+                         a line, for the plot
     --check              exit 3 when fewer firings than expected were seen
+                         (or, with --seconds, when a second was doubled)
 """
 import bisect
+import json
 import os
 import signal
 import sys
@@ -145,33 +158,56 @@ def pct(values, p):
     return values[k]
 
 
-def dslisten_lateness(path, due_from, due_to):
-    late = []
+def dslisten_firings(path):
+    """(job, received_us, due_us) per firing test/dslisten printed."""
+    firings = []
     with open(path) as f:
         for line in f:
             parts = line.rstrip("\n").split("\t")
             if len(parts) < 4 or parts[1] == "-":
                 continue
             received, lateness = int(parts[0]), int(parts[1])
-            due = received - lateness
-            if due_from is not None and not (due_from <= due <= due_to):
-                continue
-            late.append(lateness / 1000.0)
-    return late
+            try:
+                job = json.loads(parts[3]).get("schedule")
+            except ValueError:
+                job = None
+            firings.append((job, received, received - lateness))
+    return firings
 
 
-def cron_lateness(path, due_from, due_to):
-    late = []
+def cron_firings(path):
+    """(job, fired_us, due_us) per line "job fired_us due_us"."""
+    firings = []
     with open(path) as f:
         for line in f:
             parts = line.split()
             if len(parts) != 3:
                 continue
-            fired, due = int(parts[1]), int(parts[2])
-            if due_from is not None and not (due_from <= due <= due_to):
-                continue
-            late.append((fired - due) / 1000.0)
-    return late
+            firings.append((parts[0], int(parts[1]), int(parts[2])))
+    return firings
+
+
+def intervals_ms(firings):
+    """Each job's intervals between consecutive firings, minus 1 s, in ms."""
+    by_job = {}
+    for job, when, _ in firings:
+        by_job.setdefault(job, []).append(when)
+    result = []
+    for times in by_job.values():
+        times.sort()
+        result.extend((b - a - 1000000) / 1000.0 for a, b in zip(times, times[1:]))
+    return result
+
+
+def skipped_doubled(firings, start, seconds, jobs):
+    """Whole seconds (of jobs x seconds from start) with no firing due, and
+    with more than one."""
+    counts = {}
+    for job, _, due in firings:
+        k = (due - start) // 1000000
+        if 0 <= k < seconds:
+            counts[(job, k)] = counts.get((job, k), 0) + 1
+    return jobs * seconds - len(counts), sum(1 for n in counts.values() if n > 1)
 
 
 def cpu_at(samples, col, t):
@@ -200,32 +236,46 @@ def read_samples(path):
         return [[int(x) for x in line.split()] for line in f if line.strip()]
 
 
-HEADER = "%-46s %8s %8s %6s %8s %8s %8s %7s %8s %9s" % (
-    "run", "firings", "expected", "missed", "p50 ms", "p99 ms", "max ms",
+ROW = "%-50s %8s %8s %6s %8s %8s %8s %8s %7s %8s %9s"
+HEADER = ROW % (
+    "run", "firings", "expected", "missed", "skip/dbl", "p50 ms", "p99 ms", "max ms",
     "cpu %", "cpu s/m", "quiet %")
 
 
 def row(args):
     label = args.pop(0)
     opts = {}
+    flags = {"--check", "--intervals"}
     check = "--check" in args
-    args = [a for a in args if a != "--check"]
+    by_interval = "--intervals" in args
+    args = [a for a in args if a not in flags]
     while args:
         key = args.pop(0)
         n = {"--dslisten": 1, "--cron": 1, "--due": 2, "--missed": 1, "--expected": 1,
-             "--cpu": 4, "--quiet": 3, "--dat": 1}.get(key)
+             "--cpu": 4, "--quiet": 3, "--dat": 1, "--seconds": 3}.get(key)
         if n is None or len(args) < n:
             sys.exit("schedules_report.py: bad option %s" % key)
         opts[key] = args[:n]
         del args[:n]
-    due = [int(x) for x in opts["--due"]] if "--due" in opts else [None, None]
     if "--dslisten" in opts:
-        late = dslisten_lateness(opts["--dslisten"][0], *due)
+        firings = dslisten_firings(opts["--dslisten"][0])
     elif "--cron" in opts:
-        late = cron_lateness(opts["--cron"][0], *due)
+        firings = cron_firings(opts["--cron"][0])
     else:
-        late = []
+        firings = []
+    if "--due" in opts:
+        due_from, due_to = (int(x) for x in opts["--due"])
+        firings = [f for f in firings if due_from <= f[2] <= due_to]
+    if by_interval:
+        late = intervals_ms(firings)
+    else:
+        late = [(when - due) / 1000.0 for _, when, due in firings]
     late.sort()
+    skip_dbl = "-"
+    doubled = 0
+    if "--seconds" in opts:
+        skipped, doubled = skipped_doubled(firings, *(int(x) for x in opts["--seconds"]))
+        skip_dbl = "%d/%d" % (skipped, doubled)
     if "--dat" in opts:
         with open(opts["--dat"][0], "w") as f:
             f.writelines("%.3f\n" % v for v in late)
@@ -249,11 +299,11 @@ def row(args):
             if q_wall > 0:
                 quiet = "%.2f" % (100.0 * q_used / q_wall)
     fmt = lambda v: "%.1f" % v if v < 100 else "%.0f" % v
-    print("%-46s %8d %8s %6s %8s %8s %8s %7s %8s %9s" % (
-        label, len(late), opts.get("--expected", ["-"])[0], opts.get("--missed", ["-"])[0],
-        fmt(pct(late, 0.50)) if late else "-", fmt(pct(late, 0.99)) if late else "-",
+    print(ROW % (
+        label, len(firings), opts.get("--expected", ["-"])[0], opts.get("--missed", ["-"])[0],
+        skip_dbl, fmt(pct(late, 0.50)) if late else "-", fmt(pct(late, 0.99)) if late else "-",
         fmt(late[-1]) if late else "-", cpu, cpm, quiet))
-    if check and len(late) < int(opts["--expected"][0]):
+    if check and (len(firings) < int(opts["--expected"][0]) or doubled):
         sys.exit(3)
 
 

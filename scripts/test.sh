@@ -87,8 +87,10 @@ run_major() {
 		return
 	fi
 	start_dump_source
-	# Earlier runs' scratch copies (suite.sh leaves its logs there).
-	rm -rf "$dir"/tmp/delaysched.* "$dir"/build.*
+	# Earlier runs' scratch copies (suite.sh leaves its logs there), once
+	# they are a day old: another run may be using a newer one.
+	find "$dir" "$dir/tmp" -maxdepth 1 \( -name 'build.*' -o -name 'delaysched.*' \) \
+		-mmin +1440 -exec rm -rf {} + 2>/dev/null
 	# A copy of the tree inside the chroot: the tracked files as they are in
 	# the working tree (no build products), as scripts/package.sh takes them.
 	build=$(mktemp -d "$dir/build.XXXXXX")
