@@ -94,11 +94,16 @@ work=$(copy_tree_for_pg_user "$root")
 logs=$work/test-logs
 run_regress_suites "$work" ""
 
-# TAP through PGXS (prove_installcheck), every assertion counted.
+# TAP through PGXS (prove_installcheck), every assertion counted; with
+# DELAYSCHED_DUMP_FROM (an older major's server, from scripts/test.sh) the
+# tests of moving between majors too (test/cross).
+tap_tests="test/t/*.pl"
+[ -n "${DELAYSCHED_DUMP_FROM:-}" ] && tap_tests="$tap_tests test/cross/*.pl"
 log "PostgreSQL $PG_MAJOR: TAP tests (prove -j $PROVE_JOBS)"
 (cd "$work" && as_pg_user env PG_TEST_EXTRA="${PG_TEST_EXTRA:-}" \
+	DELAYSCHED_DUMP_FROM="${DELAYSCHED_DUMP_FROM:-}" \
 	make -s installcheck REGRESS= ISOLATION= PG_CONFIG="$PG_BINDIR/pg_config" \
-	PROVE_FLAGS="-v --timer -j $PROVE_JOBS") >"$logs/tap.log" 2>&1
+	PROVE_TESTS="$tap_tests" PROVE_FLAGS="-v --timer -j $PROVE_JOBS") >"$logs/tap.log" 2>&1
 status=$?
 cat "$logs/tap.log"
 # prove's summary (verbose lines interleave under -j): "Files=F, Tests=N,

@@ -58,16 +58,15 @@ cleanup() {
 trap cleanup EXIT
 
 # The server the newer majors dump from (test/cross): this system's own
-# major with this tree's build, serving only its "postgres" database, on
-# 127.0.0.1 (a chroot shares the host's network).  Sets dump_from to its
-# conninfo, or leaves it empty (and says why) if it could not start.
+# major with this tree's build, on 127.0.0.1 (a chroot shares the host's
+# network).  Sets dump_from to its conninfo, or leaves it empty (and says
+# why) if it could not start.
 start_dump_source() {
 	local port
 	[ -n "$dump_from" ] && return 0
 	log "PostgreSQL $PG_MAJOR on the host, for the newer majors to dump from"
 	if ! build_and_install "$root" || ! port=$(free_tcp_port) ||
-		! start_throwaway_cluster "$port" "listen_addresses = '127.0.0.1'
-delaysched.databases = 'postgres'"; then
+		! start_throwaway_cluster "$port" "listen_addresses = '127.0.0.1'"; then
 		log "the server to dump from did not start: moving between majors goes unchecked"
 		return 1
 	fi

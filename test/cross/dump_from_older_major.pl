@@ -1,18 +1,17 @@
 # Moving between PostgreSQL majors with pg_dump: a database of an older
 # major's server (DELAYSCHED_DUMP_FROM, the conninfo of a PostgreSQL 15
-# server that scripts/test.sh starts on the host, with delaysched preloaded
-# and serving only its "postgres" database), holding pending and cancelled
-# tasks, a pull type's tasks, recurring schedules, a holiday calendar and
-# per-type grants, is dumped with this major's pg_dumpall --globals-only and
-# pg_dump -Fc, and restored into a new server of this major in the
-# documented way (roles first, then pg_restore into an empty database: the
-# dump creates the extension).  Then every pending task is delivered once
-# and never early, the cancelled one never, the schedules fire (each
-# instant once) and compute the same firings with the holidays, the grants
-# let their roles do what they did, and ids go on from the old sequence.
-#
-# The source database is not served on the old server (delaysched.databases
-# names only "postgres" there), so nothing in it changes while it is dumped.
+# server with delaysched preloaded that scripts/test.sh starts on the host),
+# holding pending and cancelled tasks, a pull type's tasks, recurring
+# schedules, a holiday calendar and per-type grants, its types paused so
+# that the old server sends nothing, is dumped with this major's
+# pg_dumpall --globals-only and pg_dump -Fc, and restored into a new server
+# of this major in the documented way (doc/configuration.md: roles first,
+# then pg_restore into an empty database, which the dump creates the
+# extension in; then the types resumed).  Then every pending task is
+# delivered once and never early, the cancelled one never, the schedules
+# fire (each instant once) and compute the same firings with the holidays,
+# the grants let their roles do what they did, and ids go on from the old
+# sequence.
 use strict;
 use warnings;
 
@@ -71,6 +70,8 @@ old_sql($db, qq{
 	SELECT sched.define_biz('orders', ack_timeout => '1 hour', max_attempts => 5);
 	SELECT sched.define_biz('inbox', 'pull', ack_timeout => '1 hour');
 	SELECT sched.define_biz('ticks', ack_timeout => '1 hour');
+	-- the move begins: the old server sends nothing more of these types
+	SELECT count(sched.pause(name)) FROM sched.biz;
 	SELECT sched.grant_biz('orders', '$app');
 	SELECT sched.grant_biz('inbox', '$reader', 'consume');
 	GRANT USAGE ON SCHEMA sched TO $app, $reader;
@@ -92,7 +93,9 @@ old_sql($db, qq{
 });
 my %pending = map { $_ => 1 } split /\n/, old_sql($db,
 	q{SELECT id FROM sched.tasks WHERE biz_type = 'orders' AND state = 'pending'});
-is(scalar keys %pending, 41, 'the old database holds 41 pending orders');
+is(scalar keys %pending, 41, 'the old database holds 41 orders to deliver');
+is(old_sql($db, q{SELECT count(*) FROM sched.tasks WHERE state = 'delivered'}), '0',
+	'the old server delivered none of them');
 my ($cancelled) = old_sql($db, q{SELECT id FROM sched.tasks WHERE state = 'cancelled'});
 my $workdays_query = q{SELECT string_agg(t::text, ' ' ORDER BY t) FROM sched.next_runs(
 	'{"unit": "workday", "at": "09:00", "calendar": "shop"}', 'Europe/Berlin', now(), 5) t};
@@ -113,7 +116,7 @@ $node->command_ok([ 'pg_dump', '-Fc', '-d', "$from dbname=$db", '-f', $dump ],
 # Roles first (the one that exists already, the bootstrap superuser, is
 # refused and left as it is), then an empty database, listened to before
 # anything is in it, then the restore.
-$node->psql('postgres', undef, extra_params => [ '-f', $globals ]);
+PostgreSQL::Test::Utils::run_log([ 'psql', '-X', '-q', '-d', $node->connstr('postgres'), '-f', $globals ]);
 is($node->safe_psql('postgres', "SELECT count(*) FROM pg_roles WHERE rolname IN ('$app', '$reader')"), '2',
 	'the roles are restored');
 $node->safe_psql('postgres', "CREATE DATABASE $db");
@@ -123,6 +126,10 @@ $node->command_ok([ 'pg_restore', '--exit-on-error', '-d', $node->connstr($db), 
 is($node->safe_psql($db, "SELECT extversion FROM pg_extension WHERE extname = 'delaysched'"),
 	$node->safe_psql('postgres', "SELECT extversion FROM pg_extension WHERE extname = 'delaysched'"),
 	'the dump created the extension, at the version it had');
+is($node->safe_psql($db, 'SELECT bool_and(paused) FROM sched.biz'), 't', 'the types came paused');
+is($node->safe_psql($db, q{SELECT count(*) FROM sched.dedupe WHERE dedupe_key = 'order-41'}), '1',
+	'the dedupe key came along');
+$node->safe_psql($db, 'SELECT count(sched.resume(name)) FROM sched.biz');
 
 # --- every pending task delivered once, never early; the cancelled never ----
 my $deadline = time + 90;
@@ -142,8 +149,6 @@ ok(!$seen{$cancelled}, 'not the cancelled one');
 ok(DelayschedTest::poll_until_in($node, $db,
 	q{SELECT count(*) FROM sched.tasks WHERE biz_type = 'orders' AND state = 'done'}, '41', 30),
 	'all acknowledged and done');
-is($node->safe_psql($db, q{SELECT count(*) FROM sched.dedupe WHERE dedupe_key = 'order-41'}), '1',
-	'the dedupe key came along');
 
 # --- schedules fire, each instant once; the holidays came along --------------
 my @ticks;
