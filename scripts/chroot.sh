@@ -9,7 +9,8 @@
 # two, and later runs only check that its package list is installed.
 #
 #   chroot_suite MAJOR          the Debian suite that ships MAJOR ("" if none)
-#   chroot_ensure MAJOR         make (or complete) the chroot; prints its path
+#   chroot_ensure MAJOR         make (or complete) the chroot, one caller at a
+#                               time; prints its path
 #   chroot_mount DIR            mount /proc, /dev/shm, /dev/pts in it (idempotent)
 #   chroot_umount DIR           undo chroot_mount, once no other user is left
 #
@@ -48,15 +49,16 @@ chroot_packages() {
 }
 
 # Several scripts may use one chroot at once (the suite, a benchmark, a
-# package build): each registers its process id in DIR.users/ while it uses
-# the mounts, under a lock, and the last one out (or the first to find only
-# dead users' entries) unmounts.
+# package build): each registers while it uses the mounts, under a lock, as
+# its process id (and KEY, if given: chroot_ensure's own use), and the last
+# one out (or the first to find only dead users' entries) unmounts.
+#   chroot_mount DIR [KEY]    chroot_umount DIR [KEY]
 chroot_mount() {
-	local dir=$1
+	local dir=$1 user=$$${2:+.$2}
 	mkdir -p "$dir.users"
 	(
 		flock 9
-		touch "$dir.users/$$"
+		touch "$dir.users/$user"
 		mountpoint -q "$dir/proc" || mount -t proc proc "$dir/proc"
 		mkdir -p "$dir/dev/shm" "$dir/dev/pts"
 		mountpoint -q "$dir/dev/shm" || mount -t tmpfs -o mode=1777 shm "$dir/dev/shm"
@@ -66,13 +68,14 @@ chroot_mount() {
 }
 
 chroot_umount() {
-	local dir=$1 m user
+	local dir=$1 me=$$${2:+.$2} m user pid
 	(
 		flock 9
-		rm -f "$dir.users/$$"
+		rm -f "$dir.users/$me"
 		for user in "$dir".users/*; do
 			[ -e "$user" ] || continue
-			kill -0 "${user##*/}" 2>/dev/null && exit 0
+			pid=${user##*/}
+			kill -0 "${pid%%.*}" 2>/dev/null && exit 0
 			rm -f "$user"
 		done
 		for m in dev/pts dev/shm proc; do
@@ -90,7 +93,21 @@ chroot_run() {
 		HOME=/root LANG=C.UTF-8 DEBIAN_FRONTEND=noninteractive "$@"
 }
 
+# Make (or complete) the chroot of major $1, one caller at a time; print
+# its path.
 chroot_ensure() {
+	local dir=$DELAYSCHED_CHROOTS/pg$1 status
+	mkdir -p "$DELAYSCHED_CHROOTS"
+	exec 8>"$dir.ensure.lock"
+	flock 8
+	chroot_make "$1"
+	status=$?
+	flock -u 8
+	exec 8>&-
+	return $status
+}
+
+chroot_make() {
 	local major=$1 suite dir mirror pkgs
 	suite=$(chroot_suite "$major")
 	if [ -z "$suite" ]; then
@@ -136,15 +153,15 @@ CONF
 	echo "create_main_cluster = false" >"$dir/etc/postgresql-common/createcluster.d/delaysched.conf"
 	cp /etc/resolv.conf "$dir/etc/resolv.conf" 2>/dev/null || true
 	log "installing PostgreSQL $major and the suite's packages in $dir"
-	chroot_mount "$dir"
+	chroot_mount "$dir" ensure
 	if ! { chroot_run "$dir" apt-get update -qq &&
 		chroot_run "$dir" apt-get install -y -qq $pkgs; } >"$dir.apt.log" 2>&1; then
-		chroot_umount "$dir"
+		chroot_umount "$dir" ensure
 		tail -n 20 "$dir.apt.log" >&2
 		echo "chroot: installing packages in $dir failed (log: $dir.apt.log)" >&2
 		return 1
 	fi
-	chroot_umount "$dir"
+	chroot_umount "$dir" ensure
 	echo "$pkgs" >"$dir/.delaysched-ready"
 	echo "$dir"
 }

@@ -61,13 +61,16 @@ trap cleanup EXIT
 # major with this tree's build, on 127.0.0.1 (a chroot shares the host's
 # network).  Sets dump_from to its conninfo, or leaves it empty (and says
 # why) if it could not start.
+dump_source_failed=""
 start_dump_source() {
 	local port
-	[ -n "$dump_from" ] && return 0
+	[ -n "$dump_from" ] || [ -n "$dump_source_failed" ] && return 0
 	log "PostgreSQL $PG_MAJOR on the host, for the newer majors to dump from"
 	if ! build_and_install "$root" || ! port=$(free_tcp_port) ||
 		! start_throwaway_cluster "$port" "listen_addresses = '127.0.0.1'"; then
 		log "the server to dump from did not start: moving between majors goes unchecked"
+		stop_throwaway_cluster
+		dump_source_failed=1
 		return 1
 	fi
 	dump_from="host=127.0.0.1 port=$port user=postgres"

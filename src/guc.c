@@ -13,10 +13,10 @@
  * functions read delaysched.buckets, delaysched.ranges and
  * delaysched.max_payload_size with current_setting().
  *
- * Two developer options (GUC_NO_SHOW_ALL, out of the sample file, as
- * PostgreSQL's own) exist for the test suite: a test that must see the
- * full sweep or a missing extension noticed shortens the period instead of
- * sleeping through a minute.
+ * Two developer options (out of the sample file, as PostgreSQL's own are)
+ * exist for the test suite: a test that must see the full sweep or a
+ * missing extension noticed shortens the period instead of sleeping
+ * through a minute.
  *
  *-------------------------------------------------------------------------
  */
@@ -350,7 +350,7 @@ delaysched_define_gucs(void)
 							&delaysched_full_sweep_interval_ms,
 							60 * 1000, 100, 3600 * 1000,
 							PGC_SIGHUP,
-							GUC_UNIT_MS | GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE,
+							GUC_UNIT_MS | GUC_NOT_IN_SAMPLE,
 							NULL, NULL, NULL);
 
 	DefineCustomIntVariable("delaysched.extension_recheck_interval",
@@ -359,7 +359,7 @@ delaysched_define_gucs(void)
 							&delaysched_extension_recheck_ms,
 							10 * 1000, 100, 3600 * 1000,
 							PGC_SIGHUP,
-							GUC_UNIT_MS | GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE,
+							GUC_UNIT_MS | GUC_NOT_IN_SAMPLE,
 							NULL, NULL, NULL);
 
 	delaysched_reserve_guc_prefix("delaysched");

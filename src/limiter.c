@@ -37,9 +37,10 @@
  * Locking: one LWLock (DELAYSCHED_LWLOCK_LIMITER of the "delaysched"
  * tranche, see shmem.h) guards the hash table, the global bucket, and the
  * limiter's fields of each database's DelayschedShared.  It is held for a
- * lookup and a few arithmetic operations (or a walk of the databases; the
- * drain's takes, delaysched_take_drain_tokens, one lookup per type with a
- * backlog), never across anything that can fail.
+ * lookup and a few arithmetic operations (or a walk of the databases; for
+ * the drain's takes, delaysched_take_drain_tokens, a lookup per type with a
+ * backlog, and a walk of the table per type when it is full and the type
+ * has no bucket yet), never across anything that can fail.
  *
  *-------------------------------------------------------------------------
  */
@@ -324,7 +325,7 @@ databases_wanting(TimestampTz now)
  * bucket of its own share, filled at the cap divided by their number (and
  * holding as much of the burst), and takes no more than both hold: so none
  * starves the others, as the drain shares a database's tokens out between
- * its types, and one alone has the whole cap.
+ * its types, and one alone has the whole cap.  The lock held exclusively.
  */
 static int
 take_global_tokens_locked(double rate, int want, TimestampTz now, TimestampTz *next_token)

@@ -24,7 +24,7 @@ use Test::More;
 use Time::HiRes qw(time usleep);
 
 my $from = $ENV{DELAYSCHED_DUMP_FROM};
-plan skip_all => 'no older server to dump from (scripts/test.sh sets DELAYSCHED_DUMP_FROM)'
+DelayschedTest::skip_all('no older server to dump from (scripts/test.sh sets DELAYSCHED_DUMP_FROM)')
   unless $from;
 
 my $node = DelayschedTest::new_node('newer');
@@ -104,6 +104,7 @@ unlike($old_workdays, qr/\Q$h1\E 0[89]/, 'the old server skips the holiday');
 my $grants_query = 'SELECT biz_type, role, privilege FROM sched.biz_grants ORDER BY 1, 2, 3';
 my $old_grants = old_sql($db, $grants_query);
 my $old_max_id = old_sql($db, 'SELECT max(id) FROM sched.tasks');
+my $old_extversion = old_sql($db, "SELECT extversion FROM pg_extension WHERE extname = 'delaysched'");
 my $old_workday_firing = old_sql($db, q{SELECT run_at FROM sched.tasks WHERE schedule = 'workdays' AND state = 'pending'});
 
 # --- dump with this major's tools, restore into this major ------------------
@@ -124,8 +125,7 @@ my $listener = DelayschedTest::Listener->start($node, $db, ['--ack'], 'orders', 
 $node->command_ok([ 'pg_restore', '--exit-on-error', '-d', $node->connstr($db), $dump ],
 	'pg_restore into an empty database of the newer server');
 is($node->safe_psql($db, "SELECT extversion FROM pg_extension WHERE extname = 'delaysched'"),
-	$node->safe_psql('postgres', "SELECT extversion FROM pg_extension WHERE extname = 'delaysched'"),
-	'the dump created the extension, at the version it had');
+	$old_extversion, "the dump created the extension, at the version it had ($old_extversion)");
 is($node->safe_psql($db, 'SELECT bool_and(paused) FROM sched.biz'), 't', 'the types came paused');
 is($node->safe_psql($db, q{SELECT count(*) FROM sched.dedupe WHERE dedupe_key = 'order-41'}), '1',
 	'the dedupe key came along');

@@ -169,7 +169,7 @@ sub trickle_lateness
 	DelayschedTest::timing_cmp_ok(abs($noisy_rate - 100), '<=', 5, sprintf('while the noisy type kept to its 100/s (%.1f/s)', $noisy_rate));
 	my ($tokens, $throttled, $current) = split /\|/, $node->safe_psql('postgres',
 		"SELECT tokens, throttled, current_rate FROM sched.biz_stats WHERE biz_type = 'noisy'");
-	ok($tokens >= 0 && $tokens < 10 && $throttled > 0 && $throttled < 5000 && $current > 0 && $current <= 110,
+	ok($tokens >= 0 && $tokens <= 10 && $throttled > 0 && $throttled < 5000 && $current > 0 && $current <= 110,
 		"biz_stats shows its tokens ($tokens), throttled backlog ($throttled) and current rate ($current/s)");
 	$node->safe_psql('postgres', "SELECT sched.drop_biz('noisy', cancel_tasks => true)");
 }
