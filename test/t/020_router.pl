@@ -20,7 +20,7 @@ use Time::HiRes qw(time usleep);
 
 my $consumer_py = "$FindBin::Bin/../../contrib/router/consumer.py";
 my $python = -x '/usr/bin/python3' ? '/usr/bin/python3' : 'python3';
-DelayschedTest::skip_all('psycopg2 is not installed (python3-psycopg2)'
+DelayschedTest::skip_all('psycopg2 is not installed (python3-psycopg2)')
   if system($python, '-c', 'import psycopg2') != 0;
 
 my @nodes = map { DelayschedTest::new_node("node$_") } 1 .. 3;
