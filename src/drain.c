@@ -283,7 +283,7 @@ allow(DrainType *t, int batch, bool *waits_for_slot)
  * Every type's tokens (the rate-limited ones') and the global cap's, in
  * one hold of the limiter's lock (delaysched_take_drain_tokens); returns
  * the time they were taken at, which the deliveries are recorded at, and
- * how many of the global cap's were taken (batch if there is no cap).
+ * how many of the global cap's were taken (0 if there is no cap).
  */
 static TimestampTz
 take_tokens(DrainType *types, int ntypes, int batch, double global_rate,
@@ -465,8 +465,6 @@ delaysched_drain(TimestampTz now, int batch, DrainResult *result)
 	stamp = take_tokens(types, ntypes, batch, global_rate, &global_taken, &global_next);
 	if (global_rate > 0 && ntypes > 0)
 		total = Min(total, global_taken);
-	else
-		global_taken = 0;
 	share_out(types, ntypes, total,
 					 global_rate > 0 && global_taken < batch ? LIMIT_GLOBAL : LIMIT_BATCH);
 

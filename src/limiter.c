@@ -395,7 +395,7 @@ delaysched_take_drain_tokens(DrainTokens *types, int ntypes, double global_rate,
 			t->taken = take_tokens_locked(t->biz, t->rate, t->burst, t->want, now, &t->next_token);
 		wanted = Min(batch, wanted + Max(t->taken, 0));
 	}
-	*global_taken = batch;
+	*global_taken = 0;
 	*global_next = DT_NOEND;
 	if (global_rate > 0 && ntypes > 0)
 		*global_taken = take_global_tokens_locked(global_rate, wanted, now, global_next);

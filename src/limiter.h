@@ -52,7 +52,8 @@ typedef struct DrainTokens
 /*
  * Every type's tokens and then the global cap's (if global_rate > 0), in
  * one hold of the lock, refilled to a time read under it, which is
- * returned: the drain's deliveries are recorded at it.
+ * returned: the drain's deliveries are recorded at it.  *global_taken is 0
+ * when there is no cap.
  */
 extern TimestampTz delaysched_take_drain_tokens(DrainTokens *types, int ntypes,
 												double global_rate, int batch,
