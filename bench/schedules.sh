@@ -105,46 +105,23 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 # In the chroot of major $1: copy the tree in, run this script there with
 # the other arguments, copy its results out, and exit with its status.
 run_in_chroot() {
-	local m=$1 dir build inside out status=0
+	local m=$1 out status=0
 	shift
 	out=${BENCH_OUT:-$root/bench/results/schedules-$(date +%Y%m%d-%H%M%S)-pg$m}
-	dir=$(chroot_ensure "$m")
-	[ -d "$dir" ] || exit 1
-	# Not build.*: scripts/test.sh removes those when it starts, a running
-	# bench's too.
-	build=$(mktemp -d "$dir/bench.XXXXXX")
-	inside=/${build#"$dir"/}
-	chroot_build=$build
-	trap chroot_cleanup EXIT
+	trap chroot_tree_end EXIT
 	trap 'exit 130' INT
 	trap 'exit 143' TERM
-	# The servers' user runs test/dslisten from the copy: let it in.
-	chmod 755 "$build"
-	copy_tracked_files "$root" "$build"
-	if git -C "$root" rev-parse --git-dir >/dev/null 2>&1; then
-		(cd "$root" && git ls-files -z --others --exclude-standard | xargs -0 -r cp --parents -t "$build")
-	fi
-	chroot_mount "$dir"
-	chroot_dir=$dir
-	log "PostgreSQL $m: running in $dir ($inside)"
-	chroot_run "$dir" PG_MAJOR="$m" BENCH_OUT="$inside/results" \
-		bash "$inside/bench/schedules.sh" "$@" || status=$?
-	if [ -d "$build/results" ]; then
+	chroot_tree_begin "$m" "$root" || exit 1
+	log "PostgreSQL $m: running in $CHROOT_DIR ($CHROOT_INSIDE)"
+	chroot_run "$CHROOT_DIR" PG_MAJOR="$m" BENCH_OUT="$CHROOT_INSIDE/results" \
+		bash "$CHROOT_INSIDE/bench/schedules.sh" "$@" || status=$?
+	if [ -d "$CHROOT_TREE/results" ]; then
 		mkdir -p "$out"
-		cp -a "$build/results/." "$out/"
+		cp -a "$CHROOT_TREE/results/." "$out/"
 		[ "$(id -u)" -eq 0 ] && chown -R "$PG_USER" "$out"
 		log "results copied to $out"
 	fi
 	exit "$status"
-}
-
-# Remove the copy; unmount, unless another run (scripts/test.sh, another
-# bench) still uses the chroot: chroot_umount counts its users.
-chroot_build="" chroot_dir=""
-chroot_cleanup() {
-	[ -n "$chroot_build" ] && rm -rf "$chroot_build"
-	[ -n "$chroot_dir" ] && chroot_umount "$chroot_dir"
-	return 0
 }
 
 if [ -n "$major" ]; then

@@ -13,6 +13,10 @@
 #                               time; prints its path
 #   chroot_mount DIR            mount /proc, /dev/shm, /dev/pts in it (idempotent)
 #   chroot_umount DIR           undo chroot_mount, once no other user is left
+#   chroot_tree_begin MAJOR SRC a copy of the tree SRC in MAJOR's chroot,
+#                               mounted: sets CHROOT_DIR, CHROOT_TREE (its
+#                               path here) and CHROOT_INSIDE (its path inside)
+#   chroot_tree_end             unmount and remove that copy (idempotent)
 #
 # Inside, the tree's own scripts run as they do on the host, as root, with
 # PG_MAJOR set: they find PostgreSQL where Debian puts it.
@@ -38,14 +42,11 @@ chroot_mirror() {
 }
 
 # Everything the suite, the package build and the benchmarks' smoke runs
-# need inside a chroot for major $1.
+# need inside a chroot for major $1 (the lists are lib.sh's, which a minbase
+# Debian lacks perl, procps and gnuplot besides).
 chroot_packages() {
-	local m=$1
-	echo "make gcc libc6-dev libpq-dev libcurl4-openssl-dev python3 perl" \
-		"libipc-run-perl procps gnuplot-nox" \
-		"postgresql-$m postgresql-server-dev-$m postgresql-$m-plproxy postgresql-$m-cron" \
-		"python3-prometheus-client prometheus-postgres-exporter python3-psycopg2" \
-		"build-essential dpkg-dev debhelper postgresql-server-dev-all"
+	echo "$(major_packages "$1") $(test_packages "$1") $PACKAGE_BUILD_PACKAGES" \
+		"perl procps gnuplot-nox postgresql-$1-cron"
 }
 
 # Several scripts may use one chroot at once (the suite, a benchmark, a
@@ -82,6 +83,32 @@ chroot_umount() {
 			if mountpoint -q "$dir/$m"; then umount -l "$dir/$m"; fi
 		done
 	) 9>"$dir.lock"
+	return 0
+}
+
+# A scratch copy of the tree $2 (its tracked files, as lib.sh's
+# copy_tracked_files takes them) inside major $1's chroot, made if missing,
+# with the mounts registered; the caller runs its scripts there with
+# chroot_run "$CHROOT_DIR" ... "$CHROOT_INSIDE/...", and ends with
+# chroot_tree_end (from its EXIT trap too).  Copies older than a day, left
+# by runs that were killed, are removed (a newer one may be in use).
+CHROOT_DIR="" CHROOT_TREE="" CHROOT_INSIDE=""
+chroot_tree_begin() {
+	CHROOT_DIR=$(chroot_ensure "$1") || return 1
+	find "$CHROOT_DIR" "$CHROOT_DIR/tmp" -maxdepth 1 \( -name 'build.*' -o -name 'delaysched.*' \) \
+		-mmin +1440 -exec rm -rf {} + 2>/dev/null
+	CHROOT_TREE=$(mktemp -d "$CHROOT_DIR/build.XXXXXX")
+	CHROOT_INSIDE=/${CHROOT_TREE#"$CHROOT_DIR"/}
+	# The servers' user runs test programs from the copy: let it in.
+	chmod 755 "$CHROOT_TREE"
+	copy_tracked_files "$2" "$CHROOT_TREE"
+	chroot_mount "$CHROOT_DIR"
+}
+
+chroot_tree_end() {
+	[ -n "$CHROOT_TREE" ] && rm -rf "$CHROOT_TREE"
+	[ -n "$CHROOT_DIR" ] && chroot_umount "$CHROOT_DIR"
+	CHROOT_DIR="" CHROOT_TREE="" CHROOT_INSIDE=""
 	return 0
 }
 

@@ -13,14 +13,21 @@ PG_MAJOR=${PG_MAJOR:-15}
 PG_BINDIR=${PG_BINDIR:-/usr/lib/postgresql/$PG_MAJOR/bin}
 PG_PKGLIBDIR=$(dirname "$PG_BINDIR")/lib
 PG_USER=${PG_USER:-postgres}
-PACKAGES="make gcc libc6-dev postgresql-$PG_MAJOR postgresql-server-dev-$PG_MAJOR libpq-dev libipc-run-perl libcurl4-openssl-dev python3"
+# What building and running delaysched on major $1 needs.
+major_packages() {
+	echo "make gcc libc6-dev postgresql-$1 postgresql-server-dev-$1 libpq-dev libipc-run-perl libcurl4-openssl-dev python3"
+}
+PACKAGES=$(major_packages "$PG_MAJOR")
 
 log() { printf '==> %s\n' "$*" >&2; }
 
 # What the tests need besides: Prometheus's parser and the exporter
 # (test/t/018_metrics.pl); PL/Proxy and psycopg2 for the router and its
 # example consumer (test/t/020_router.pl, the router regress test).
-TEST_PACKAGES="python3-prometheus-client prometheus-postgres-exporter postgresql-$PG_MAJOR-plproxy python3-psycopg2"
+test_packages() {
+	echo "python3-prometheus-client prometheus-postgres-exporter postgresql-$1-plproxy python3-psycopg2"
+}
+TEST_PACKAGES=$(test_packages "$PG_MAJOR")
 
 # What building the Debian package needs besides (scripts/package.sh).
 PACKAGE_BUILD_PACKAGES="build-essential dpkg-dev debhelper postgresql-server-dev-all"

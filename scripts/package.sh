@@ -31,21 +31,21 @@ mkdir -p "$out"
 
 # Another major's package: built by this script inside its chroot.
 if major_needs_chroot "$major"; then
-	dir=$(chroot_ensure "$major")
-	build=$(mktemp -d "$dir/build.XXXXXX")
-	copy_tracked_files "$root" "$build/tree"
-	trap 'chroot_umount "$dir"; rm -rf "$build"' EXIT
-	chroot_mount "$dir"
-	deb=$(chroot_run "$dir" PG_MAJOR="$major" bash "/${build#"$dir"/}/tree/scripts/package.sh" \
-		"/${build#"$dir"/}/out")
-	cp "$dir$deb" "$build/out/build.log" "$out/"
+	trap chroot_tree_end EXIT
+	chroot_tree_begin "$major" "$root"
+	# (Built beside the copy, not in it: the build copies the tree.)
+	built=$CHROOT_TREE.deb
+	deb=$(chroot_run "$CHROOT_DIR" PG_MAJOR="$major" bash "$CHROOT_INSIDE/scripts/package.sh" \
+		"$CHROOT_INSIDE.deb")
+	cp "$CHROOT_DIR$deb" "$built/build.log" "$out/"
+	rm -rf "$built"
 	echo "$out/$(basename "$deb")"
 	exit 0
 fi
 
 PG_MAJOR=$major
 PG_BINDIR=/usr/lib/postgresql/$major/bin
-PACKAGES="make gcc libc6-dev postgresql-$major postgresql-server-dev-$major libpq-dev libcurl4-openssl-dev"
+PACKAGES=$(major_packages "$major")
 ensure_packages "$PACKAGES $PACKAGE_BUILD_PACKAGES"
 
 src=$out/delaysched

@@ -39,8 +39,8 @@ count_results() {
 }
 
 # pg_regress and pg_isolation_regress print one "... ok" or "... FAILED"
-# (from 16 on, "ok N" or "not ok N") per test.  Run them one after the other, so that a failure in the first does not
-# hide the second.  run_regress_suites DIR LABEL: in the tree copy DIR, against
+# (from 16 on, "ok N" or "not ok N") per test.  Run them one after the
+# other, so that a failure in the first does not hide the second.  run_regress_suites DIR LABEL: in the tree copy DIR, against
 # the extension installed now; logs in DIR/test-logs.
 run_regress_suites() {
 	local dir=$1 label=$2 suite only status

@@ -49,10 +49,9 @@ for m in $majors; do
 done
 
 logdir=$(mktemp -d /tmp/delaysched-test.XXXXXX)
-mounted=""
 dump_from=""
 cleanup() {
-	[ -n "$mounted" ] && chroot_umount "$mounted"
+	chroot_tree_end
 	stop_throwaway_cluster
 }
 trap cleanup EXIT
@@ -79,32 +78,22 @@ start_dump_source() {
 # run_major M LOG: the suite for major M, here or in its chroot; its output
 # goes to the terminal and to LOG.
 run_major() {
-	local m=$1 out=$2 dir build
+	local m=$1 out=$2
 	if ! major_needs_chroot "$m"; then
 		PG_MAJOR=$m PG_BINDIR=/usr/lib/postgresql/$m/bin bash "$root/scripts/suite.sh" 2>&1 | tee "$out"
 		return
 	fi
-	if ! dir=$(chroot_ensure "$m"); then
+	# (The copy holds the tracked files as they are in the working tree,
+	# as scripts/package.sh takes them.)
+	if ! chroot_tree_begin "$m" "$root"; then
 		echo "0 passed, 1 failed" | tee "$out"
 		return
 	fi
 	start_dump_source
-	# Earlier runs' scratch copies (suite.sh leaves its logs there), once
-	# they are a day old: another run may be using a newer one.
-	find "$dir" "$dir/tmp" -maxdepth 1 \( -name 'build.*' -o -name 'delaysched.*' \) \
-		-mmin +1440 -exec rm -rf {} + 2>/dev/null
-	# A copy of the tree inside the chroot: the tracked files as they are in
-	# the working tree (no build products), as scripts/package.sh takes them.
-	build=$(mktemp -d "$dir/build.XXXXXX")
-	copy_tracked_files "$root" "$build"
-	chroot_mount "$dir"
-	mounted=$dir
-	chroot_run "$dir" PG_MAJOR="$m" PG_TEST_EXTRA="${PG_TEST_EXTRA:-}" PROVE_JOBS="${PROVE_JOBS:-2}" \
+	chroot_run "$CHROOT_DIR" PG_MAJOR="$m" PG_TEST_EXTRA="${PG_TEST_EXTRA:-}" PROVE_JOBS="${PROVE_JOBS:-2}" \
 		DELAYSCHED_DUMP_FROM="$dump_from" \
-		bash "/${build#"$dir"/}/scripts/suite.sh" 2>&1 | tee "$out"
-	chroot_umount "$dir"
-	mounted=""
-	rm -rf "$build"
+		bash "$CHROOT_INSIDE/scripts/suite.sh" 2>&1 | tee "$out"
+	chroot_tree_end
 }
 
 total_passed=0
