@@ -47,7 +47,13 @@ OBJS = \
 	src/worker_views.o
 
 EXTENSION = delaysched delaysched_router
+# Released scripts, frozen as they shipped.
 DATA = delaysched--0.1.sql delaysched--0.2.sql delaysched--0.1--0.2.sql delaysched_router--0.2.sql
+# The current version's scripts, built from schema/ (one source per section:
+# see schema/install.sql): the install is the tables followed by every
+# object file, the update its prologue followed by the same files.
+SCHEMA_OBJECTS = $(sort $(wildcard $(srcdir)/schema/objects/*.sql))
+DATA_built = delaysched--0.3.sql delaysched--0.2--0.3.sql
 PGFILEDESC = "delaysched - delayed tasks delivered on time from inside PostgreSQL"
 
 REGRESS = setup api validation claim_ack privileges batch pause limits http schedule_rules schedules metrics statuses clock_steps hostile_role bad_input router
@@ -75,6 +81,16 @@ EXTRA_CLEAN = test/dslisten test/bench/dsbench test/bench/hooksink tmp_check tmp
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+
+# A built script names its sources, and a blank line parts them.
+define concatenate_schema
+	{ echo '-- $@: built by make from $(patsubst $(srcdir)/%,%,$<) and schema/objects/*.sql; edit those, not this file'; \
+	  awk 'FNR == 1 { print "" } { print }' $^; } > $@
+endef
+delaysched--0.3.sql: $(srcdir)/schema/install.sql $(SCHEMA_OBJECTS)
+	$(concatenate_schema)
+delaysched--0.2--0.3.sql: $(srcdir)/schema/update/0.2--0.3.sql $(SCHEMA_OBJECTS)
+	$(concatenate_schema)
 
 # PGXS tracks no header dependencies: rebuild every object when a header changes.
 $(OBJS): $(wildcard $(srcdir)/src/*.h)

@@ -240,6 +240,43 @@ SELECT sched.drop_biz('r_orders', cancel_tasks => true) > 0 AS cancelled;
 SELECT (SELECT count(*) FROM sched.biz) AS types, (SELECT count(*) FROM sched.biz_grant) AS grants;
 SELECT count(*) FROM sched.biz_stats;
 
+-- The router repeats a node's signatures: every public function and view
+-- it shares with a node takes the same arguments (names, types, defaults)
+-- and gives the same result, or has the same columns.  Listed: what
+-- differs (nothing should), what only the router has, what it lacks.
+\c regress_ds_node1
+SELECT string_agg(s.sig, E'\n') AS node_signatures FROM (
+	SELECT format('function %s(%s) %s', p.proname, pg_get_function_arguments(p.oid),
+				  pg_get_function_result(p.oid)) AS sig
+	FROM pg_proc p WHERE p.pronamespace = 'sched'::regnamespace AND p.proname !~ '^_'
+	UNION ALL
+	SELECT format('view %s(%s)', c.relname,
+				  string_agg(format('%s %s', a.attname, format_type(a.atttypid, a.atttypmod)), ', ' ORDER BY a.attnum))
+	FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0
+	WHERE c.relnamespace = 'sched'::regnamespace AND c.relkind = 'v' AND c.relname !~ '^_'
+	GROUP BY c.relname) s \gset
+\c regress_ds_router
+WITH node AS (
+	SELECT split_part(u.sig, '(', 1) AS name, u.sig FROM unnest(string_to_array(:'node_signatures', E'\n')) AS u(sig)
+), router AS (
+	SELECT split_part(s.sig, '(', 1) AS name, s.sig FROM (
+		SELECT format('function %s(%s) %s', p.proname, pg_get_function_arguments(p.oid),
+					  pg_get_function_result(p.oid)) AS sig
+		FROM pg_proc p WHERE p.pronamespace = 'sched'::regnamespace AND p.proname !~ '^_'
+		UNION ALL
+		SELECT format('view %s(%s)', c.relname,
+					  string_agg(format('%s %s', a.attname, format_type(a.atttypid, a.atttypmod)), ', ' ORDER BY a.attnum))
+		FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0
+		WHERE c.relnamespace = 'sched'::regnamespace AND c.relkind = 'v' AND c.relname !~ '^_'
+		GROUP BY c.relname) s
+)
+SELECT coalesce(r.name, n.name) AS object,
+	   CASE WHEN n.name IS NULL THEN 'router only' WHEN r.name IS NULL THEN 'node only'
+			ELSE 'differs: ' || r.sig || ' on the router, ' || n.sig || ' on a node' END AS how
+FROM router r FULL JOIN node n ON n.name = r.name
+WHERE r.sig IS DISTINCT FROM n.sig
+ORDER BY 2, 1;
+
 \c contrib_regression
 SET client_min_messages = warning;
 DROP DATABASE regress_ds_router WITH (FORCE);

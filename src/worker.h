@@ -16,7 +16,7 @@
  * control file's default_version.  The workers wait while a database has
  * another (see delaysched_schema_ready).
  */
-#define DELAYSCHED_SCHEMA_VERSION "0.2"
+#define DELAYSCHED_SCHEMA_VERSION "0.3"
 
 /*
  * After an error in a worker's transaction, the worker goes on this much

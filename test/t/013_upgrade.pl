@@ -1,8 +1,11 @@
-# Upgrade from 0.1: a database made with 0.1, holding pending tasks of every
-# delivery kind, meets the 0.2 library (its workers wait, saying so once in
-# the log, and never crash-loop), is updated with ALTER EXTENSION UPDATE,
-# then has exactly the schema of a fresh 0.2 install and delivers every
-# task it held.
+# Upgrades to 0.3, by every path.  A database made with 0.1, holding pending
+# tasks of every delivery kind, meets the 0.3 library (its workers wait,
+# saying so once in the log, and never crash-loop), is updated with ALTER
+# EXTENSION UPDATE (0.1 -> 0.2 -> 0.3), then delivers every task it held.
+# A database made with 0.2, holding pending tasks and a schedule, is updated
+# (0.2 -> 0.3) and keeps them.  Both then have exactly the schema of a fresh
+# 0.3 install; roles granted at 0.1 or 0.2 keep what they were granted, and
+# what PUBLIC was granted stays granted.
 use strict;
 use warnings;
 
@@ -56,10 +59,10 @@ sql(qq{
 	SELECT sched.add('up_notify', '2100-01-01', '{"far": true}');
 });
 
-# The 0.2 library's workers wait for the update, and say so once.
+# The 0.3 library's workers wait for the update, and say so once.
 my $deadline = time + 30;
 usleep(100_000) until log_since($log_from) =~ /is at version 0\.1/ || time > $deadline;
-like(log_since($log_from), qr/delaysched: the extension in database "postgres" is at version 0\.1, and this server's library needs 0\.2; its workers wait/,
+like(log_since($log_from), qr/delaysched: the extension in database "postgres" is at version 0\.1, and this server's library needs 0\.3; its workers wait/,
 	'the workers say in the log that they wait for the update');
 # Give them time to misbehave: two more seconds (ten looks each), in which
 # the tasks due in two seconds fall due.  (The scenario, not a
@@ -71,10 +74,12 @@ is(scalar @said, 1, 'said once, not once per look');
 unlike($waiting_log, qr/(exited with exit code|terminated by signal)/, 'no worker died on the old schema');
 is(sql("SELECT count(*) FROM sched.tasks WHERE state = 'pending'"), '17', 'nothing was delivered on the old schema');
 
-# The update.
+# The update, through 0.2.
+is(sql("SELECT path FROM pg_extension_update_paths('delaysched') WHERE source = '0.1' AND target = '0.3'"),
+	'0.1--0.2--0.3', 'an update from 0.1 goes through 0.2');
 my $listener = DelayschedTest::Listener->start($node, 'postgres', ['--ack'], 'up_notify');
 sql('ALTER EXTENSION delaysched UPDATE');
-is(sql("SELECT extversion FROM pg_extension WHERE extname = 'delaysched'"), '0.2', 'updated to 0.2');
+is(sql("SELECT extversion FROM pg_extension WHERE extname = 'delaysched'"), '0.3', 'updated to 0.3');
 
 # Every pending task is delivered, each once.
 my @notified = $listener->wait_for(10, 30);
@@ -122,32 +127,84 @@ sql("SELECT sched.drop_schedule('up_every')");
 $listener->stop;
 $receiver->stop;
 
-# The schema: a fresh 0.2 install in another database, dumped the same way.
-# pg_dump leaves out an extension's objects, so both databases first forget
-# which objects belong to it.
+# From 0.2: a database holding pending tasks and a schedule, whose pending
+# firing waits with them while the 0.3 library's workers wait (catch_up
+# 'all', so that this firing is delivered, not skipped as stale).
+sub sql02 { return $node->safe_psql('from02', $_[0]) }
+$log_from = -s $node->logfile;
+sql('CREATE DATABASE from02');
+sql02("CREATE EXTENSION delaysched VERSION '0.2'");
+sql02(q{
+	SELECT sched.define_biz('v2_notify', ack_timeout => '1 hour');
+	SELECT sched.define_biz('v2_pull', 'pull', ack_timeout => '1 hour');
+	SELECT sched.add('v2_notify', now() + interval '1 second', jsonb_build_object('n', i)) FROM generate_series(1, 5) i;
+	SELECT sched.add('v2_pull', now(), jsonb_build_object('p', i)) FROM generate_series(1, 3) i;
+	SELECT sched.add('v2_notify', '2100-01-01', '{"far": true}');
+	SELECT sched.define_schedule('v2_every', 'v2_notify', 'every 1 second', catch_up => 'all');
+});
+$deadline = time + 30;
+usleep(100_000) until log_since($log_from) =~ /"from02" is at version 0\.2/ || time > $deadline;
+like(log_since($log_from), qr/delaysched: the extension in database "from02" is at version 0\.2, and this server's library needs 0\.3; its workers wait/,
+	'the workers of a 0.2 database wait for the update too');
+my $far_id = sql02(q{SELECT id FROM sched.tasks WHERE payload = '{"far": true}'});
+my $firing_id = sql02(q{SELECT task_id FROM sched.schedule WHERE name = 'v2_every'});
+is(sql02("SELECT count(*) FROM sched.tasks WHERE state = 'pending'"), '10',
+	'nothing was delivered while the 0.2 database waited (five, three, the far one and the firing)');
+
+my $listener02 = DelayschedTest::Listener->start($node, 'from02', ['--ack'], 'v2_notify');
+sql02('ALTER EXTENSION delaysched UPDATE');
+is(sql02("SELECT extversion FROM pg_extension WHERE extname = 'delaysched'"), '0.3', 'updated from 0.2 to 0.3');
+my @got02;
+$deadline = time + 30;
+while (time < $deadline)
+{
+	@got02 = $listener02->received;
+	last if (grep { !defined $_->{message}{schedule} } @got02) >= 5
+	  && (grep { ($_->{message}{schedule} // '') eq 'v2_every' } @got02) >= 2;
+	usleep(50_000);
+}
+my @plain02 = grep { !defined $_->{message}{schedule} } @got02;
+my %n02 = map { $_->{message}{payload}{n} => 1 } @plain02;
+is(scalar @plain02, 5, 'the five pending notify tasks of the 0.2 database arrived');
+is(scalar keys %n02, 5, 'each once');
+my @fired02 = grep { ($_->{message}{schedule} // '') eq 'v2_every' } @got02;
+cmp_ok(scalar @fired02, '>=', 2, 'its schedule fires after the update');
+is(scalar(grep { $_->{id} == $firing_id } @fired02), 1, 'the firing it made at 0.2 among them, once');
+is(sql02("SELECT count(*) FROM sched.claim('v2_pull')"), '3', 'its three pull tasks are claimed');
+is(sql02("SELECT id FROM sched.tasks WHERE payload = '{\"far\": true}' AND state = 'pending'"), $far_id,
+	'its task far ahead still waits, with its id');
+is(scalar(grep { $_->{late_us} < 0 } @got02), 0, 'nothing early');
+sql02("SELECT sched.drop_schedule('v2_every')");
+$listener02->stop;
+
+# The schema: a fresh 0.3 install in another database, dumped the same way
+# as the two updated ones.  pg_dump leaves out an extension's objects, so
+# the databases first forget which objects belong to it.
 sql('CREATE DATABASE fresh');
 $node->safe_psql('fresh', 'CREATE EXTENSION delaysched');
 my %dump;
-for my $db (qw(postgres fresh))
+for my $db (qw(postgres from02 fresh))
 {
 	$node->safe_psql($db, q{
 		SET allow_system_table_mods = on;
 		DELETE FROM pg_depend WHERE deptype = 'e' AND refclassid = 'pg_extension'::regclass
 		  AND refobjid = (SELECT oid FROM pg_extension WHERE extname = 'delaysched')});
 	my ($out, $err) = run_command([ 'pg_dump', '--schema-only', '--no-owner', '-d', $node->connstr($db) ]);
-	$dump{$db} = $out;
+	# (pg_dump's \restrict lines carry a random key of each run.)
+	$dump{$db} = [ grep { !/^\\(un)?restrict / } split /\n/, $out ];
 }
-cmp_ok(length $dump{fresh}, '>', 10000, 'the fresh schema was dumped');
-like($dump{fresh}, qr/CREATE TABLE sched\.schedule /, 'the dump holds the extension\'s objects');
-# (pg_dump's \restrict lines carry a random key of each run.)
-my @updated = grep { !/^\\(un)?restrict / } split /\n/, $dump{postgres};
-my @fresh = grep { !/^\\(un)?restrict / } split /\n/, $dump{fresh};
-ok(join("\n", @updated) eq join("\n", @fresh), 'the updated schema is identical to a fresh 0.2 install');
-if (join("\n", @updated) ne join("\n", @fresh))
+cmp_ok(scalar @{ $dump{fresh} }, '>', 500, 'the fresh schema was dumped');
+ok((grep { /^CREATE TABLE sched\.schedule / } @{ $dump{fresh} }), 'the dump holds the extension\'s objects');
+for my $path ([ 'postgres', '0.1 -> 0.2 -> 0.3' ], [ 'from02', '0.2 -> 0.3' ])
 {
+	my ($db, $how) = @$path;
+	my @updated = @{ $dump{$db} };
+	my @fresh = @{ $dump{fresh} };
+	ok(join("\n", @updated) eq join("\n", @fresh), "the schema updated $how is identical to a fresh 0.3 install");
+	next if join("\n", @updated) eq join("\n", @fresh);
 	my %f = map { $_ => 1 } @fresh;
 	my %u = map { $_ => 1 } @updated;
-	diag("only in the updated: $_") for grep { !$f{$_} } @updated;
+	diag("only in the updated ($how): $_") for grep { !$f{$_} } @updated;
 	diag("only in the fresh: $_") for grep { !$u{$_} } @fresh;
 }
 
@@ -171,6 +228,44 @@ is($node->safe_psql('up_grants', "SET ROLE up_monitor; SELECT biz_type || ' ' ||
 is($node->safe_psql('up_grants', "SET ROLE up_monitor; SELECT count(status) FROM sched.tasks"),
 	'0', 'and sched.tasks, with its status column');
 $node->safe_psql('postgres', 'DROP DATABASE up_grants; DROP ROLE up_monitor');
+
+# A role granted at 0.2 a type's tasks (to read and to consume), the view
+# and the function it uses, keeps them after the update; so does PUBLIC,
+# which an administrator let preview schedule rules.  What the update
+# creates is not PUBLIC's: a role granted nothing executes the same
+# functions as before it.
+$node->safe_psql('postgres', 'CREATE DATABASE grants02; CREATE ROLE g02_worker; CREATE ROLE g02_nobody');
+sub public_functions
+{
+	return $node->safe_psql('grants02', q{
+		SELECT string_agg(p.proname, ',' ORDER BY p.proname) FROM pg_proc p
+		WHERE p.pronamespace = 'sched'::regnamespace AND has_function_privilege('g02_nobody', p.oid, 'EXECUTE')});
+}
+$node->safe_psql('grants02', q{
+	CREATE EXTENSION delaysched VERSION '0.2';
+	SELECT sched.define_biz('g02_pull', 'pull');
+	SELECT sched.add('g02_pull', now() + interval '1 hour', '{"kept": true}');
+	SELECT sched.add('g02_pull', now() - interval '1 second', '{"due": true}');
+	GRANT USAGE ON SCHEMA sched TO g02_worker, g02_nobody;
+	SELECT sched.grant_biz('g02_pull', 'g02_worker', 'read');
+	SELECT sched.grant_biz('g02_pull', 'g02_worker', 'consume');
+	GRANT SELECT ON sched.tasks TO g02_worker;
+	GRANT EXECUTE ON FUNCTION sched._task_status TO g02_worker;
+	GRANT EXECUTE ON FUNCTION sched.claim(text, int) TO g02_worker;
+	GRANT EXECUTE ON FUNCTION sched.next_runs(text, text, timestamptz, int, timestamptz) TO PUBLIC;
+});
+my $public_at_02 = public_functions();
+$node->safe_psql('grants02', 'ALTER EXTENSION delaysched UPDATE');
+is($node->safe_psql('grants02', "SET ROLE g02_worker; SELECT count(*) FROM sched.tasks WHERE biz_type = 'g02_pull'"),
+	'2', 'a role that read a type\'s tasks at 0.2 still does');
+is($node->safe_psql('grants02', "SET ROLE g02_worker; SELECT payload FROM sched.claim('g02_pull')"),
+	'{"due": true}', 'and still consumes them');
+is($node->safe_psql('grants02', "SELECT count(*) FROM sched.biz_grant"), '2', 'its grants on the type are kept');
+is($node->safe_psql('grants02', "SET ROLE g02_nobody; SELECT count(*) FROM sched.next_runs('every 1 hour', n => 3)"),
+	'3', 'what PUBLIC was granted at 0.2 stays granted');
+is(public_functions(), $public_at_02, 'PUBLIC executes no function the update made');
+is($public_at_02, '_caller,next_runs', '(the function the views call, and the one granted)');
+$node->safe_psql('postgres', 'DROP DATABASE grants02; DROP ROLE g02_worker; DROP ROLE g02_nobody');
 
 $node->stop;
 done_testing();

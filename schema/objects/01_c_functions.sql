@@ -1,0 +1,138 @@
+-------------------------------------------------------------------------------
+-- C functions
+-------------------------------------------------------------------------------
+
+CREATE OR REPLACE FUNCTION sched._wake(run_at timestamptz, door smallint DEFAULT NULL, far boolean DEFAULT NULL)
+RETURNS void
+LANGUAGE c VOLATILE
+AS 'MODULE_PATHNAME', 'delaysched_wake';
+COMMENT ON FUNCTION sched._wake(timestamptz, smallint, boolean) IS 'internal: after commit, wake a scanner worker for the range of door (every range if NULL) if run_at is sooner than planned; far (NULL: judged by the clock) reports it to the far search';
+
+CREATE OR REPLACE FUNCTION sched._wake_drain(for_slot boolean DEFAULT false) RETURNS void
+LANGUAGE c VOLATILE
+AS 'MODULE_PATHNAME', 'delaysched_wake_drain';
+COMMENT ON FUNCTION sched._wake_drain(boolean) IS 'internal: after commit, run the drain (for_slot: only if a type waits at its concurrency cap)';
+
+CREATE OR REPLACE FUNCTION sched._note_parked(biz_type text) RETURNS void
+LANGUAGE c STRICT VOLATILE
+AS 'MODULE_PATHNAME', 'delaysched_note_parked_sql';
+COMMENT ON FUNCTION sched._note_parked(text) IS 'internal: after commit, tell the drain that tasks of a type were parked';
+
+CREATE OR REPLACE FUNCTION sched._tokens(biz_type text, rate float8, burst int) RETURNS float8
+LANGUAGE c STRICT VOLATILE
+AS 'MODULE_PATHNAME', 'delaysched_tokens_sql';
+COMMENT ON FUNCTION sched._tokens(text, float8, int) IS 'internal: the tokens a type''s bucket holds now';
+
+CREATE OR REPLACE FUNCTION sched._take_tokens(biz_type text, rate float8, burst int, want int) RETURNS int
+LANGUAGE c STRICT VOLATILE
+AS 'MODULE_PATHNAME', 'delaysched_take_tokens_sql';
+COMMENT ON FUNCTION sched._take_tokens(text, float8, int, int) IS 'internal: take up to want tokens of a type''s bucket';
+
+CREATE OR REPLACE FUNCTION sched._return_tokens(biz_type text, n int) RETURNS void
+LANGUAGE c STRICT VOLATILE
+AS 'MODULE_PATHNAME', 'delaysched_return_tokens_sql';
+COMMENT ON FUNCTION sched._return_tokens(text, int) IS 'internal: give back tokens taken and not used';
+
+CREATE OR REPLACE FUNCTION sched._forget_bucket(biz_type text, dropped boolean) RETURNS void
+LANGUAGE c STRICT VOLATILE
+AS 'MODULE_PATHNAME', 'delaysched_forget_bucket_sql';
+COMMENT ON FUNCTION sched._forget_bucket(text, boolean) IS 'internal: free the token bucket of a type that lost its rate limit or was dropped';
+
+CREATE OR REPLACE FUNCTION sched._caller() RETURNS oid
+LANGUAGE c STRICT STABLE
+AS 'MODULE_PATHNAME', 'delaysched_caller';
+COMMENT ON FUNCTION sched._caller() IS 'internal: the role that called the SECURITY DEFINER function running (current_user outside it)';
+
+CREATE OR REPLACE FUNCTION sched._caller_is_admin() RETURNS boolean
+LANGUAGE c STRICT STABLE
+AS 'MODULE_PATHNAME', 'delaysched_caller_is_admin';
+COMMENT ON FUNCTION sched._caller_is_admin() IS 'internal: inside a public function, is its caller a superuser or a member of the extension''s owner';
+
+CREATE OR REPLACE FUNCTION sched._check_url(url text) RETURNS void
+LANGUAGE c STRICT STABLE
+AS 'MODULE_PATHNAME', 'delaysched_check_url';
+COMMENT ON FUNCTION sched._check_url(text) IS 'internal: refuse a webhook URL that is not plain http(s) to a host, or that names a blocked address';
+
+CREATE OR REPLACE FUNCTION sched._wake_http() RETURNS void
+LANGUAGE c VOLATILE
+AS 'MODULE_PATHNAME', 'delaysched_wake_http';
+COMMENT ON FUNCTION sched._wake_http() IS 'internal: wake the HTTP workers after the calling transaction commits';
+
+CREATE OR REPLACE FUNCTION sched._handoff_lease(id bigint) RETURNS boolean
+LANGUAGE c VOLATILE STRICT
+AS 'MODULE_PATHNAME', 'delaysched_handoff_lease';
+COMMENT ON FUNCTION sched._handoff_lease(bigint) IS 'internal: whether the scanner''s delivery statement leases this task to an HTTP worker (src/handoff.c)';
+
+/*
+ * The lease transition for the functions below that deliver: state 'd',
+ * attempt + 1, delivered_at, lease_until, lease_owner, written once in
+ * src/lease.h and shared with the scanner's walk and drain.  The caller has
+ * locked the rows; those not in one of p_states, and those in p_skip, are
+ * left alone.  p_error, if not NULL, is recorded as last_error.
+ */
+CREATE OR REPLACE FUNCTION sched._lease(p_buckets smallint[], p_ids bigint[], p_states "char"[],
+							 p_at timestamptz, p_for interval, p_owner smallint DEFAULT NULL,
+							 p_error text DEFAULT NULL, p_skip bigint[] DEFAULT NULL)
+RETURNS TABLE(id bigint, bucket smallint, biz_type text, run_at timestamptz, payload jsonb,
+			  attempt int, schedule text)
+LANGUAGE c VOLATILE
+-- Planned with the arrays' values, at every call: "t.bucket = ANY ($1)"
+-- prunes the partitions only so (PostgreSQL never prunes by an array
+-- parameter at run time); a generic plan searched all 60 for every id.
+SET plan_cache_mode = force_custom_plan
+AS 'MODULE_PATHNAME', 'delaysched_lease_sql';
+COMMENT ON FUNCTION sched._lease(smallint[], bigint[], "char"[], timestamptz, interval, smallint, text, bigint[]) IS 'internal: lease locked tasks for delivery (the transition of src/lease.h)';
+
+CREATE OR REPLACE FUNCTION sched._workers(
+	OUT worker int, OUT pid int, OUT role text, OUT holds text, OUT state text,
+	OUT last_tick timestamptz, OUT delivered bigint, OUT ticks bigint)
+RETURNS SETOF record
+LANGUAGE c STRICT VOLATILE
+AS 'MODULE_PATHNAME', 'delaysched_worker_status';
+COMMENT ON FUNCTION sched._workers() IS 'internal: the workers'' shared-memory status, behind sched.workers';
+
+CREATE OR REPLACE FUNCTION sched._cluster(
+	OUT role text, OUT database name, OUT pid int, OUT state text,
+	OUT scanners int, OUT scanners_granted int, OUT http_workers int, OUT http_granted int,
+	OUT failures int, OUT next_start timestamptz, OUT pointer_lag interval,
+	OUT served_since timestamptz)
+RETURNS SETOF record
+LANGUAGE c STRICT VOLATILE
+AS 'MODULE_PATHNAME', 'delaysched_cluster_status';
+COMMENT ON FUNCTION sched._cluster() IS 'internal: the launcher and every database served, from shared memory, behind sched.cluster';
+
+CREATE OR REPLACE FUNCTION sched._buckets_elsewhere() RETURNS int
+LANGUAGE c STABLE
+AS 'MODULE_PATHNAME', 'delaysched_buckets_elsewhere_sql';
+COMMENT ON FUNCTION sched._buckets_elsewhere() IS 'internal: token buckets of rate-limited types in the other databases (delaysched.max_biz_types counts them all)';
+
+CREATE OR REPLACE FUNCTION sched._database_listed() RETURNS boolean
+LANGUAGE c STABLE
+AS 'MODULE_PATHNAME', 'delaysched_database_listed_sql';
+COMMENT ON FUNCTION sched._database_listed() IS 'internal: whether delaysched.databases (or the deprecated delaysched.database) lets delaysched serve the current database';
+
+CREATE OR REPLACE FUNCTION sched._message(p_id bigint, p_biz text, p_run_at timestamptz, p_payload jsonb, p_attempt int,
+							   p_schedule text DEFAULT NULL)
+RETURNS text
+LANGUAGE c STABLE
+AS 'MODULE_PATHNAME', 'delaysched_message';
+COMMENT ON FUNCTION sched._message(bigint, text, timestamptz, jsonb, int, text) IS 'internal: the NOTIFY payload of a delivery (without the payload if it would not fit in 8000 bytes; with the schedule that made it, if any)';
+
+CREATE OR REPLACE FUNCTION sched._announcement(p_biz text) RETURNS text
+LANGUAGE c STRICT IMMUTABLE
+AS 'MODULE_PATHNAME', 'delaysched_announcement';
+COMMENT ON FUNCTION sched._announcement(text) IS 'internal: the NOTIFY payload announcing due tasks of a pull type';
+
+-- The sweep's statements (sched._expire_leases, sched._purge) are defined
+-- further down; a tick calls them by name when it runs.
+CREATE OR REPLACE FUNCTION sched._tick(p_range smallint, p_now timestamptz, p_batch int, p_sweep boolean,
+							p_retention_s int, p_dead_retention_s int,
+							p_cursor_run_at timestamptz, p_cursor_id bigint,
+							p_park_all boolean DEFAULT false,
+							OUT held boolean,
+							OUT delivered bigint, OUT time_pointer timestamptz,
+							OUT next_due timestamptz, OUT next_sweep timestamptz,
+							OUT cursor_run_at timestamptz, OUT cursor_id bigint)
+LANGUAGE c VOLATILE
+AS 'MODULE_PATHNAME', 'delaysched_tick_sql';
+COMMENT ON FUNCTION sched._tick(smallint, timestamptz, int, boolean, int, int, timestamptz, bigint, boolean) IS 'internal: one tick of a scanner worker on one range';

@@ -1,0 +1,216 @@
+-------------------------------------------------------------------------------
+-- Internal task operations
+-------------------------------------------------------------------------------
+
+/*
+ * Store one validated task; with a dedupe key, return the unfinished task
+ * that already holds the key instead.  Wakes the scanner after commit.
+ */
+CREATE OR REPLACE FUNCTION sched._insert(p_biz text, p_run_at timestamptz, p_payload jsonb, p_dedupe_key text,
+							  p_schedule text DEFAULT NULL)
+RETURNS bigint
+LANGUAGE plpgsql
+AS $$
+DECLARE
+	v_bucket smallint := sched._bucket(p_run_at);
+	v_id bigint := sched._new_id(v_bucket);
+	v_existing bigint;
+BEGIN
+	IF p_dedupe_key IS NOT NULL THEN
+		LOOP
+			INSERT INTO sched.dedupe (biz_type, dedupe_key, task_id)
+				VALUES (p_biz, p_dedupe_key, v_id)
+				ON CONFLICT DO NOTHING;
+			EXIT WHEN FOUND;
+			SELECT d.task_id INTO v_existing FROM sched.dedupe d
+				WHERE d.biz_type = p_biz AND d.dedupe_key = p_dedupe_key;
+			IF FOUND THEN
+				RETURN v_existing;
+			END IF;
+			-- The holder finished between the two statements: try again.
+		END LOOP;
+	END IF;
+
+	INSERT INTO sched.task (id, bucket, biz_type, run_at, payload, dedupe_key, created_at, schedule)
+		VALUES (v_id, v_bucket, p_biz, p_run_at, p_payload, p_dedupe_key, pg_catalog.clock_timestamp(),
+				p_schedule);
+	PERFORM sched._tally(p_biz, 'added', 1);
+	PERFORM sched._wake(p_run_at, sched._door(v_id));
+	RETURN v_id;
+END
+$$;
+COMMENT ON FUNCTION sched._insert(text, timestamptz, jsonb, text, text) IS 'internal: store a validated task (a firing of p_schedule, if given)';
+
+/*
+ * Lock an unfinished task by id in one of the given states and return its
+ * bucket, or NULL.  Looks first in the bucket the id was created in, then
+ * (for tasks that moved) in every bucket.
+ *
+ * The states are compared through a sub-select, which the planner cannot
+ * see into: given the states as constants, it would prove the predicate of
+ * the partial index of those states (task_leased_idx for '{d}') and, its
+ * statistics saying that index is all but empty, read the whole of it
+ * instead of probing the primary key.  Emptied by acknowledgements, that
+ * index still holds their entries until vacuum, and while a transaction
+ * holds back the xmin horizon, every one of them.
+ */
+CREATE OR REPLACE FUNCTION sched._lock(p_id bigint, p_states "char"[], p_privilege text DEFAULT NULL) RETURNS smallint
+LANGUAGE plpgsql
+AS $$
+DECLARE
+	v_bucket smallint;
+	-- A task of a type the caller may not act on is not there for it.
+	v_types text[] := CASE WHEN p_privilege IS NOT NULL AND NOT sched._caller_is_admin()
+						   THEN sched._granted_types(p_privilege) END;
+BEGIN
+	SELECT t.bucket INTO v_bucket FROM sched.task t
+		WHERE t.bucket = sched._id_bucket(p_id) AND t.id = p_id
+		  AND t.state OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT pg_catalog.unnest(p_states)))
+		  AND (v_types IS NULL OR t.biz_type OPERATOR(pg_catalog.=) ANY (v_types))
+		FOR UPDATE;
+	IF NOT FOUND THEN
+		SELECT t.bucket INTO v_bucket FROM sched.task t
+			WHERE t.id = p_id
+			  AND t.state OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT pg_catalog.unnest(p_states)))
+			  AND (v_types IS NULL OR t.biz_type OPERATOR(pg_catalog.=) ANY (v_types))
+			FOR UPDATE;
+	END IF;
+	RETURN v_bucket;
+END
+$$;
+COMMENT ON FUNCTION sched._lock(bigint, "char"[], text) IS 'internal: find and lock an unfinished task by id';
+
+/*
+ * Lock FOR KEY SHARE the business type of unfinished task p_id, as sched.add
+ * does for a new task, before the caller re-stores the task (_move deletes
+ * and inserts it): a concurrent sched.drop_biz then waits for the caller, or
+ * the caller for it.  False if there is no such task or it has no type any
+ * more (drop_biz cancelled it).  Taken before the task's own row lock, in
+ * the order drop_biz takes them.
+ */
+CREATE OR REPLACE FUNCTION sched._lock_type_of(p_id bigint) RETURNS boolean
+LANGUAGE plpgsql
+AS $$
+DECLARE
+	v_biz text;
+BEGIN
+	SELECT t.biz_type INTO v_biz FROM sched.task t
+		WHERE t.bucket = sched._id_bucket(p_id) AND t.id = p_id;
+	IF NOT FOUND THEN
+		SELECT t.biz_type INTO v_biz FROM sched.task t WHERE t.id = p_id;
+	END IF;
+	IF v_biz IS NULL THEN
+		RETURN false;
+	END IF;
+	PERFORM 1 FROM sched.biz b WHERE b.name = v_biz FOR KEY SHARE;
+	RETURN FOUND;
+END
+$$;
+COMMENT ON FUNCTION sched._lock_type_of(bigint) IS 'internal: lock the business type of a task before re-storing the task';
+
+/*
+ * Move tasks of one bucket out of the live table into sched.finished as
+ * p_state, and return the ids moved.  With p_only_from, only tasks in that
+ * state are moved (sched.ack_many: only deliveries awaiting acknowledgement);
+ * without it, the caller has locked the tasks it names.  With p_types, only
+ * tasks of those types (the ones the caller of ack_many may consume).  A
+ * schedule's pending firing cancelled before its delivery is a missed
+ * firing: its schedule makes the next (sched._fire_one).  p_only_from is
+ * compared through a sub-select, as in sched._lock, so that the tasks are
+ * found by primary key, not by reading task_leased_idx.
+ */
+CREATE OR REPLACE FUNCTION sched._finish(p_bucket smallint, p_ids bigint[], p_state text, p_error text,
+							  p_only_from "char" DEFAULT NULL, p_types text[] DEFAULT NULL)
+RETURNS bigint[]
+LANGUAGE plpgsql
+-- A custom plan of the statement on the partitioned table (one partition
+-- for the bucket) always looks cheaper than the generic one (every
+-- partition, pruned at execution), so it was planned anew at every call:
+-- a third of an acknowledgement's time.  The generic plan runs as fast.
+SET plan_cache_mode = force_generic_plan
+AS $$
+DECLARE
+	v_done bigint[];
+	v_firings bigint[];
+	f record;
+BEGIN
+	WITH gone AS (
+		DELETE FROM sched.task t
+		WHERE t.bucket = p_bucket AND t.id = ANY (p_ids)
+		  AND (p_only_from IS NULL OR t.state = (SELECT p_only_from))
+		  AND (p_types IS NULL OR t.biz_type = ANY (p_types))
+		RETURNING t.*
+	), released AS (
+		DELETE FROM sched.dedupe d USING gone
+		WHERE d.biz_type = gone.biz_type AND d.dedupe_key = gone.dedupe_key AND d.task_id = gone.id
+	), stored AS (
+		INSERT INTO sched.finished (id, biz_type, run_at, state, attempt, payload, dedupe_key,
+									created_at, delivered_at, finished_at, last_error, schedule)
+		SELECT gone.id, gone.biz_type, gone.run_at, p_state, gone.attempt, gone.payload,
+			   gone.dedupe_key, gone.created_at, gone.delivered_at, pg_catalog.clock_timestamp(),
+			   coalesce(p_error, gone.last_error), gone.schedule
+		FROM gone
+		RETURNING id, schedule, attempt
+	)
+	SELECT coalesce(pg_catalog.array_agg(stored.id), '{}'),
+		   pg_catalog.array_agg(stored.id) FILTER (WHERE stored.schedule IS NOT NULL AND stored.attempt = 0)
+	INTO v_done, v_firings FROM stored;
+	IF p_state = 'cancelled' AND v_firings IS NOT NULL THEN
+		FOR f IN SELECT x.id, x.run_at, x.schedule FROM sched.finished x
+				 WHERE x.id = ANY (v_firings) ORDER BY x.run_at LOOP
+			PERFORM sched._fire_one(f.id, f.run_at, f.schedule, sched._door(f.id), true);
+		END LOOP;
+	END IF;
+	IF pg_catalog.cardinality(v_done) > 0 THEN
+		-- A delivery that ends frees a slot of its type's concurrency cap.
+		PERFORM sched._wake_drain(true);
+	END IF;
+	RETURN v_done;
+END
+$$;
+COMMENT ON FUNCTION sched._finish(smallint, bigint[], text, text, "char", text[]) IS 'internal: move tasks of one bucket to sched.finished';
+
+/*
+ * Finish the unfinished task p_id as p_state if it is in one of p_states;
+ * false if there is no such task.  The body of sched.ack and sched.cancel.
+ */
+CREATE OR REPLACE FUNCTION sched._finish_by_id(p_id bigint, p_states "char"[], p_state text, p_privilege text)
+RETURNS boolean
+LANGUAGE plpgsql
+AS $$
+DECLARE
+	v_bucket smallint := sched._lock(p_id, p_states, p_privilege);
+BEGIN
+	IF v_bucket IS NULL THEN
+		RETURN false;
+	END IF;
+	PERFORM sched._finish(v_bucket, ARRAY[p_id], p_state, NULL);
+	RETURN true;
+END
+$$;
+COMMENT ON FUNCTION sched._finish_by_id(bigint, "char"[], text, text) IS 'internal: finish an unfinished task by id if it is in one of the given states and the caller holds the privilege on its type';
+
+/*
+ * Give a locked task a new run_at (and so maybe a new bucket), keeping its
+ * id, as pending.  Delete and insert rather than UPDATE, so that no
+ * concurrent locker ever meets a row moved to another partition.
+ */
+CREATE OR REPLACE FUNCTION sched._move(p_bucket smallint, p_id bigint, p_run_at timestamptz, p_error text)
+RETURNS void
+LANGUAGE plpgsql
+AS $$
+BEGIN
+	WITH gone AS (
+		DELETE FROM sched.task t WHERE t.bucket = p_bucket AND t.id = p_id
+		RETURNING t.*
+	)
+	INSERT INTO sched.task (id, bucket, biz_type, run_at, state, attempt, payload, dedupe_key,
+							created_at, delivered_at, lease_until, last_error, schedule)
+	SELECT gone.id, sched._bucket(p_run_at), gone.biz_type, p_run_at, 'p', gone.attempt,
+		   gone.payload, gone.dedupe_key, gone.created_at, gone.delivered_at, NULL,
+		   coalesce(p_error, gone.last_error), gone.schedule
+	FROM gone;
+	PERFORM sched._wake(p_run_at, sched._door(p_id));
+END
+$$;
+COMMENT ON FUNCTION sched._move(smallint, bigint, timestamptz, text) IS 'internal: make a locked task pending again at a new time';

@@ -1,0 +1,138 @@
+-------------------------------------------------------------------------------
+-- The scanner's statements.  A tick (src/tick.c) walks the range and
+-- delivers with statements on the leaf partitions, prepared in C; the sweep
+-- calls these two.
+-------------------------------------------------------------------------------
+
+/*
+ * Deliveries of a range whose lease ran out: redeliver (attempt + 1), make
+ * pull tasks claimable again, park the tasks of a paused type (until
+ * sched.resume) or of a limited one (for the drain, which takes a token
+ * for the redelivery; with p_park_all every notify type is limited), or
+ * declare dead after max_attempts.  Only leases that ran out at or after
+ * p_from: the sweep passes where the previous one left off, so as not to
+ * read again the leases of acknowledged tasks, which stay in the index
+ * until vacuum (while a transaction holds back the xmin horizon, all of
+ * them).
+ */
+CREATE OR REPLACE FUNCTION sched._expire_leases(p_range smallint, p_now timestamptz, p_batch int,
+									 p_park_all boolean DEFAULT false,
+									 p_from timestamptz DEFAULT '-infinity')
+RETURNS int
+LANGUAGE plpgsql
+AS $$
+DECLARE
+	r record;
+	n int := 0;
+	v_error text;
+BEGIN
+	FOR r IN
+		SELECT t.bucket, t.id, t.biz_type, t.run_at, t.payload, t.attempt, t.schedule,
+			   b.delivery, b.channel, b.max_attempts, b.ack_timeout, b.paused,
+			   (b.rate_limit IS NOT NULL OR b.max_concurrency IS NOT NULL OR p_park_all) AS limited
+		FROM sched.task t JOIN sched.biz b ON b.name = t.biz_type
+		WHERE t.door = p_range AND t.state = 'd' AND t.lease_until <= p_now
+		  AND t.lease_until >= p_from
+		ORDER BY t.lease_until
+		LIMIT p_batch
+		FOR UPDATE OF t SKIP LOCKED
+	LOOP
+		IF r.delivery = 'http' THEN
+			-- The HTTP worker that sent it did not record a result: it died.
+			v_error := pg_catalog.format('no_result: no result recorded for the HTTP request (attempt %s of %s)',
+										 r.attempt, r.max_attempts);
+		ELSE
+			v_error := pg_catalog.format('ack_timeout: not acknowledged within %s (attempt %s of %s)',
+										 r.ack_timeout, r.attempt, r.max_attempts);
+		END IF;
+		PERFORM sched._tally(r.biz_type, 'ack_timeout', 1);
+		IF r.attempt >= r.max_attempts THEN
+			PERFORM sched._finish(r.bucket, ARRAY[r.id], 'dead', v_error);
+		ELSIF r.delivery IN ('pull', 'http') OR r.paused OR r.limited THEN
+			-- Claimable again, or parked until sched.resume, for the drain or
+			-- for the HTTP workers.
+			UPDATE sched.task t SET state = 'r', lease_until = NULL, lease_owner = NULL,
+					last_error = v_error
+				WHERE t.bucket = r.bucket AND t.id = r.id;
+			IF r.paused THEN
+				NULL;
+			ELSIF r.delivery = 'http' THEN
+				PERFORM sched._wake_http();
+			ELSIF r.delivery = 'pull' THEN
+				PERFORM pg_catalog.pg_notify(r.channel, sched._announcement(r.biz_type));
+			ELSE
+				PERFORM sched._note_parked(r.biz_type);
+			END IF;
+		ELSE
+			PERFORM FROM sched._lease(ARRAY[r.bucket], ARRAY[r.id], '{d}', pg_catalog.clock_timestamp(),
+									  r.ack_timeout, p_error => v_error);
+			PERFORM pg_catalog.pg_notify(r.channel,
+				sched._message(r.id, r.biz_type, r.run_at, r.payload, r.attempt + 1, r.schedule));
+		END IF;
+		n := n + 1;
+	END LOOP;
+	RETURN n;
+END
+$$;
+COMMENT ON FUNCTION sched._expire_leases(smallint, timestamptz, int, boolean, timestamptz) IS 'internal: redeliver or kill deliveries of a range whose ack timeout passed';
+
+/*
+ * Remove finished tasks past their retention, a batch at a time, oldest
+ * first.  Only done and cancelled tasks finished at or after p_done_from,
+ * and dead ones finished at or after p_dead_from: the sweep passes where the
+ * previous one left off, so as not to read again the index entries of the
+ * rows it removed, which stay until vacuum (while a transaction holds back
+ * the xmin horizon, all of them).  Each kind is searched apart, so that
+ * neither steps over the other's rows (dead tasks are kept longer).
+ */
+CREATE OR REPLACE FUNCTION sched._purge(p_now timestamptz, p_retention_s int, p_dead_retention_s int, p_batch int,
+							 p_done_from timestamptz DEFAULT '-infinity',
+							 p_dead_from timestamptz DEFAULT '-infinity')
+RETURNS int
+LANGUAGE plpgsql
+AS $$
+DECLARE
+	n int;
+	n_attempts int;
+BEGIN
+	-- By primary key: joining the delete to the chosen rows could plan a
+	-- hash join over the whole table.  Rows another transaction holds (a
+	-- retry not committed yet) wait for a later sweep.
+	DELETE FROM sched.finished f WHERE f.id = ANY (ARRAY(
+		SELECT l.id FROM sched.finished l WHERE l.id = ANY (ARRAY(
+		SELECT u.id FROM (
+			(SELECT o.id, o.finished_at FROM sched.finished o
+			 WHERE o.finished_at >= p_done_from
+			   AND o.finished_at < p_now - pg_catalog.make_interval(secs => p_retention_s)
+			   AND o.state <> 'dead'
+			 ORDER BY o.finished_at LIMIT p_batch)
+			UNION ALL
+			(SELECT o.id, o.finished_at FROM sched.finished o
+			 WHERE o.finished_at >= p_dead_from
+			   AND o.finished_at < p_now - pg_catalog.make_interval(secs => p_dead_retention_s)
+			   AND o.state = 'dead'
+			 ORDER BY o.finished_at LIMIT p_batch)
+		) u
+		ORDER BY u.finished_at
+		LIMIT p_batch))
+		FOR UPDATE SKIP LOCKED));
+	GET DIAGNOSTICS n = ROW_COUNT;
+	-- HTTP attempts, as long as the longer retention (a dead task keeps its
+	-- history while it is kept).
+	DELETE FROM sched.attempt a WHERE a.ctid = ANY (ARRAY(
+		SELECT o.ctid FROM sched.attempt o
+		WHERE o.started_at < p_now - pg_catalog.make_interval(secs => GREATEST(p_retention_s, p_dead_retention_s))
+		LIMIT p_batch
+		FOR UPDATE SKIP LOCKED));
+	GET DIAGNOSTICS n_attempts = ROW_COUNT;
+	-- The grants of roles dropped since the last sweep (DROP ROLE cannot
+	-- reach this table), long before the OID counter could come round to
+	-- give a dropped role's OID to a new role.
+	DELETE FROM sched.biz_grant g WHERE g.ctid = ANY (ARRAY(
+		SELECT o.ctid FROM sched.biz_grant o
+		WHERE NOT EXISTS (SELECT FROM pg_catalog.pg_roles r WHERE r.oid = o.grantee)
+		FOR UPDATE SKIP LOCKED));
+	RETURN GREATEST(n, n_attempts);
+END
+$$;
+COMMENT ON FUNCTION sched._purge(timestamptz, int, int, int, timestamptz, timestamptz) IS 'internal: remove finished tasks and HTTP attempts past their retention';

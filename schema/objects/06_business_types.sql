@@ -1,0 +1,349 @@
+-------------------------------------------------------------------------------
+-- Public functions: business types (administrators)
+-------------------------------------------------------------------------------
+
+CREATE OR REPLACE FUNCTION sched.define_biz(
+	name text,
+	delivery text DEFAULT 'notify',
+	channel text DEFAULT NULL,
+	max_attempts int DEFAULT 10,
+	ack_timeout interval DEFAULT '30 seconds',
+	rate_limit float8 DEFAULT NULL,
+	burst int DEFAULT NULL,
+	max_concurrency int DEFAULT NULL,
+	url text DEFAULT NULL,
+	headers jsonb DEFAULT NULL,
+	timeout interval DEFAULT '10 seconds',
+	min_backoff interval DEFAULT '1 second',
+	max_backoff interval DEFAULT '1 hour',
+	secret text DEFAULT NULL,
+	follow_redirects boolean DEFAULT false,
+	weight int DEFAULT 1)
+RETURNS void
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+	v_channel text := coalesce(channel, name);
+	v_old_delivery text;
+	v_old_rate float8;
+	v_max_types int;
+BEGIN
+	PERFORM sched._check_name(name, 'business type name',
+		'Use a lowercase identifier such as ''order_timeout''.');
+	PERFORM sched._require(delivery, 'delivery');
+	IF delivery NOT IN ('notify', 'pull', 'http') THEN
+		RAISE EXCEPTION 'invalid delivery "%"', sched._clip(delivery)
+			USING ERRCODE = 'invalid_parameter_value',
+				  HINT = 'delivery is ''notify'' (push to LISTENers), ''pull'' (announce, then sched.claim) or ''http'' (POST to url).';
+	END IF;
+	IF delivery = 'http' THEN
+		PERFORM sched._check_http(url, headers, timeout, min_backoff, max_backoff, secret, follow_redirects);
+	ELSE
+		IF url IS NOT NULL OR headers IS NOT NULL OR secret IS NOT NULL OR follow_redirects THEN
+			RAISE EXCEPTION 'url, headers, secret and follow_redirects are for delivery ''http'' only'
+				USING ERRCODE = 'invalid_parameter_value';
+		END IF;
+		timeout := NULL;
+		min_backoff := NULL;
+		max_backoff := NULL;
+	END IF;
+	PERFORM sched._check_name(v_channel, 'channel name',
+		'LISTEN folds unquoted names to lower case, so a channel is a lowercase identifier.');
+	PERFORM sched._require(max_attempts, 'max_attempts');
+	IF max_attempts < 1 OR max_attempts > 1000 THEN
+		RAISE EXCEPTION 'max_attempts must be between 1 and 1000, not %', max_attempts
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	PERFORM sched._check_interval(ack_timeout, 'ack_timeout', interval '1 second', interval '7 days');
+	IF rate_limit IS NOT NULL THEN
+		IF rate_limit = 'NaN' OR rate_limit IN ('Infinity', '-Infinity') THEN
+			RAISE EXCEPTION 'rate_limit must be a finite number, not %', rate_limit
+				USING ERRCODE = 'invalid_parameter_value';
+		ELSIF rate_limit <= 0 THEN
+			RAISE EXCEPTION 'rate_limit must be between 0.001 and 1000000 deliveries per second, not %', rate_limit
+				USING ERRCODE = 'invalid_parameter_value',
+					  HINT = 'To stop a type''s deliveries for a while, use sched.pause.';
+		ELSIF rate_limit < 0.001 OR rate_limit > 1000000 THEN
+			RAISE EXCEPTION 'rate_limit must be between 0.001 and 1000000 deliveries per second, not %', rate_limit
+				USING ERRCODE = 'invalid_parameter_value';
+		END IF;
+		-- Enough for one second of the rate, at least one.
+		burst := coalesce(burst, GREATEST(1, pg_catalog.ceil(rate_limit))::int);
+	ELSIF burst IS NOT NULL THEN
+		RAISE EXCEPTION 'burst needs a rate_limit'
+			USING ERRCODE = 'invalid_parameter_value',
+				  HINT = 'burst is the size of the token bucket that rate_limit fills.';
+	END IF;
+	IF burst < 1 OR burst > 1000000 THEN
+		RAISE EXCEPTION 'burst must be between 1 and 1000000, not %', burst
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	IF max_concurrency < 1 OR max_concurrency > 100000 THEN
+		RAISE EXCEPTION 'max_concurrency must be between 1 and 100000, not %', max_concurrency
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	PERFORM sched._require(weight, 'weight');
+	IF weight < 1 OR weight > 1000 THEN
+		RAISE EXCEPTION 'weight must be between 1 and 1000, not %', weight
+			USING ERRCODE = 'invalid_parameter_value',
+				  HINT = 'A type with weight 3 gets three times the deliveries of a type with weight 1 while both have due tasks.';
+	END IF;
+
+	SELECT b.delivery, b.rate_limit INTO v_old_delivery, v_old_rate
+		FROM sched.biz b WHERE b.name = define_biz.name
+		FOR NO KEY UPDATE;
+	IF rate_limit IS NOT NULL AND v_old_rate IS NULL THEN
+		-- Every rate-limited type has a token bucket in shared memory.
+		v_max_types := pg_catalog.current_setting('delaysched.max_biz_types')::int;
+		IF (SELECT count(*) FROM sched.biz b WHERE b.rate_limit IS NOT NULL) + sched._buckets_elsewhere() >= v_max_types THEN
+			RAISE EXCEPTION 'too many rate-limited business types'
+				USING ERRCODE = 'configuration_limit_exceeded',
+					  DETAIL = pg_catalog.format('delaysched.max_biz_types is %s, counted across every database of the cluster.', v_max_types),
+					  HINT = 'Raise delaysched.max_biz_types (a restart is needed), or remove the rate limit of a type that does not need it.';
+		END IF;
+	END IF;
+	IF v_old_delivery IN ('pull', 'http') AND delivery = 'notify' THEN
+		-- Until this commits the workers still see a pull type and may mark
+		-- more of its tasks announced ('r'), which the reset below would not
+		-- see.  Hold every range's pointer row, which every tick locks
+		-- first: ticks under way finish before this goes on, and none starts
+		-- until this transaction ends.
+		PERFORM 1 FROM sched.pointer p ORDER BY p.range_id FOR UPDATE;
+	END IF;
+
+	INSERT INTO sched.biz AS b (name, delivery, channel, max_attempts, ack_timeout,
+								rate_limit, burst, max_concurrency,
+								url, headers, timeout, min_backoff, max_backoff, secret,
+								follow_redirects, weight)
+		VALUES (name, delivery, v_channel, max_attempts, ack_timeout,
+				rate_limit, burst, max_concurrency,
+				url, headers, timeout, min_backoff, max_backoff, secret,
+				coalesce(follow_redirects, false), weight)
+	ON CONFLICT ON CONSTRAINT biz_pkey DO UPDATE
+		SET delivery = excluded.delivery, channel = excluded.channel,
+			max_attempts = excluded.max_attempts, ack_timeout = excluded.ack_timeout,
+			rate_limit = excluded.rate_limit, burst = excluded.burst,
+			max_concurrency = excluded.max_concurrency,
+			url = excluded.url, headers = excluded.headers, timeout = excluded.timeout,
+			min_backoff = excluded.min_backoff, max_backoff = excluded.max_backoff,
+			secret = excluded.secret, follow_redirects = excluded.follow_redirects,
+			weight = excluded.weight, updated_at = now();
+	-- The HTTP workers read the definitions afresh when they claim.
+	IF delivery = 'http' OR v_old_delivery = 'http' THEN
+		PERFORM sched._wake_http();
+	END IF;
+	IF rate_limit IS NULL AND v_old_rate IS NOT NULL THEN
+		PERFORM sched._forget_bucket(name, false);
+	END IF;
+	-- The drain reads the limits afresh: let it look at once, with the new ones.
+	PERFORM sched._wake_drain();
+
+	-- A pull or http type turned notify: its announced or parked tasks ('r')
+	-- wait for a claim that no consumer will make; make them pending again,
+	-- behind the pointer, for the sweep to deliver by NOTIFY.
+	IF v_old_delivery IN ('pull', 'http') AND delivery = 'notify' THEN
+		UPDATE sched.task t SET state = 'p' WHERE t.biz_type = define_biz.name AND t.state = 'r';
+		IF FOUND THEN
+			PERFORM sched._wake('-infinity');
+		END IF;
+	END IF;
+END
+$$;
+COMMENT ON FUNCTION sched.define_biz(text, text, text, int, interval, float8, int, int,
+									 text, jsonb, interval, interval, interval, text, boolean, int) IS 'create or replace a delaysched business type';
+
+CREATE OR REPLACE FUNCTION sched.drop_biz(name text, cancel_tasks boolean DEFAULT false)
+RETURNS bigint
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+	v_unfinished bigint;
+	v_schedules bigint;
+	r record;
+BEGIN
+	PERFORM sched._require(name, 'name');
+	PERFORM sched._require(cancel_tasks, 'cancel_tasks');
+	-- Lock the type first: every function that stores a task of this type
+	-- holds it FOR KEY SHARE until it commits, so none slips in between the
+	-- count and the delete.
+	PERFORM 1 FROM sched.biz b WHERE b.name = drop_biz.name FOR UPDATE;
+	IF NOT FOUND THEN
+		PERFORM sched._biz(name);	-- raises undefined_object
+	END IF;
+	SELECT count(*) INTO v_schedules FROM sched.schedule s WHERE s.biz_type = drop_biz.name;
+	IF v_schedules > 0 AND NOT cancel_tasks THEN
+		RAISE EXCEPTION 'business type "%" still has schedules', name
+			USING ERRCODE = 'object_in_use',
+				  DETAIL = pg_catalog.format('Schedules making tasks of it: %s.', v_schedules),
+				  HINT = pg_catalog.format('Drop them with sched.drop_schedule, or drop them and cancel every task with SELECT sched.drop_biz(%L, cancel_tasks => true);', name);
+	END IF;
+	-- Schedules first: a firing being delivered meanwhile makes its next
+	-- before this delete goes on, and the cancellation below sees it.
+	DELETE FROM sched.schedule s WHERE s.biz_type = drop_biz.name;
+	SELECT count(*) INTO v_unfinished FROM sched.task t WHERE t.biz_type = drop_biz.name;
+	IF v_unfinished > 0 AND NOT cancel_tasks THEN
+		RAISE EXCEPTION 'business type "%" still has unfinished tasks', name
+			USING ERRCODE = 'object_in_use',
+				  DETAIL = pg_catalog.format('Tasks pending or awaiting acknowledgement: %s.', v_unfinished),
+				  HINT = pg_catalog.format('Wait for them, or cancel them with SELECT sched.drop_biz(%L, cancel_tasks => true);', name);
+	END IF;
+	FOR r IN SELECT t.bucket, t.id FROM sched.task t WHERE t.biz_type = drop_biz.name FOR UPDATE LOOP
+		PERFORM sched._finish(r.bucket, ARRAY[r.id], 'cancelled', 'biz_dropped: business type dropped');
+	END LOOP;
+	DELETE FROM sched.biz b WHERE b.name = drop_biz.name;
+	PERFORM sched._forget_bucket(name, true);
+	RETURN v_unfinished;
+END
+$$;
+COMMENT ON FUNCTION sched.drop_biz(text, boolean) IS 'drop a delaysched business type; with cancel_tasks, drop its schedules and cancel its unfinished tasks';
+
+/*
+ * Pausing a type stops its deliveries at once: the tasks that fall due stay
+ * pending (parked in state 'r', out of the scanner's index, so a paused
+ * backlog costs the scan nothing), sched.claim hands out none, and leases
+ * that run out park their task instead of redelivering it.  Both functions
+ * hold every range's pointer row, which every tick locks first: ticks under
+ * way finish before the change, and none starts until it commits, so no
+ * tick delivers a paused type's task after sched.pause returns, and none
+ * parks a task after sched.resume has released the parked ones.
+ */
+CREATE OR REPLACE FUNCTION sched._set_paused(p_biz text, p_paused boolean) RETURNS boolean
+LANGUAGE plpgsql
+AS $$
+DECLARE
+	b sched.biz;
+BEGIN
+	PERFORM sched._require(p_biz, 'biz_type');
+	b := sched._biz(p_biz);
+	SELECT * INTO b FROM sched.biz x WHERE x.name = b.name FOR NO KEY UPDATE;
+	IF b.paused = p_paused THEN
+		RETURN false;
+	END IF;
+	PERFORM 1 FROM sched.pointer p ORDER BY p.range_id FOR UPDATE;
+	UPDATE sched.biz x SET paused = p_paused, updated_at = now() WHERE x.name = b.name;
+	RETURN true;
+END
+$$;
+COMMENT ON FUNCTION sched._set_paused(text, boolean) IS 'internal: pause or resume a business type, holding every range; false if it already was';
+
+CREATE OR REPLACE FUNCTION sched.pause(biz_type text) RETURNS boolean
+LANGUAGE sql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT sched._set_paused(biz_type, true) $$;
+COMMENT ON FUNCTION sched.pause(text) IS 'stop delivering the tasks of a business type until sched.resume; false if it was paused already';
+
+CREATE OR REPLACE FUNCTION sched.resume(biz_type text) RETURNS boolean
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	b sched.biz;
+BEGIN
+	IF NOT sched._set_paused(biz_type, false) THEN
+		RETURN false;
+	END IF;
+	b := sched._biz(biz_type);
+	IF b.delivery = 'pull' THEN
+		-- Its tasks are claimable again: tell the consumers.
+		IF EXISTS (SELECT 1 FROM sched.task t
+				   WHERE t.biz_type = b.name AND t.state IN ('p', 'r') AND t.run_at <= now()) THEN
+			PERFORM pg_catalog.pg_notify(b.channel, sched._announcement(b.name));
+		END IF;
+	ELSE
+		-- The parked tasks are pending again, behind the pointer, for the
+		-- sweep to deliver in run_at order.
+		UPDATE sched.task t SET state = 'p' WHERE t.biz_type = b.name AND t.state = 'r';
+		IF FOUND THEN
+			PERFORM sched._wake('-infinity');
+			-- A limited type's tasks are parked again for the drain, whose
+			-- hint of the type may be older than the pause.
+			PERFORM sched._wake_drain();
+		END IF;
+	END IF;
+	RETURN true;
+END
+$$;
+COMMENT ON FUNCTION sched.resume(text) IS 'deliver the tasks of a paused business type again, the parked ones first; false if it was not paused';
+
+/*
+ * Per-type grants (see sched._is_admin).  Granting what a role holds
+ * already, or revoking what it does not, changes nothing and says so.
+ */
+/*
+ * The checks grant_biz and revoke_biz share: the role exists (a regrole
+ * given as a bare oid is not checked by its input function, and a row for
+ * an oid no role has would arm a role created later), and the privilege
+ * is one of the three.
+ */
+CREATE OR REPLACE FUNCTION sched._check_grant(p_role regrole, p_privilege text) RETURNS void
+LANGUAGE plpgsql
+AS $$
+BEGIN
+	PERFORM sched._require(p_role, 'role');
+	IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles r WHERE r.oid = p_role::oid) THEN
+		RAISE EXCEPTION 'role with OID % does not exist', p_role::oid
+			USING ERRCODE = 'undefined_object',
+				  HINT = 'Name the role, for example sched.grant_biz(''orders'', ''app_role'').';
+	END IF;
+	IF p_privilege NOT IN ('schedule', 'consume', 'read') THEN
+		RAISE EXCEPTION 'invalid privilege "%"', sched._clip(p_privilege)
+			USING ERRCODE = 'invalid_parameter_value',
+				  HINT = 'A privilege is ''schedule'' (add, cancel, reschedule, retry), ''consume'' (claim, ack, nack) or ''read'' (the views).';
+	END IF;
+END
+$$;
+COMMENT ON FUNCTION sched._check_grant(regrole, text) IS 'internal: refuse a role that does not exist or an unknown privilege';
+
+CREATE OR REPLACE FUNCTION sched.grant_biz(biz_type text, role regrole, privilege text DEFAULT 'schedule')
+RETURNS boolean
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+BEGIN
+	PERFORM sched._require(biz_type, 'biz_type');
+	PERFORM sched._require(role, 'role');
+	PERFORM sched._require(privilege, 'privilege');
+	PERFORM sched._biz(biz_type);
+	PERFORM sched._check_grant(role, privilege);
+	INSERT INTO sched.biz_grant (biz_type, grantee, privilege)
+		VALUES (biz_type, role, privilege)
+		ON CONFLICT DO NOTHING;
+	RETURN FOUND;
+END
+$$;
+COMMENT ON FUNCTION sched.grant_biz(text, regrole, text) IS 'let a role schedule, consume or read the tasks of a business type; false if it could already';
+
+CREATE OR REPLACE FUNCTION sched.revoke_biz(biz_type text, role regrole, privilege text DEFAULT NULL)
+RETURNS int
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+	n int;
+BEGIN
+	PERFORM sched._require(biz_type, 'biz_type');
+	PERFORM sched._require(role, 'role');
+	PERFORM sched._biz(biz_type);
+	IF privilege IS NOT NULL THEN
+		PERFORM sched._check_grant(role, privilege);
+	END IF;
+	DELETE FROM sched.biz_grant g
+		WHERE g.biz_type = revoke_biz.biz_type AND g.grantee = role
+		  AND (privilege IS NULL OR g.privilege = privilege);
+	GET DIAGNOSTICS n = ROW_COUNT;
+	RETURN n;
+END
+$$;
+COMMENT ON FUNCTION sched.revoke_biz(text, regrole, text) IS 'take back a role''s privilege on a business type (every privilege when NULL); returns how many were held';

@@ -1,0 +1,392 @@
+-------------------------------------------------------------------------------
+-- Public functions: tasks
+-------------------------------------------------------------------------------
+
+CREATE OR REPLACE FUNCTION sched.add(biz_type text, run_at timestamptz, payload jsonb DEFAULT '{}',
+						  dedupe_key text DEFAULT NULL)
+RETURNS bigint
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+	PERFORM sched._biz(biz_type);
+	IF NOT sched._caller_is_admin() THEN
+		PERFORM sched._require_grant(biz_type, 'schedule');
+	END IF;
+	PERFORM sched._check_task(run_at, payload, dedupe_key);
+	RETURN sched._insert(biz_type, run_at, payload, dedupe_key);
+END
+$$;
+COMMENT ON FUNCTION sched.add(text, timestamptz, jsonb, text) IS 'schedule a task for run_at; returns its id';
+
+CREATE OR REPLACE FUNCTION sched.add_after(biz_type text, delay interval, payload jsonb DEFAULT '{}',
+								dedupe_key text DEFAULT NULL)
+RETURNS bigint
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+	PERFORM sched._require(delay, 'delay');
+	IF delay < interval '0' THEN
+		RAISE EXCEPTION 'delay must not be negative, not %', delay
+			USING ERRCODE = 'invalid_parameter_value',
+				  HINT = 'Use a delay of zero to deliver at once.';
+	END IF;
+	RETURN sched.add(biz_type, clock_timestamp() + delay, payload, dedupe_key);
+END
+$$;
+COMMENT ON FUNCTION sched.add_after(text, interval, jsonb, text) IS 'schedule a task for delay from now (the clock, not the transaction start); returns its id';
+
+CREATE OR REPLACE FUNCTION sched.add_many(biz_type text, run_ats timestamptz[], payloads jsonb[] DEFAULT NULL,
+							   dedupe_keys text[] DEFAULT NULL)
+RETURNS SETOF bigint
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	n int;
+	i int;
+	v_min timestamptz;
+	v_far timestamptz;
+	-- Read once: in the check below it was read again for every element.
+	v_max_payload bigint := pg_catalog.pg_size_bytes(pg_catalog.current_setting('delaysched.max_payload_size'));
+BEGIN
+	PERFORM sched._biz(biz_type);
+	IF NOT sched._caller_is_admin() THEN
+		PERFORM sched._require_grant(biz_type, 'schedule');
+	END IF;
+	PERFORM sched._require(run_ats, 'run_ats');
+	PERFORM sched._check_array(run_ats, 'run_ats');
+	PERFORM sched._check_array(payloads, 'payloads');
+	PERFORM sched._check_array(dedupe_keys, 'dedupe_keys');
+	n := coalesce(cardinality(run_ats), 0);
+	IF payloads IS NOT NULL AND cardinality(payloads) <> n THEN
+		RAISE EXCEPTION 'payloads has % elements but run_ats has %', cardinality(payloads), n
+			USING ERRCODE = 'array_subscript_error';
+	END IF;
+	IF dedupe_keys IS NOT NULL AND cardinality(dedupe_keys) <> n THEN
+		RAISE EXCEPTION 'dedupe_keys has % elements but run_ats has %', cardinality(dedupe_keys), n
+			USING ERRCODE = 'array_subscript_error';
+	END IF;
+	IF n = 0 THEN
+		RETURN;
+	END IF;
+
+	-- Validate everything before storing anything: one statement looks for
+	-- any element sched._check_task could refuse (the same tests), and only
+	-- then does the loop find which and raise its error, as sched.add would.
+	-- (A call of _check_task per element, each a statement of its own, took
+	-- a fifth of a 1,000-task batch.)
+	IF NOT sched._database_listed() OR EXISTS (
+		SELECT FROM unnest(run_ats, payloads, dedupe_keys) AS u(run_at, payload, dedupe_key)
+		WHERE u.run_at IS NULL OR NOT pg_catalog.isfinite(u.run_at)
+		   OR (payloads IS NOT NULL
+			   AND (u.payload IS NULL
+					OR pg_catalog.octet_length(u.payload::text) > v_max_payload))
+		   OR (u.dedupe_key IS NOT NULL AND (u.dedupe_key = '' OR pg_catalog.octet_length(u.dedupe_key) > 512))) THEN
+		FOR i IN 1 .. n LOOP
+			PERFORM sched._check_task(run_ats[i], coalesce(payloads[i], CASE WHEN payloads IS NULL THEN '{}'::jsonb END),
+									  dedupe_keys[i]);
+		END LOOP;
+	END IF;
+
+	IF dedupe_keys IS NOT NULL THEN
+		FOR i IN 1 .. n LOOP
+			RETURN NEXT sched._insert(biz_type, run_ats[i], coalesce(payloads[i], '{}'), dedupe_keys[i]);
+		END LOOP;
+		RETURN;
+	END IF;
+
+	-- The set-based path: one INSERT for the whole batch.  Ids are drawn
+	-- first, so that they can be returned in input order.
+	RETURN QUERY
+	WITH input AS MATERIALIZED (
+		SELECT u.ord, u.run_at, coalesce(u.payload, '{}'::jsonb) AS payload,
+			   sched._bucket(u.run_at) AS bucket
+		FROM unnest(run_ats, payloads) WITH ORDINALITY AS u(run_at, payload, ord)
+	), numbered AS MATERIALIZED (
+		-- sched._new_id written out: a call of the sql function per task is
+		-- planned per call (it is volatile: never inlined), 15% of a batch.
+		SELECT input.*, pg_catalog.nextval('sched.task_seq') * sched._bucket_count() + input.bucket AS id
+		FROM input
+	), stored AS (
+		INSERT INTO sched.task (id, bucket, biz_type, run_at, payload, created_at)
+		SELECT numbered.id, numbered.bucket, add_many.biz_type, numbered.run_at,
+			   numbered.payload, clock_timestamp()
+		FROM numbered
+	)
+	SELECT numbered.id FROM numbered ORDER BY numbered.ord;
+	PERFORM sched._tally(biz_type, 'added', cardinality(run_ats));
+
+	-- Consecutive ids go through every door: wake every range, and tell the
+	-- scanners' far search the earliest task more than a second ahead.
+	SELECT min(r), min(r) FILTER (WHERE r > clock_timestamp() + interval '1 second')
+	INTO v_min, v_far FROM unnest(run_ats) AS r;
+	PERFORM sched._wake(v_min);
+	IF v_far IS NOT NULL THEN
+		PERFORM sched._wake(v_far, NULL, true);
+	END IF;
+END
+$$;
+COMMENT ON FUNCTION sched.add_many(text, timestamptz[], jsonb[], text[]) IS 'schedule many tasks of one type in one statement; returns their ids in input order';
+
+CREATE OR REPLACE FUNCTION sched.cancel(id bigint) RETURNS boolean
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+	PERFORM sched._require(id, 'id');
+	RETURN sched._finish_by_id(id, '{p,r}', 'cancelled', 'schedule');
+END
+$$;
+COMMENT ON FUNCTION sched.cancel(bigint) IS 'cancel a pending task; false if there was no pending task with this id';
+
+CREATE OR REPLACE FUNCTION sched.reschedule(id bigint, run_at timestamptz) RETURNS boolean
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	v_bucket smallint;
+BEGIN
+	PERFORM sched._require(id, 'id');
+	PERFORM sched._check_task(run_at, '{}', NULL);
+	IF NOT sched._lock_type_of(id) THEN
+		RETURN false;
+	END IF;
+	v_bucket := sched._lock(id, '{p,r}', 'schedule');
+	IF v_bucket IS NULL THEN
+		RETURN false;
+	END IF;
+	PERFORM sched._move(v_bucket, id, run_at, NULL);
+	RETURN true;
+END
+$$;
+COMMENT ON FUNCTION sched.reschedule(bigint, timestamptz) IS 'move a pending task to a new run_at; false if there was no pending task with this id';
+
+CREATE OR REPLACE FUNCTION sched.ack(id bigint) RETURNS boolean
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+	PERFORM sched._require(id, 'id');
+	RETURN sched._finish_by_id(id, '{d}', 'done', 'consume');
+END
+$$;
+COMMENT ON FUNCTION sched.ack(bigint) IS 'acknowledge a delivered task: it is done; false if no delivery of this id awaits acknowledgement';
+
+CREATE OR REPLACE FUNCTION sched.ack_many(ids bigint[]) RETURNS int
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	g record;
+	v_done bigint[];
+	v_left bigint;
+	n int := 0;
+	v_types text[] := sched._granted_types('consume');
+BEGIN
+	PERFORM sched._require(ids, 'ids');
+	-- One statement per bucket the ids were created in: an index probe per
+	-- id in one partition, instead of a call of sched.ack per id.
+	FOR g IN
+		SELECT sched._id_bucket(x.id) AS bucket, array_agg(DISTINCT x.id) AS bucket_ids
+		FROM unnest(ids) AS x(id) WHERE x.id IS NOT NULL
+		GROUP BY 1
+	LOOP
+		v_done := sched._finish(g.bucket, g.bucket_ids, 'done', NULL, 'd', v_types);
+		n := n + cardinality(v_done);
+		-- Ids neither taken here, nor still here in another state, nor
+		-- finished: tasks that moved to another bucket (nack).  The
+		-- one-by-one path looks for them in every bucket.  (Not looked for
+		-- when every id was taken, as a rule: that search, planned anew
+		-- at every call, cost more than the acknowledgement.)
+		CONTINUE WHEN cardinality(v_done) = cardinality(g.bucket_ids);
+		FOR v_left IN
+			SELECT x.id FROM unnest(g.bucket_ids) AS x(id)
+			WHERE x.id <> ALL (v_done)
+			  AND NOT EXISTS (SELECT FROM sched.task t WHERE t.bucket = g.bucket AND t.id = x.id)
+			  AND NOT EXISTS (SELECT FROM sched.finished f WHERE f.id = x.id)
+		LOOP
+			IF sched._finish_by_id(v_left, '{d}', 'done', 'consume') THEN
+				n := n + 1;
+			END IF;
+		END LOOP;
+	END LOOP;
+	RETURN n;
+END
+$$;
+COMMENT ON FUNCTION sched.ack_many(bigint[]) IS 'acknowledge several delivered tasks; returns how many awaited acknowledgement';
+
+CREATE OR REPLACE FUNCTION sched.nack(id bigint, retry_in interval DEFAULT NULL, error text DEFAULT NULL)
+RETURNS boolean
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	v_bucket smallint;
+	t record;
+	v_delay interval;
+BEGIN
+	PERFORM sched._require(id, 'id');
+	IF retry_in IS NOT NULL THEN
+		PERFORM sched._check_interval(retry_in, 'retry_in', interval '0', interval '1 year');
+	END IF;
+	IF NOT sched._lock_type_of(id) THEN
+		RETURN false;
+	END IF;
+	v_bucket := sched._lock(id, '{d}', 'consume');
+	IF v_bucket IS NULL THEN
+		RETURN false;
+	END IF;
+	SELECT k.attempt, k.biz_type, b.max_attempts INTO t
+		FROM sched.task k JOIN sched.biz b ON b.name = k.biz_type
+		WHERE k.bucket = v_bucket AND k.id = nack.id;
+	PERFORM sched._tally(t.biz_type, 'nacked', 1);
+	IF t.attempt >= t.max_attempts THEN
+		PERFORM sched._finish(v_bucket, ARRAY[id], 'dead',
+			format('nack: %s (attempt %s of %s)', coalesce(error, 'negative acknowledgement'), t.attempt, t.max_attempts));
+	ELSE
+		-- Without retry_in: 1 s, 2 s, 4 s ... capped at one hour.
+		v_delay := coalesce(retry_in,
+							LEAST(interval '1 second' * power(2, LEAST(t.attempt - 1, 12)), interval '1 hour'));
+		PERFORM sched._move(v_bucket, id, clock_timestamp() + v_delay,
+							'nack: ' || coalesce(error, 'negative acknowledgement'));
+		PERFORM sched._wake_drain(true);
+	END IF;
+	RETURN true;
+END
+$$;
+COMMENT ON FUNCTION sched.nack(bigint, interval, text) IS 'report a failed delivery: retry later, or dead after max_attempts; false if no delivery of this id awaits acknowledgement';
+
+/*
+ * The body of sched.claim.  PL/pgSQL cannot have an argument and a result
+ * column of the same name (biz_type), so the public function is a SQL
+ * wrapper around this one.
+ */
+CREATE OR REPLACE FUNCTION sched._claim(p_biz text, p_max int)
+RETURNS TABLE(id bigint, biz_type text, run_at timestamptz, payload jsonb, attempt int, schedule text)
+LANGUAGE plpgsql
+AS $$
+#variable_conflict use_column
+DECLARE
+	b sched.biz := sched._biz(p_biz);
+	v_now timestamptz := clock_timestamp();
+	v_max int := p_max;
+	v_tokens int := 0;
+	v_claimed int;
+	v_ids bigint[];
+	v_buckets smallint[];
+	v_skipped bigint[];
+BEGIN
+	PERFORM sched._require(p_max, 'max_tasks');
+	IF p_max < 1 OR p_max > 10000 THEN
+		RAISE EXCEPTION 'max_tasks must be between 1 and 10000, not %', p_max
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	IF NOT sched._caller_is_admin() THEN
+		PERFORM sched._require_grant(b.name, 'consume');
+	END IF;
+	IF b.paused THEN
+		RETURN;
+	END IF;
+	IF b.max_concurrency IS NOT NULL THEN
+		-- One claim at a time counts the type's leases and takes slots.
+		SELECT * INTO b FROM sched.biz x WHERE x.name = b.name FOR NO KEY UPDATE;
+		v_max := LEAST(v_max, b.max_concurrency - (
+			SELECT count(*) FROM (SELECT FROM sched.task t
+								  WHERE t.biz_type = b.name AND t.state = 'd'
+								  LIMIT b.max_concurrency) s)::int);
+	END IF;
+	IF b.rate_limit IS NOT NULL AND v_max > 0 THEN
+		v_tokens := sched._take_tokens(b.name, b.rate_limit, b.burst, v_max);
+		v_max := v_tokens;
+	END IF;
+	IF v_max <= 0 THEN
+		RETURN;
+	END IF;
+	-- Lock the tasks first: the firings of schedules among them make their
+	-- next firings, and those not to be sent are cancelled, before the rest
+	-- are leased.
+	WITH chosen AS (
+		SELECT t.bucket, t.id, t.run_at, t.schedule, t.attempt FROM sched.task t
+		WHERE t.biz_type = b.name AND t.state IN ('p', 'r') AND t.run_at <= v_now
+		ORDER BY t.run_at, t.id
+		LIMIT v_max
+		FOR UPDATE SKIP LOCKED
+	)
+	SELECT pg_catalog.array_agg(c.id),
+		   pg_catalog.array_agg(c.bucket),
+		   CASE WHEN pg_catalog.bool_or(c.schedule IS NOT NULL AND c.attempt = 0) THEN
+			   sched._fired(pg_catalog.array_agg(c.id), pg_catalog.array_agg(c.bucket),
+							pg_catalog.array_agg(c.run_at),
+							pg_catalog.array_agg(CASE WHEN c.attempt = 0 THEN c.schedule END), v_now) END
+	INTO v_ids, v_buckets, v_skipped
+	FROM chosen c;
+	RETURN QUERY
+	SELECT l.id, l.biz_type, l.run_at, l.payload, l.attempt, l.schedule
+	FROM sched._lease(v_buckets, v_ids, '{p,r}', v_now, b.ack_timeout, p_skip => v_skipped) l
+	ORDER BY l.run_at, l.id;
+	IF v_tokens > 0 THEN
+		GET DIAGNOSTICS v_claimed = ROW_COUNT;
+		PERFORM sched._return_tokens(b.name, v_tokens - v_claimed);
+	END IF;
+END
+$$;
+COMMENT ON FUNCTION sched._claim(text, int) IS 'internal: the body of sched.claim';
+
+CREATE OR REPLACE FUNCTION sched.claim(biz_type text, max_tasks int DEFAULT 100)
+RETURNS TABLE(id bigint, biz_type text, run_at timestamptz, payload jsonb, attempt int, schedule text)
+LANGUAGE sql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$ SELECT * FROM sched._claim($1, $2) $$;
+COMMENT ON FUNCTION sched.claim(text, int) IS 'take up to max_tasks due tasks of a type, each leased for the type''s ack_timeout';
+
+CREATE OR REPLACE FUNCTION sched.retry(id bigint) RETURNS boolean
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+	f sched.finished;
+	v_now timestamptz := clock_timestamp();
+	v_bucket smallint := sched._bucket(v_now);
+	v_types text[];
+BEGIN
+	PERFORM sched._require(retry.id, 'id');
+	v_types := sched._granted_types('schedule');
+	DELETE FROM sched.finished x WHERE x.id = retry.id AND x.state = 'dead'
+		AND (v_types IS NULL OR x.biz_type = ANY (v_types))
+		RETURNING * INTO f;
+	IF NOT FOUND THEN
+		RETURN false;
+	END IF;
+	PERFORM sched._biz(f.biz_type);
+	IF f.dedupe_key IS NOT NULL THEN
+		INSERT INTO sched.dedupe (biz_type, dedupe_key, task_id)
+			VALUES (f.biz_type, f.dedupe_key, f.id) ON CONFLICT DO NOTHING;
+		IF NOT FOUND THEN
+			RAISE EXCEPTION 'dedupe key "%" of business type "%" is held by another unfinished task', f.dedupe_key, f.biz_type
+				USING ERRCODE = 'unique_violation',
+					  HINT = 'Cancel or finish the task that holds the key, then retry this one.';
+		END IF;
+	END IF;
+	INSERT INTO sched.task (id, bucket, biz_type, run_at, state, attempt, payload, dedupe_key,
+							created_at, delivered_at, last_error, schedule)
+		VALUES (f.id, v_bucket, f.biz_type, v_now, 'p', 0, f.payload, f.dedupe_key,
+				f.created_at, f.delivered_at, f.last_error, f.schedule);
+	PERFORM sched._wake(v_now, sched._door(f.id));
+	RETURN true;
+END
+$$;
+COMMENT ON FUNCTION sched.retry(bigint) IS 'revive a dead task: pending now, attempts counted from zero; false if no dead task has this id';

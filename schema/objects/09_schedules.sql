@@ -1,0 +1,535 @@
+-------------------------------------------------------------------------------
+-- Schedules: recurring firings as ordinary tasks
+-------------------------------------------------------------------------------
+
+/*
+ * A schedule keeps one pending firing: an ordinary task of its business
+ * type whose "schedule" column names it (task_id).  When that task is
+ * first delivered (sched._fired, called by every path that delivers: the
+ * scanner's tick, the drain, sched.claim, the HTTP workers' claim), the
+ * next firing is made in the same transaction.  Catch-up after downtime,
+ * a pause or a backlog makes a batch of firings at once (catch_up 'all'),
+ * or one (the latest missed, 'latest'), or none ('none').
+ *
+ * Locking.  The functions that change a schedule (define, drop, pause,
+ * resume) lock its row FOR UPDATE, then take its pending firings FOR
+ * UPDATE SKIP LOCKED: a firing being delivered at that moment is left
+ * alone.  A delivering path locks the firing's task row, then
+ * (sched._fired) the schedule's row FOR UPDATE SKIP LOCKED: it never
+ * waits for a transaction that changes a schedule, and puts the firing
+ * off instead (pending again, for the next sweep).  So neither ever waits
+ * for the other while holding what the other wants, and a user's open
+ * transaction stalls no worker.  sched.cancel of a pending firing (a user,
+ * in sched._finish) does wait for the schedule's row.  sched.drop_biz
+ * deletes a type's schedules before it cancels the type's tasks, so that
+ * a firing made meanwhile is cancelled too.
+ */
+
+/*
+ * Make the firings of schedule s from instant p_from on, as of p_now,
+ * following its catch-up policy, and say what became of it: the firing
+ * whose delivery makes the next (task_id), the earliest firing not yet
+ * delivered (next_run_at), and how many firings were skipped (missed).
+ * Both NULL: the schedule has ended.  An 'all' batch goes into range
+ * p_door, so that one scanner delivers it in order.
+ */
+CREATE OR REPLACE FUNCTION sched._materialise(s sched.schedule, p_from timestamptz, p_now timestamptz, p_door smallint,
+								   OUT task_id bigint, OUT next_run_at timestamptz, OUT missed bigint)
+LANGUAGE plpgsql
+AS $$
+DECLARE
+	v_end timestamptz := coalesce(s.ends_at, 'infinity');
+	v_span record;
+	v_at timestamptz;
+BEGIN
+	missed := 0;
+	IF p_from IS NULL OR p_from > v_end THEN
+		RETURN;
+	END IF;
+	IF p_from > p_now THEN
+		v_at := p_from;
+	ELSE
+		-- Firings were missed: [p_from, now] holds at least p_from.
+		v_span := sched._schedule_span(s.rule, s.time_zone, s.anchor, p_from, LEAST(p_now, v_end));
+		IF s.catch_up = 'all' THEN
+			task_id := sched._insert_firings(s, p_from, LEAST(v_span.n, 1000)::int, p_door);
+			next_run_at := p_from;
+			RETURN;
+		ELSIF s.catch_up = 'latest' AND v_span.n > 0 THEN
+			v_at := v_span.last_at;
+			missed := v_span.n - 1;
+		ELSE
+			missed := v_span.n;
+			v_at := sched._schedule_next(s.rule, s.time_zone, s.anchor, p_now);
+			IF v_at > v_end THEN
+				v_at := NULL;
+			END IF;
+		END IF;
+	END IF;
+	IF v_at IS NOT NULL THEN
+		task_id := sched._insert(s.biz_type, v_at, s.payload, NULL, s.name);
+		next_run_at := v_at;
+	END IF;
+END
+$$;
+COMMENT ON FUNCTION sched._materialise(sched.schedule, timestamptz, timestamptz, smallint) IS 'internal: make a schedule''s next firing (or catch-up batch) from an instant on';
+
+/*
+ * The first p_n firings of schedule s from p_from on (all due already), as
+ * tasks of range p_door: their ids are drawn from the sequence values
+ * whose door is p_door.  Returns the id of the last.
+ */
+CREATE OR REPLACE FUNCTION sched._insert_firings(s sched.schedule, p_from timestamptz, p_n int, p_door smallint)
+RETURNS bigint
+LANGUAGE plpgsql
+AS $$
+DECLARE
+	v_last bigint;
+	v_first timestamptz;
+	v_added bigint;
+BEGIN
+	WITH runs AS MATERIALIZED (
+		SELECT r.at, r.k FROM sched._next_runs(s.rule, s.time_zone, p_from - interval '1 microsecond', p_n, s.anchor)
+			WITH ORDINALITY AS r(at, k)
+	), seqs AS MATERIALIZED (
+		SELECT x.v, pg_catalog.row_number() OVER () AS k
+		FROM (SELECT y.v FROM (SELECT pg_catalog.nextval('sched.task_seq') AS v
+							   FROM pg_catalog.generate_series(1, p_n * 64 * 256)) y
+			  WHERE sched._door(y.v * sched._bucket_count()) = p_door
+			  LIMIT p_n) x
+	), stored AS (
+		INSERT INTO sched.task (id, bucket, biz_type, run_at, payload, created_at, schedule)
+		SELECT seqs.v * sched._bucket_count() + sched._bucket(runs.at), sched._bucket(runs.at),
+			   s.biz_type, runs.at, s.payload, pg_catalog.clock_timestamp(), s.name
+		FROM runs JOIN seqs ON seqs.k = runs.k
+		RETURNING id, run_at
+	)
+	SELECT (pg_catalog.array_agg(stored.id ORDER BY stored.run_at DESC))[1], min(stored.run_at),
+		   pg_catalog.count(*)
+	INTO v_last, v_first, v_added FROM stored;
+	PERFORM sched._tally(s.biz_type, 'added', v_added);
+	PERFORM sched._wake(v_first, p_door);
+	RETURN v_last;
+END
+$$;
+COMMENT ON FUNCTION sched._insert_firings(sched.schedule, timestamptz, int, smallint) IS 'internal: store a catch-up batch of firings in one range';
+
+/*
+ * Cancel the pending firings of a schedule that no transaction holds (one
+ * a worker is delivering is left to sched._fired), and return the earliest
+ * run_at cancelled.
+ */
+CREATE OR REPLACE FUNCTION sched._cancel_firings(p_name text, p_reason text) RETURNS timestamptz
+LANGUAGE plpgsql
+AS $$
+DECLARE
+	g record;
+	v_first timestamptz;
+BEGIN
+	FOR g IN
+		WITH held AS (
+			SELECT t.bucket, t.id, t.run_at FROM sched.task t
+			WHERE t.schedule = p_name AND t.state IN ('p', 'r')
+			FOR UPDATE SKIP LOCKED
+		)
+		SELECT held.bucket, pg_catalog.array_agg(held.id) AS ids, min(held.run_at) AS first
+		FROM held GROUP BY held.bucket
+	LOOP
+		PERFORM sched._finish(g.bucket, g.ids, 'cancelled', p_reason);
+		v_first := LEAST(v_first, g.first);
+	END LOOP;
+	RETURN v_first;
+END
+$$;
+COMMENT ON FUNCTION sched._cancel_firings(text, text) IS 'internal: cancel the pending firings of a schedule';
+
+/*
+ * One firing of a schedule is being delivered for the first time (or was
+ * cancelled before delivery, p_cancelled): count it, and make the next.
+ * Returns why the firing must not be sent (the schedule is paused, the
+ * previous firing is unfinished and overlap is not allowed, or a later
+ * firing is due already, catch_up is 'latest' or 'none' and this firing
+ * was made ahead of its instant), or NULL to send it.  A firing that is
+ * not the schedule's pending one (an earlier one of a catch-up batch, a
+ * dead firing retried) only counts.  p_now is the delivering path's clock
+ * (a tick's "now"), the clock itself if NULL.  'deferred' means the
+ * schedule's row is locked by a transaction changing it: the delivery
+ * must be put off (see sched._fired), not skipped.
+ */
+CREATE OR REPLACE FUNCTION sched._fire_one(p_id bigint, p_run_at timestamptz, p_schedule text, p_door smallint,
+								p_cancelled boolean DEFAULT false, p_now timestamptz DEFAULT NULL)
+RETURNS text
+LANGUAGE plpgsql
+AS $$
+DECLARE
+	s sched.schedule;
+	v_now timestamptz := coalesce(p_now, pg_catalog.clock_timestamp());
+	v_current boolean;
+	v_next timestamptz;
+	v_skip text;
+	v_from timestamptz;
+	m record;
+BEGIN
+	IF p_cancelled THEN
+		SELECT * INTO s FROM sched.schedule x WHERE x.name = p_schedule FOR UPDATE;
+	ELSE
+		-- A delivering path never waits for a schedule that another
+		-- transaction is changing (define, pause, drop): the firing waits.
+		SELECT * INTO s FROM sched.schedule x WHERE x.name = p_schedule FOR UPDATE SKIP LOCKED;
+		IF NOT FOUND AND EXISTS (SELECT FROM sched.schedule x WHERE x.name = p_schedule) THEN
+			RETURN 'deferred';
+		END IF;
+	END IF;
+	IF NOT FOUND THEN
+		RETURN NULL;			-- dropped: an ordinary task now
+	END IF;
+	v_current := s.task_id IS NOT DISTINCT FROM p_id;
+	IF p_cancelled THEN
+		-- Cancelled before delivery (sched.cancel): a missed firing.
+		IF NOT v_current OR s.paused THEN
+			RETURN NULL;
+		END IF;
+		v_skip := 'cancelled';
+	ELSIF s.paused THEN
+		v_skip := 'skipped: the schedule is paused';
+	ELSIF NOT s.allow_overlap AND s.last_task_id IS NOT NULL AND s.last_task_id <> p_id THEN
+		-- (Asked apart: a search of every partition, planned only when needed.)
+		IF EXISTS (SELECT FROM sched.task t
+				   WHERE t.bucket = sched._id_bucket(s.last_task_id) AND t.id = s.last_task_id)
+		   OR EXISTS (SELECT FROM sched.task t WHERE t.id = s.last_task_id) THEN
+			v_skip := pg_catalog.format('skipped: firing %s is unfinished and allow_overlap is false', s.last_task_id);
+		END IF;
+	END IF;
+	IF v_current OR s.paused THEN
+		v_next := sched._schedule_next(s.rule, s.time_zone, s.anchor, p_run_at);
+	END IF;
+	-- Stale: a later instant fell due while this firing waited.  Only a
+	-- firing made ahead of its instant is skipped for that; one made late
+	-- (the firing that stands for a catch-up under 'latest') goes out
+	-- however late, so that a backlog longer than the period cannot skip
+	-- every firing of the schedule.
+	IF v_skip IS NULL AND v_current AND s.catch_up <> 'all'
+	   AND v_next <= LEAST(v_now, coalesce(s.ends_at, 'infinity'))
+	   AND p_run_at > s.task_made_at THEN
+		v_skip := pg_catalog.format('skipped: a later firing was due already (catch_up %s)', s.catch_up);
+	END IF;
+
+	IF s.paused THEN
+		-- sched.resume_schedule starts from the earliest firing not sent.
+		UPDATE sched.schedule x SET next_run_at = LEAST(x.next_run_at, p_run_at), task_id = NULL,
+				updated_at = v_now
+			WHERE x.name = s.name;
+		RETURN v_skip;
+	END IF;
+
+	IF v_skip IS NULL THEN
+		-- (A firing sent again after its HTTP worker died is not counted.)
+		IF v_current OR p_run_at > coalesce(s.last_run_at, '-infinity') THEN
+			s.runs := s.runs + 1;
+		END IF;
+		s.last_run_at := GREATEST(s.last_run_at, p_run_at);
+		s.last_task_id := p_id;
+	ELSIF v_skip LIKE 'skipped: a later%' THEN
+		NULL;					-- counted with the firings it is late for
+	ELSE
+		s.missed := s.missed + 1;
+	END IF;
+
+	IF v_current THEN
+		v_from := CASE WHEN v_skip LIKE 'skipped: a later%' THEN p_run_at ELSE v_next END;
+		m := sched._materialise(s, v_from, v_now, p_door);
+		s.task_id := m.task_id;
+		s.task_made_at := v_now;
+		s.next_run_at := m.next_run_at;
+		s.missed := s.missed + m.missed;
+	ELSIF v_skip IS NULL AND p_run_at >= s.next_run_at THEN
+		-- An earlier firing of a catch-up batch: the next is the one after.
+		s.next_run_at := sched._schedule_next(s.rule, s.time_zone, s.anchor, p_run_at);
+	END IF;
+	UPDATE sched.schedule x SET runs = s.runs, missed = s.missed, last_run_at = s.last_run_at,
+			last_task_id = s.last_task_id, task_id = s.task_id, task_made_at = s.task_made_at,
+			next_run_at = s.next_run_at,
+			updated_at = v_now
+		WHERE x.name = s.name;
+	RETURN v_skip;
+END
+$$;
+COMMENT ON FUNCTION sched._fire_one(bigint, timestamptz, text, smallint, boolean, timestamptz) IS 'internal: count a firing of a schedule being delivered and make the next; returns why it must not be sent, or NULL';
+
+/*
+ * The firings among tasks being delivered for the first time: make each
+ * schedule's next firing, count them, and cancel those that must not be
+ * sent (with the reason as last_error).  A firing whose schedule another
+ * transaction is changing is not waited for but put off: pending again,
+ * found by the next sweep.  Returns the ids not to send, cancelled or put
+ * off.  Every path that delivers calls it in the delivering transaction,
+ * after locking the tasks, with its clock (p_now; NULL: the clock itself).
+ *
+ * The common case is set-based, whatever the number of firings: a
+ * schedule's pending firing delivered before its next instant is due, the
+ * schedule neither paused nor forbidding overlap, the next instant within
+ * ends_at.  The next firings are stored with one INSERT and the schedules
+ * counted with one UPDATE.  Every other firing -- a skip, a catch-up, an
+ * ended schedule, a firing that is not the pending one -- goes through
+ * sched._fire_one, in run_at order.
+ */
+CREATE OR REPLACE FUNCTION sched._fired(p_ids bigint[], p_buckets smallint[], p_run_ats timestamptz[], p_schedules text[],
+							 p_now timestamptz DEFAULT NULL)
+RETURNS bigint[]
+LANGUAGE plpgsql
+AS $$
+DECLARE
+	v_now timestamptz := coalesce(p_now, pg_catalog.clock_timestamp());
+	v_done bigint[];
+	v_first timestamptz;
+	v_far timestamptz;
+	v_made_types text[];
+	r record;
+	v_reason text;
+	v_skipped bigint[] := '{}';
+BEGIN
+	WITH fired AS MATERIALIZED (
+		SELECT u.id, u.run_at, u.schedule
+		FROM unnest(p_ids, p_run_ats, p_schedules) AS u(id, run_at, schedule)
+		WHERE u.schedule IS NOT NULL
+	), locked AS MATERIALIZED (
+		SELECT x.name, x.biz_type, x.payload, x.task_id, x.paused, x.allow_overlap, x.ends_at,
+			   x.rule, x.time_zone, x.anchor
+		FROM sched.schedule x WHERE x.name IN (SELECT fired.schedule FROM fired)
+		ORDER BY x.name
+		FOR UPDATE SKIP LOCKED
+	), simple AS MATERIALIZED (
+		SELECT fired.id AS fired_id, fired.run_at AS fired_at, l.name, l.biz_type, l.payload, n.next_at,
+			   sched._bucket(n.next_at) AS bucket
+		FROM fired
+		JOIN locked l ON l.name = fired.schedule AND l.task_id = fired.id,
+		LATERAL (SELECT sched._schedule_next(l.rule, l.time_zone, l.anchor, fired.run_at) AS next_at) n
+		WHERE NOT l.paused AND l.allow_overlap
+		  AND n.next_at > v_now AND n.next_at <= coalesce(l.ends_at, 'infinity')
+	), made AS MATERIALIZED (
+		SELECT simple.*, sched._new_id(simple.bucket) AS id FROM simple
+	), stored AS (
+		INSERT INTO sched.task (id, bucket, biz_type, run_at, payload, created_at, schedule)
+		SELECT made.id, made.bucket, made.biz_type, made.next_at, made.payload, pg_catalog.clock_timestamp(), made.name
+		FROM made
+	), counted AS (
+		UPDATE sched.schedule x SET runs = x.runs + 1, last_run_at = GREATEST(x.last_run_at, made.fired_at),
+				last_task_id = made.fired_id, task_id = made.id, task_made_at = v_now,
+				next_run_at = made.next_at, updated_at = v_now
+		FROM made WHERE x.name = made.name
+	)
+	SELECT pg_catalog.array_agg(made.fired_id), min(made.next_at),
+		   min(made.next_at) FILTER (WHERE made.next_at > pg_catalog.clock_timestamp() + interval '1 second'),
+		   pg_catalog.array_agg(made.biz_type)
+	INTO v_done, v_first, v_far, v_made_types
+	FROM made;
+	PERFORM sched._tally(m.biz_type, 'added', m.n)
+		FROM (SELECT u.biz_type, pg_catalog.count(*) AS n FROM unnest(v_made_types) AS u(biz_type)
+			  GROUP BY u.biz_type) m;
+	IF v_first IS NOT NULL THEN
+		-- As sched.add_many: the new ids go through every door.
+		PERFORM sched._wake(v_first);
+		IF v_far IS NOT NULL THEN
+			PERFORM sched._wake(v_far, NULL, true);
+		END IF;
+	END IF;
+
+	FOR r IN
+		SELECT u.id, u.bucket, u.run_at, u.schedule
+		FROM unnest(p_ids, p_buckets, p_run_ats, p_schedules) AS u(id, bucket, run_at, schedule)
+		WHERE u.schedule IS NOT NULL AND u.id <> ALL (coalesce(v_done, '{}'))
+		ORDER BY u.run_at, u.id
+	LOOP
+		v_reason := sched._fire_one(r.id, r.run_at, r.schedule, sched._door(r.id), false, v_now);
+		IF v_reason = 'deferred' THEN
+			-- Pending again as before this delivery, for a later sweep.
+			UPDATE sched.task t SET state = 'p', attempt = t.attempt - 1, delivered_at = NULL,
+					lease_until = NULL, lease_owner = NULL
+				WHERE t.bucket = r.bucket AND t.id = r.id AND t.state = 'd';
+			v_skipped := v_skipped || r.id;
+		ELSIF v_reason IS NOT NULL THEN
+			PERFORM sched._finish(r.bucket, ARRAY[r.id], 'cancelled', v_reason);
+			v_skipped := v_skipped || r.id;
+		END IF;
+	END LOOP;
+	RETURN v_skipped;
+END
+$$;
+COMMENT ON FUNCTION sched._fired(bigint[], smallint[], timestamptz[], text[], timestamptz) IS 'internal: make the next firings of the schedules whose firings are being delivered; returns the ids not to send';
+
+/* A schedule by name, locked, or an error naming it. */
+CREATE OR REPLACE FUNCTION sched._schedule(p_name text) RETURNS sched.schedule
+LANGUAGE plpgsql
+AS $$
+DECLARE
+	s sched.schedule;
+BEGIN
+	PERFORM sched._require(p_name, 'name');
+	SELECT * INTO s FROM sched.schedule x WHERE x.name = p_name FOR UPDATE;
+	IF NOT FOUND THEN
+		RAISE EXCEPTION 'schedule "%" does not exist', sched._clip(p_name)
+			USING ERRCODE = 'undefined_object',
+				  HINT = 'The schedules are listed in sched.schedules.';
+	END IF;
+	IF NOT sched._caller_is_admin() THEN
+		PERFORM sched._require_grant(s.biz_type, 'schedule');
+	END IF;
+	RETURN s;
+END
+$$;
+COMMENT ON FUNCTION sched._schedule(text) IS 'internal: look up and lock a schedule the caller may change, or raise undefined_object';
+
+CREATE OR REPLACE FUNCTION sched.define_schedule(name text, biz_type text, schedule text, payload jsonb DEFAULT '{}',
+									  time_zone text DEFAULT 'UTC', catch_up text DEFAULT 'latest',
+									  starts_at timestamptz DEFAULT NULL, ends_at timestamptz DEFAULT NULL,
+									  allow_overlap boolean DEFAULT true)
+RETURNS timestamptz
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+	v_now timestamptz := clock_timestamp();
+	v_old sched.schedule;
+	v_anchor timestamptz;
+	v_first timestamptz;
+	v_task bigint;
+	v_paused boolean := false;
+BEGIN
+	PERFORM sched._check_name(name, 'schedule name', 'Use a lowercase identifier such as ''daily_report''.');
+	PERFORM sched._biz(biz_type);
+	IF NOT sched._caller_is_admin() THEN
+		PERFORM sched._require_grant(biz_type, 'schedule');
+	END IF;
+	PERFORM sched._require(schedule, 'schedule');
+	PERFORM sched._require(time_zone, 'time_zone');
+	PERFORM sched._check_schedule(schedule, time_zone);
+	PERFORM sched._require(catch_up, 'catch_up');
+	IF catch_up NOT IN ('latest', 'all', 'none') THEN
+		RAISE EXCEPTION 'invalid catch_up "%"', sched._clip(catch_up)
+			USING ERRCODE = 'invalid_parameter_value',
+				  HINT = 'catch_up is ''latest'' (missed firings collapse into one), ''all'' (every missed firing is delivered) or ''none'' (missed firings are skipped).';
+	END IF;
+	PERFORM sched._require(allow_overlap, 'allow_overlap');
+	IF NOT isfinite(starts_at) THEN
+		RAISE EXCEPTION 'starts_at must be a finite timestamp, not %', starts_at
+			USING ERRCODE = 'datetime_field_overflow',
+				  HINT = 'Leave starts_at NULL to start now.';
+	END IF;
+	IF NOT isfinite(ends_at) THEN
+		RAISE EXCEPTION 'ends_at must be a finite timestamp, not %', ends_at
+			USING ERRCODE = 'datetime_field_overflow',
+				  HINT = 'Leave ends_at NULL for a schedule without end.';
+	END IF;
+	PERFORM sched._check_task(coalesce(starts_at, v_now), payload, NULL);
+	IF ends_at < starts_at THEN
+		RAISE EXCEPTION 'ends_at (%) must not be before starts_at (%)', ends_at, starts_at
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+
+	SELECT * INTO v_old FROM sched.schedule x WHERE x.name = define_schedule.name FOR UPDATE;
+	IF FOUND THEN
+		IF NOT sched._caller_is_admin() THEN
+			PERFORM sched._require_grant(v_old.biz_type, 'schedule');
+		END IF;
+		v_paused := v_old.paused;
+		-- The old definition's firings go; a replacement starts afresh.
+		UPDATE sched.schedule x SET task_id = NULL WHERE x.name = v_old.name;
+		PERFORM sched._cancel_firings(v_old.name, 'schedule_redefined: the schedule was redefined');
+	END IF;
+
+	-- Without starts_at, the rule counts from the second of the definition
+	-- and fires strictly after it; with it, at or after starts_at (and not
+	-- in the past).
+	v_anchor := coalesce(starts_at, date_trunc('second', v_now));
+	v_first := sched._schedule_next(schedule, time_zone, v_anchor,
+		CASE WHEN starts_at IS NULL THEN v_now
+			 ELSE GREATEST(starts_at, v_now) - interval '1 microsecond' END);
+	IF v_first > ends_at THEN
+		v_first := NULL;
+	END IF;
+	IF v_first IS NOT NULL AND NOT v_paused THEN
+		v_task := sched._insert(biz_type, v_first, payload, NULL, name);
+	END IF;
+
+	INSERT INTO sched.schedule AS x (name, biz_type, rule, time_zone, payload, catch_up, allow_overlap,
+									 paused, starts_at, ends_at, anchor, next_run_at, task_id, task_made_at)
+		VALUES (name, biz_type, schedule, time_zone, payload, catch_up, allow_overlap,
+				v_paused, starts_at, ends_at, v_anchor, v_first, v_task, v_now)
+	ON CONFLICT ON CONSTRAINT schedule_pkey DO UPDATE
+		SET biz_type = excluded.biz_type, rule = excluded.rule, time_zone = excluded.time_zone,
+			payload = excluded.payload, catch_up = excluded.catch_up,
+			allow_overlap = excluded.allow_overlap, starts_at = excluded.starts_at,
+			ends_at = excluded.ends_at, anchor = excluded.anchor,
+			next_run_at = excluded.next_run_at, task_id = excluded.task_id,
+			task_made_at = excluded.task_made_at, updated_at = now();
+	RETURN v_first;
+END
+$$;
+COMMENT ON FUNCTION sched.define_schedule(text, text, text, jsonb, text, text, timestamptz, timestamptz, boolean) IS 'create or replace a recurring schedule whose firings are tasks of a business type; returns its next firing time';
+
+CREATE OR REPLACE FUNCTION sched.drop_schedule(name text) RETURNS boolean
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+	s sched.schedule;
+BEGIN
+	PERFORM sched._require(name, 'name');
+	IF NOT EXISTS (SELECT FROM sched.schedule x WHERE x.name = drop_schedule.name) THEN
+		RETURN false;
+	END IF;
+	s := sched._schedule(name);
+	DELETE FROM sched.schedule x WHERE x.name = s.name;
+	PERFORM sched._cancel_firings(s.name, 'schedule_dropped: the schedule was dropped');
+	RETURN true;
+END
+$$;
+COMMENT ON FUNCTION sched.drop_schedule(text) IS 'drop a schedule and cancel its pending firing; false if there was no such schedule';
+
+CREATE OR REPLACE FUNCTION sched.pause_schedule(name text) RETURNS boolean
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	s sched.schedule := sched._schedule(name);
+	v_first timestamptz;
+BEGIN
+	IF s.paused THEN
+		RETURN false;
+	END IF;
+	UPDATE sched.schedule x SET paused = true, task_id = NULL, updated_at = now() WHERE x.name = s.name;
+	v_first := sched._cancel_firings(s.name, 'schedule_paused: the schedule was paused');
+	UPDATE sched.schedule x SET next_run_at = LEAST(x.next_run_at, v_first) WHERE x.name = s.name;
+	RETURN true;
+END
+$$;
+COMMENT ON FUNCTION sched.pause_schedule(text) IS 'stop a schedule''s firings until sched.resume_schedule; false if it was paused already';
+
+CREATE OR REPLACE FUNCTION sched.resume_schedule(name text) RETURNS boolean
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	s sched.schedule := sched._schedule(name);
+	m record;
+BEGIN
+	IF NOT s.paused THEN
+		RETURN false;
+	END IF;
+	-- The firings missed while paused follow the catch-up policy.
+	m := sched._materialise(s, s.next_run_at, clock_timestamp(),
+							sched._door((hashtext(s.name)::bigint & 2147483647) * sched._bucket_count()));
+	UPDATE sched.schedule x SET paused = false, task_id = m.task_id, task_made_at = clock_timestamp(),
+			next_run_at = m.next_run_at,
+			missed = x.missed + m.missed, updated_at = now()
+		WHERE x.name = s.name;
+	RETURN true;
+END
+$$;
+COMMENT ON FUNCTION sched.resume_schedule(text) IS 'let a paused schedule fire again, catching up as its catch_up says; false if it was not paused';

@@ -1,0 +1,76 @@
+-------------------------------------------------------------------------------
+-- Cluster membership (the delaysched_router extension, doc/scale-out.md).
+-- A node's number is the high part of every task id it makes:
+--   id = node * 2^48 + (nextval * buckets + bucket)
+-- The sequence itself carries it (its values are kept by pg_dump).
+-------------------------------------------------------------------------------
+
+CREATE OR REPLACE FUNCTION sched.node_number() RETURNS int
+LANGUAGE sql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT ((s.last_value * sched._bucket_count()) >> 48)::int FROM sched.task_seq s $$;
+COMMENT ON FUNCTION sched.node_number() IS 'the node number this database''s task ids carry (0 until sched.set_node_number)';
+
+-- What a router asks before numbering a node: its number, whether it has
+-- made task ids, and whether it has joined a cluster (its sequence bounded
+-- to its block; node 0 is bounded when it joins).  For administrators, as
+-- sched.set_node_number is; run as its caller, as internal functions are.
+CREATE OR REPLACE FUNCTION sched._node_state(OUT node int, OUT made_ids boolean, OUT joined boolean)
+LANGUAGE sql
+SET search_path = pg_catalog, pg_temp
+AS $$
+	SELECT sched.node_number(), s.is_called, q.seqmax < 9223372036854775807
+	FROM sched.task_seq s, pg_catalog.pg_sequence q
+	WHERE q.seqrelid = 'sched.task_seq'::pg_catalog.regclass
+$$;
+COMMENT ON FUNCTION sched._node_state() IS 'internal: a node''s number, whether it has made ids, whether it has joined a cluster';
+
+CREATE OR REPLACE FUNCTION sched.set_node_number(node int) RETURNS boolean
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	n bigint := sched._bucket_count();
+	s record;
+	v_low bigint;
+	v_high bigint;
+BEGIN
+	PERFORM sched._require(node, 'node');
+	IF node < 0 OR node > 32767 THEN
+		RAISE EXCEPTION 'node number must be between 0 and 32767, not %', node
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	-- Serialise with other calls (a sequence cannot be locked; this mode of
+	-- sched.biz conflicts with itself and define_biz, not with adds).
+	LOCK TABLE sched.biz IN SHARE ROW EXCLUSIVE MODE;
+	s := sched._node_state();
+	IF s.node <> 0 AND s.node <> set_node_number.node THEN
+		RAISE EXCEPTION 'this database is node % already', s.node
+			USING ERRCODE = 'object_in_use',
+				  HINT = 'A node keeps its number: the ids of its tasks carry it.';
+	END IF;
+	IF s.node = set_node_number.node AND s.joined THEN
+		RETURN false;
+	END IF;
+	IF set_node_number.node <> 0 AND s.made_ids THEN
+		RAISE EXCEPTION 'this database has made task ids as node 0: it can only be node 0'
+			USING ERRCODE = 'object_in_use',
+				  HINT = 'Under another number its earlier ids would be taken for node 0''s.';
+	END IF;
+	-- The first and last sequence values whose ids (value * n + bucket,
+	-- bucket < n) all lie in [node * 2^48, (node + 1) * 2^48).  Node 0
+	-- keeps its sequence's position, bounded to its block.
+	v_low := ((set_node_number.node::bigint << 48) + n - 1) / n;
+	v_high := pg_catalog.floor(((set_node_number.node + 1) * 2::numeric ^ 48 - n) / n)::bigint;  -- (no overflow at 32767)
+	IF set_node_number.node = 0 THEN
+		EXECUTE pg_catalog.format('ALTER SEQUENCE sched.task_seq MAXVALUE %s', v_high);
+	ELSE
+		EXECUTE pg_catalog.format('ALTER SEQUENCE sched.task_seq MINVALUE %s MAXVALUE %s START %s RESTART %s',
+								  v_low, v_high, v_low, v_low);
+	END IF;
+	RETURN true;
+END
+$$;
+COMMENT ON FUNCTION sched.set_node_number(int) IS 'make this database node number "node" of a delaysched_router cluster: its new task ids carry the number; false if it had it already';
