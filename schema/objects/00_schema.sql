@@ -2,4 +2,4 @@
 -- The schema (created by CREATE EXTENSION: "schema = sched" in the control file)
 -------------------------------------------------------------------------------
 
-COMMENT ON SCHEMA sched IS 'delaysched: delayed tasks delivered by NOTIFY or pull';
+COMMENT ON SCHEMA sched IS 'delaysched: delayed and recurring tasks delivered by NOTIFY, pull or HTTP';

@@ -214,3 +214,44 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION sched._move(smallint, bigint, timestamptz, text) IS 'internal: make a locked task pending again at a new time';
+
+/*
+ * The reverse of the lease transition (src/lease.h), written once: locked
+ * tasks that were delivered ('d') lose their lease and wait again.  How:
+ *   'expired'   the lease ran out (the sweep): parked or claimable again
+ *               ('r'), the attempt counted, last_error p_error;
+ *   'requeued'  an HTTP worker gives the task back unsent or unanswered
+ *               (its requeue, or its restart): parked again, the attempt
+ *               not counted, last_error p_error;
+ *   'deferred'  the delivery is called off before anyone saw it (a firing
+ *               whose schedule is being changed): pending as before it,
+ *               never delivered, last_error kept.
+ * Returns how many tasks it changed; a task no longer delivered is left.
+ */
+CREATE OR REPLACE FUNCTION sched._unlease(p_buckets smallint[], p_ids bigint[], p_how text, p_error text DEFAULT NULL)
+RETURNS int
+LANGUAGE plpgsql
+-- Planned with the arrays' values, so that the partitions are pruned (as
+-- in sched._lease).
+SET plan_cache_mode = force_custom_plan
+AS $$
+DECLARE
+	n int;
+BEGIN
+	IF p_how NOT IN ('expired', 'requeued', 'deferred') THEN
+		RAISE EXCEPTION 'sched._unlease: unknown way "%"', p_how
+			USING ERRCODE = 'internal_error';
+	END IF;
+	UPDATE sched.task t
+		SET state = CASE WHEN p_how = 'deferred' THEN 'p' ELSE 'r' END::"char",
+			attempt = t.attempt - CASE WHEN p_how = 'expired' THEN 0 ELSE 1 END,
+			delivered_at = CASE WHEN p_how = 'deferred' THEN NULL ELSE t.delivered_at END,
+			lease_until = NULL,
+			lease_owner = NULL,
+			last_error = CASE WHEN p_how = 'deferred' THEN t.last_error ELSE p_error END
+		WHERE t.bucket = ANY (p_buckets) AND t.id = ANY (p_ids) AND t.state = 'd';
+	GET DIAGNOSTICS n = ROW_COUNT;
+	RETURN n;
+END
+$$;
+COMMENT ON FUNCTION sched._unlease(smallint[], bigint[], text, text) IS 'internal: take back the lease of locked delivered tasks (expired, requeued or deferred: the reverse of sched._lease)';

@@ -51,9 +51,7 @@ BEGIN
 		ELSIF r.delivery IN ('pull', 'http') OR r.paused OR r.limited THEN
 			-- Claimable again, or parked until sched.resume, for the drain or
 			-- for the HTTP workers.
-			UPDATE sched.task t SET state = 'r', lease_until = NULL, lease_owner = NULL,
-					last_error = v_error
-				WHERE t.bucket = r.bucket AND t.id = r.id;
+			PERFORM sched._unlease(ARRAY[r.bucket], ARRAY[r.id], 'expired', v_error);
 			IF r.paused THEN
 				NULL;
 			ELSIF r.delivery = 'http' THEN

@@ -227,9 +227,7 @@ BEGIN
 			PERFORM sched._move(r.bucket, r.id, r.retry_at, v_errors[r.ord]);
 		ELSE
 			-- requeued: parked again for the next claim, the attempt not counted
-			UPDATE sched.task t SET state = 'r', attempt = t.attempt - 1, lease_until = NULL,
-					lease_owner = NULL, last_error = v_errors[r.ord]
-				WHERE t.bucket = r.bucket AND t.id = r.id;
+			PERFORM sched._unlease(ARRAY[r.bucket], ARRAY[r.id], 'requeued', v_errors[r.ord]);
 		END IF;
 	END LOOP;
 	END IF;
@@ -257,18 +255,20 @@ CREATE OR REPLACE FUNCTION sched._http_release(p_worker smallint) RETURNS int
 LANGUAGE plpgsql
 AS $$
 DECLARE
-	n int;
+	v_buckets smallint[];
+	v_ids bigint[];
 BEGIN
 	-- A row another transaction holds is left to the sweep, which parks it
 	-- again when its lease runs out.
-	UPDATE sched.task t SET state = 'r', attempt = t.attempt - 1, lease_until = NULL,
-			lease_owner = NULL,
-			last_error = 'worker_stopped: the HTTP worker stopped before the request finished; sent again'
-		WHERE (t.bucket, t.id) IN (SELECT o.bucket, o.id FROM sched.task o
-								   WHERE o.state = 'd' AND o.lease_owner = p_worker
-								   FOR UPDATE SKIP LOCKED);
-	GET DIAGNOSTICS n = ROW_COUNT;
-	RETURN n;
+	SELECT pg_catalog.array_agg(o.bucket), pg_catalog.array_agg(o.id) INTO v_buckets, v_ids
+	FROM (SELECT l.bucket, l.id FROM sched.task l
+		  WHERE l.state = 'd' AND l.lease_owner = p_worker
+		  FOR UPDATE SKIP LOCKED) o;
+	IF v_ids IS NULL THEN
+		RETURN 0;
+	END IF;
+	RETURN sched._unlease(v_buckets, v_ids, 'requeued',
+		'worker_stopped: the HTTP worker stopped before the request finished; sent again');
 END
 $$;
 COMMENT ON FUNCTION sched._http_release(smallint) IS 'internal: park again the requests an HTTP worker had in flight when it stopped';

@@ -343,9 +343,7 @@ BEGIN
 		v_reason := sched._fire_one(r.id, r.run_at, r.schedule, sched._door(r.id), false, v_now);
 		IF v_reason = 'deferred' THEN
 			-- Pending again as before this delivery, for a later sweep.
-			UPDATE sched.task t SET state = 'p', attempt = t.attempt - 1, delivered_at = NULL,
-					lease_until = NULL, lease_owner = NULL
-				WHERE t.bucket = r.bucket AND t.id = r.id AND t.state = 'd';
+			PERFORM sched._unlease(ARRAY[r.bucket], ARRAY[r.id], 'deferred');
 			v_skipped := v_skipped || r.id;
 		ELSIF v_reason IS NOT NULL THEN
 			PERFORM sched._finish(r.bucket, ARRAY[r.id], 'cancelled', v_reason);

@@ -3,9 +3,28 @@
 -- (see doc/privileges.md).
 -------------------------------------------------------------------------------
 
-REVOKE ALL ON ALL TABLES IN SCHEMA sched FROM PUBLIC;
-REVOKE ALL ON ALL SEQUENCES IN SCHEMA sched FROM PUBLIC;
-REVOKE ALL ON ALL FUNCTIONS IN SCHEMA sched FROM PUBLIC;
+-- Every object that still has the default privileges (a NULL ACL: a new
+-- one, made by this script), so that an update keeps what an administrator
+-- granted PUBLIC on the objects it replaces.  Those default privileges let
+-- PUBLIC execute a function, and nothing else.
+DO $privileges$
+DECLARE
+	r record;
+BEGIN
+	FOR r IN
+		SELECT pg_catalog.format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', p.oid::pg_catalog.regprocedure) AS revoke
+		FROM pg_catalog.pg_proc p
+		WHERE p.pronamespace = 'sched'::pg_catalog.regnamespace AND p.proacl IS NULL
+		UNION ALL
+		SELECT pg_catalog.format('REVOKE ALL ON %s FROM PUBLIC', c.oid::pg_catalog.regclass)
+		FROM pg_catalog.pg_class c
+		WHERE c.relnamespace = 'sched'::pg_catalog.regnamespace AND c.relkind IN ('r', 'p', 'v', 'S')
+		  AND c.relacl IS NULL
+	LOOP
+		EXECUTE r.revoke;
+	END LOOP;
+END
+$privileges$;
 -- The views call it, as the role reading them: it only tells a role which
 -- role it is running as (see src/caller.c).
 GRANT EXECUTE ON FUNCTION sched._caller() TO PUBLIC;
