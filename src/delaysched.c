@@ -41,11 +41,11 @@
 #include "miscadmin.h"
 
 #include "compat.h"
-#include "guc.h"
-#include "launcher.h"
-#include "shmem.h"
-#include "stats.h"
-#include "utility.h"
+#include "base/guc.h"
+#include "cluster/launcher.h"
+#include "base/shmem.h"
+#include "stats/stats.h"
+#include "cluster/utility.h"
 
 PG_MODULE_MAGIC;
 
