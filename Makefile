@@ -12,7 +12,6 @@ OBJS = \
 	src/delaysched.o \
 	src/base/caller.o \
 	src/base/guc.o \
-	src/base/http_shmem.o \
 	src/base/message.o \
 	src/base/shmem.o \
 	src/base/spi_plans.o \

@@ -31,11 +31,9 @@
 #include "utils/guc.h"
 #include "utils/varlena.h"
 
-#include "cluster/cluster.h"
+#include "base/shmem.h"
 #include "compat.h"
 #include "base/guc.h"
-#include "http/http_perimeter.h"
-#include "base/shmem.h"
 
 char	   *delaysched_databases = NULL;
 char	   *delaysched_database = NULL;
@@ -151,7 +149,9 @@ delaysched_database_listed_sql(PG_FUNCTION_ARGS)
 }
 
 /*
- * Define every delaysched.* parameter.  Called once from _PG_init.
+ * Define every delaysched.* parameter but the HTTP perimeter's two, which
+ * http/http_perimeter.c defines beside their hooks.  Called once from
+ * _PG_init, which then reserves the prefix.
  */
 void
 delaysched_define_gucs(void)
@@ -326,24 +326,6 @@ delaysched_define_gucs(void)
 							0,
 							NULL, NULL, NULL);
 
-	DefineCustomStringVariable("delaysched.http_allowed_hosts",
-							   "Where webhooks may go: \"*\", host names, \"*.domain\", addresses or networks.",
-							   "Checked against the URL's host and, after DNS resolution, the address.",
-							   &delaysched_http_allowed_hosts,
-							   "*",
-							   PGC_SUSET,
-							   0,
-							   delaysched_check_host_list, delaysched_assign_allowed_hosts, NULL);
-
-	DefineCustomStringVariable("delaysched.http_denied_hosts",
-							   "Addresses and networks webhooks never reach, whatever http_allowed_hosts says.",
-							   "Checked after DNS resolution, at every connection and redirect.",
-							   &delaysched_http_denied_hosts,
-							   DELAYSCHED_DEFAULT_DENIED_HOSTS,
-							   PGC_SUSET,
-							   0,
-							   delaysched_check_denied_list, delaysched_assign_denied_hosts, NULL);
-
 	DefineCustomIntVariable("delaysched.full_sweep_interval",
 							"Developer option: how often each range's sweep searches it from its lowest keys.",
 							"Between full sweeps a sweep starts where the previous one stopped.",
@@ -361,6 +343,4 @@ delaysched_define_gucs(void)
 							PGC_SIGHUP,
 							GUC_UNIT_MS | GUC_NOT_IN_SAMPLE,
 							NULL, NULL, NULL);
-
-	delaysched_reserve_guc_prefix("delaysched");
 }

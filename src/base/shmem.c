@@ -1,46 +1,60 @@
 /*-------------------------------------------------------------------------
  *
  * shmem.c
- *		Allocation and initialisation of delaysched's shared memory.
+ *		The table of databases served and the databases' areas in shared
+ *		memory: their sizes, their creation, the lookups every family uses
+ *		(a lock of the "delaysched" tranche, a database's area and HTTP
+ *		slots, the entry of a database), and making an area as new.
  *
- * Three parts: the table of databases served (cluster.h), and for each of
- * its delaysched.max_databases entries an area with that database's
- * DelayschedShared (ranges, scanner workers, drain; see shmem.h for its
- * locking rules) followed by its HTTP workers' slots (http_shmem.h); and
- * the token buckets (limiter.c), and the statistics (stats.c).  Their LWLocks are one named tranche,
- * "delaysched", requested here.  All are created once, under
- * AddinShmemInitLock, by whichever process attaches first.
+ * What the structs hold, and which lock guards what, is in shmem.h (see
+ * Locks there).  delaysched.c asks for this memory beside the limiter's
+ * and the statistics', and creates all of it at start-up.
+ *
+ * IDENTIFICATION
+ *	  src/base/shmem.c
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
 #include "miscadmin.h"
-#include "storage/ipc.h"
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
 
-#include "cluster/cluster.h"
-#include "compat.h"
 #include "base/guc.h"
-#include "base/http_shmem.h"
-#include "core/limiter.h"
 #include "base/shmem.h"
-#include "stats/stats.h"
 
+DelayschedCluster *delaysched_cluster = NULL;
+int			delaysched_database_index = -1;
 DelayschedShared *delaysched_shared = NULL;
+HttpWorkerSlot *delaysched_http_slots = NULL;
 
 /* The databases' areas, one after the other. */
 static char *database_areas = NULL;
 
-static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
+static void init_http_slots(HttpWorkerSlot *slots, int database);
+
+/* The table of databases served. */
+static Size
+cluster_size(void)
+{
+	return add_size(offsetof(DelayschedCluster, databases),
+					mul_size(sizeof(DatabaseEntry), delaysched_max_databases));
+}
+
+/* The HTTP slots of one database: delaysched.http_workers of them. */
+static Size
+http_slots_size(void)
+{
+	return mul_size(sizeof(HttpWorkerSlot), delaysched_http_workers);
+}
 
 /* One database's area: its DelayschedShared, then its HTTP workers' slots. */
 static Size
 database_area_size(void)
 {
 	return add_size(MAXALIGN(sizeof(DelayschedShared)),
-					MAXALIGN(delaysched_http_shmem_size()));
+					MAXALIGN(http_slots_size()));
 }
 
 static int
@@ -49,23 +63,52 @@ lwlocks_per_database(void)
 	return DELAYSCHED_LWLOCK_HTTP + delaysched_http_workers;
 }
 
-static int
-num_lwlocks(void)
+/* The size of the table of databases and of every database's area. */
+Size
+delaysched_databases_shmem_size(void)
+{
+	return add_size(MAXALIGN(cluster_size()),
+					mul_size(database_area_size(), delaysched_max_databases));
+}
+
+/* The LWLocks of the "delaysched" tranche (DELAYSCHED_LWLOCK_*). */
+int
+delaysched_lwlocks_needed(void)
 {
 	return DELAYSCHED_LWLOCK_FIRST_DATABASE +
 		delaysched_max_databases * lwlocks_per_database();
 }
 
-static void
-request_shmem(void)
+/*
+ * Create or attach to the databases' areas and the table of databases;
+ * called with AddinShmemInitLock held.
+ */
+void
+delaysched_databases_shmem_init(void)
 {
-	Size		size = MAXALIGN(delaysched_cluster_shmem_size());
+	bool		found;
 
-	size = add_size(size, mul_size(database_area_size(), delaysched_max_databases));
-	size = add_size(size, delaysched_limiter_shmem_size());
-	size = add_size(size, delaysched_stats_shmem_size());
-	RequestAddinShmemSpace(size);
-	RequestNamedLWLockTranche("delaysched", num_lwlocks());
+	database_areas = ShmemInitStruct("delaysched databases",
+									 mul_size(database_area_size(), delaysched_max_databases),
+									 &found);
+	if (!found)
+	{
+		for (int d = 0; d < delaysched_max_databases; d++)
+			delaysched_init_database_area(d);
+	}
+
+	delaysched_cluster = ShmemInitStruct("delaysched cluster", cluster_size(), &found);
+	if (found)
+		return;
+	memset(delaysched_cluster, 0, cluster_size());
+	delaysched_cluster->lock = delaysched_lwlock(DELAYSCHED_LWLOCK_CLUSTER);
+	pg_atomic_init_u32(&delaysched_cluster->rescan, 0);
+	delaysched_cluster->max_databases = delaysched_max_databases;
+	for (int d = 0; d < delaysched_max_databases; d++)
+	{
+		pg_atomic_init_u32(&delaysched_cluster->databases[d].dboid, InvalidOid);
+		delaysched_cluster->databases[d].want = DATABASE_STOP;
+	}
 }
 
 /*
@@ -75,7 +118,7 @@ request_shmem(void)
 LWLock *
 delaysched_lwlock(int index)
 {
-	Assert(index >= 0 && index < num_lwlocks());
+	Assert(index >= 0 && index < delaysched_lwlocks_needed());
 	return &(GetNamedLWLockTranche("delaysched"))[index].lock;
 }
 
@@ -105,6 +148,52 @@ delaysched_database_http_slots(int database)
 }
 
 /*
+ * The entry of database dboid, or -1 (InvalidOid: a free entry).  No lock
+ * needed: dboid is atomic, and
+ * a caller that must be sure the entry stays its database's holds the
+ * cluster's lock.
+ */
+int
+delaysched_find_database(Oid dboid)
+{
+	if (delaysched_cluster == NULL)
+		return -1;
+	for (int d = 0; d < delaysched_cluster->max_databases; d++)
+		if (pg_atomic_read_u32(&delaysched_cluster->databases[d].dboid) == dboid)
+			return d;
+	return -1;
+}
+
+/* Work for database entry "index" (-1: none) from now on. */
+void
+delaysched_use_database(int index)
+{
+	delaysched_database_index = index;
+	delaysched_shared = index >= 0 ? delaysched_database_area(index) : NULL;
+	delaysched_http_slots = index >= 0 ? delaysched_database_http_slots(index) : NULL;
+}
+
+/*
+ * Make delaysched_shared and delaysched_http_slots those of the current
+ * database, if it is served; false if it is not.  For ordinary backends,
+ * which only lower wake-up times and set latches there (see the top of
+ * shmem.h); a worker's database never changes.
+ */
+bool
+delaysched_current_database(void)
+{
+	int			index = delaysched_database_index;
+
+	if (delaysched_cluster == NULL || !OidIsValid(MyDatabaseId))
+		return false;
+	if (index >= 0 &&
+		pg_atomic_read_u32(&delaysched_cluster->databases[index].dboid) == MyDatabaseId)
+		return true;
+	delaysched_use_database(delaysched_find_database(MyDatabaseId));
+	return delaysched_database_index >= 0;
+}
+
+/*
  * Make database entry "database"'s area as new: no worker, no range known.
  * At start-up, and by whoever takes the entry for a database, with the
  * cluster's lock held exclusive and no worker of the entry running.
@@ -116,7 +205,7 @@ delaysched_init_database_area(int database)
 
 	/*
 	 * The lock pointers are never zeroed, not even for a moment: a backend
-	 * may still be using the entry it knew (see cluster.h).
+	 * may still be using the entry it knew (see the top of shmem.h).
 	 */
 	shared->ranges_lock = delaysched_database_lwlock(database, DELAYSCHED_LWLOCK_RANGES);
 	shared->workers_lock = delaysched_database_lwlock(database, DELAYSCHED_LWLOCK_WORKERS);
@@ -146,45 +235,32 @@ delaysched_init_database_area(int database)
 		pg_atomic_init_u64(&range->far_added, (uint64) DT_NOEND);
 		delaysched_reset_range(range);
 	}
-	delaysched_http_init_slots(delaysched_database_http_slots(database), database);
+	init_http_slots(delaysched_database_http_slots(database), database);
 }
-
-#ifdef DELAYSCHED_HAS_SHMEM_REQUEST_HOOK
-static shmem_request_hook_type prev_shmem_request_hook = NULL;
-
-static void
-delaysched_shmem_request(void)
-{
-	if (prev_shmem_request_hook)
-		prev_shmem_request_hook();
-	request_shmem();
-}
-#endif
 
 /*
- * Create or attach to the shared structs.
+ * Make one database's HTTP slots as new (see delaysched_init_database_area);
+ * their LWLocks are that database entry's.
  */
 static void
-delaysched_shmem_startup(void)
+init_http_slots(HttpWorkerSlot *slots, int database)
 {
-	bool		found;
-
-	if (prev_shmem_startup_hook)
-		prev_shmem_startup_hook();
-
-	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-	database_areas = ShmemInitStruct("delaysched databases",
-									 mul_size(database_area_size(), delaysched_max_databases),
-									 &found);
-	if (!found)
+	for (int i = 0; i < delaysched_http_workers; i++)
 	{
-		for (int d = 0; d < delaysched_max_databases; d++)
-			delaysched_init_database_area(d);
+		HttpWorkerSlot *slot = &slots[i];
+
+		/* The lock pointer is never zeroed (see delaysched_init_database_area). */
+		slot->lock = delaysched_database_lwlock(database, DELAYSCHED_LWLOCK_HTTP + i);
+		memset((char *) slot + offsetof(HttpWorkerSlot, pid), 0,
+			   offsetof(HttpWorkerSlot, handoff) - offsetof(HttpWorkerSlot, pid));
+		pg_atomic_init_u64(&slot->last_claim, 0);
+		pg_atomic_init_u64(&slot->sent, 0);
+		pg_atomic_init_u64(&slot->succeeded, 0);
+		pg_atomic_init_u64(&slot->handed, 0);
+		pg_atomic_init_u64(&slot->claimed, 0);
+		pg_atomic_init_u64(&slot->ticks, 0);
+		pg_atomic_init_u32(&slot->claim_wanted, 0);
 	}
-	delaysched_cluster_shmem_init();
-	delaysched_limiter_shmem_init();
-	delaysched_stats_shmem_init();
-	LWLockRelease(AddinShmemInitLock);
 }
 
 /*
@@ -214,21 +290,4 @@ delaysched_reset_range(RangeState *range)
 	range->far_due = DT_NOEND;
 	range->far_checked_at = 0;
 	delaysched_write_time(&range->far_added, DT_NOEND);
-}
-
-/*
- * Ask for shared memory and install the hooks; called from _PG_init while
- * shared_preload_libraries is being processed.
- */
-void
-delaysched_shmem_register(void)
-{
-#ifdef DELAYSCHED_HAS_SHMEM_REQUEST_HOOK
-	prev_shmem_request_hook = shmem_request_hook;
-	shmem_request_hook = delaysched_shmem_request;
-#else
-	request_shmem();
-#endif
-	prev_shmem_startup_hook = shmem_startup_hook;
-	shmem_startup_hook = delaysched_shmem_startup;
 }

@@ -30,9 +30,8 @@
 #include "utils/snapmgr.h"
 #include "utils/timeout.h"
 
-#include "cluster/cluster.h"
-#include "compat.h"
 #include "base/shmem.h"
+#include "compat.h"
 #include "base/worker.h"
 
 /* How long a worker waits for a lock at most (see delaysched_setup_worker_session). */

@@ -1,11 +1,14 @@
 /*-------------------------------------------------------------------------
  *
  * cluster.c
- *		The table of databases delaysched serves, in shared memory: taking
- *		an entry for a database, finding a process's own, asking for a
- *		database to be stopped, and waking the launcher.  What the entries
- *		hold and the locking rules are in cluster.h; the launcher, which
- *		acts on them, is launcher.c.
+ *		What the table of databases served is asked to do: take an entry
+ *		for a database, stop serving one, wake the launcher, read or wake a
+ *		database's workers.  What the entries hold, the lookups and the
+ *		locks are in base/shmem.h (see Locks there); the launcher, which
+ *		acts on the entries, is launcher.c.
+ *
+ * IDENTIFICATION
+ *	  src/cluster/cluster.c
  *
  *-------------------------------------------------------------------------
  */
@@ -14,89 +17,10 @@
 #include <signal.h>
 
 #include "miscadmin.h"
-#include "storage/shmem.h"
 
-#include "cluster/cluster.h"
 #include "base/guc.h"
-#include "base/http_shmem.h"
 #include "base/shmem.h"
-
-DelayschedCluster *delaysched_cluster = NULL;
-int			delaysched_database_index = -1;
-
-Size
-delaysched_cluster_shmem_size(void)
-{
-	return add_size(offsetof(DelayschedCluster, databases),
-					mul_size(sizeof(DatabaseEntry), delaysched_max_databases));
-}
-
-/* Create or attach; called with AddinShmemInitLock held. */
-void
-delaysched_cluster_shmem_init(void)
-{
-	bool		found;
-
-	delaysched_cluster = ShmemInitStruct("delaysched cluster",
-										 delaysched_cluster_shmem_size(), &found);
-	if (found)
-		return;
-	memset(delaysched_cluster, 0, delaysched_cluster_shmem_size());
-	delaysched_cluster->lock = delaysched_lwlock(DELAYSCHED_LWLOCK_CLUSTER);
-	pg_atomic_init_u32(&delaysched_cluster->rescan, 0);
-	delaysched_cluster->max_databases = delaysched_max_databases;
-	for (int d = 0; d < delaysched_max_databases; d++)
-	{
-		pg_atomic_init_u32(&delaysched_cluster->databases[d].dboid, InvalidOid);
-		delaysched_cluster->databases[d].want = DATABASE_STOP;
-	}
-}
-
-/* Work for database entry "index" (-1: none) from now on. */
-void
-delaysched_use_database(int index)
-{
-	delaysched_database_index = index;
-	delaysched_shared = index >= 0 ? delaysched_database_area(index) : NULL;
-	delaysched_http_slots = index >= 0 ? delaysched_database_http_slots(index) : NULL;
-}
-
-/*
- * The entry of database dboid, or -1 (InvalidOid: a free entry).  No lock
- * needed: dboid is atomic, and
- * a caller that must be sure the entry stays its database's holds the
- * cluster's lock.
- */
-int
-delaysched_find_database(Oid dboid)
-{
-	if (delaysched_cluster == NULL)
-		return -1;
-	for (int d = 0; d < delaysched_cluster->max_databases; d++)
-		if (pg_atomic_read_u32(&delaysched_cluster->databases[d].dboid) == dboid)
-			return d;
-	return -1;
-}
-
-/*
- * Make delaysched_shared and delaysched_http_slots those of the current
- * database, if it is served; false if it is not.  For ordinary backends,
- * which only lower wake-up times and set latches there (see cluster.h);
- * a worker's database never changes.
- */
-bool
-delaysched_current_database(void)
-{
-	int			index = delaysched_database_index;
-
-	if (delaysched_cluster == NULL || !OidIsValid(MyDatabaseId))
-		return false;
-	if (index >= 0 &&
-		pg_atomic_read_u32(&delaysched_cluster->databases[index].dboid) == MyDatabaseId)
-		return true;
-	delaysched_use_database(delaysched_find_database(MyDatabaseId));
-	return delaysched_database_index >= 0;
-}
+#include "cluster/cluster.h"
 
 /*
  * Is there an entry for dboid, or a free one?  (CREATE EXTENSION asks

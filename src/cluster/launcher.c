@@ -79,8 +79,6 @@
 #include "cluster/cluster.h"
 #include "compat.h"
 #include "base/guc.h"
-#include "base/http_shmem.h"
-#include "cluster/launcher.h"
 #include "base/shmem.h"
 #include "stats/stats.h"
 #include "base/worker.h"

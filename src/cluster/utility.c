@@ -67,7 +67,6 @@
 #include "compat.h"
 #include "base/guc.h"
 #include "base/shmem.h"
-#include "cluster/utility.h"
 
 /* How long a command waits for a database's workers to exit. */
 #define LEAVE_WAIT_MS		5000

@@ -24,7 +24,6 @@
 #include "cluster/cluster.h"
 #include "compat.h"
 #include "base/guc.h"
-#include "base/http_shmem.h"
 #include "base/shmem.h"
 
 PG_FUNCTION_INFO_V1(delaysched_worker_status);

@@ -57,6 +57,7 @@
 #include "base/guc.h"
 #include "core/lease.h"
 #include "core/limiter.h"
+#include "core/wake.h"
 #include "schedule/firing.h"
 #include "base/message.h"
 #include "core/shares.h"

@@ -57,12 +57,10 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
-#include "cluster/cluster.h"
+#include "base/shmem.h"
 #include "compat.h"
 #include "base/guc.h"
 #include "core/limiter.h"
-#include "base/shmem.h"
-#include "core/wake.h"
 
 /* How often the drain probes every type, hinted or not. */
 #define FULL_PROBE_EVERY_MS		5000
@@ -97,11 +95,7 @@ typedef struct LimiterShared
 static LimiterShared *limiter = NULL;
 static HTAB *buckets = NULL;
 
-/* Types this transaction parked tasks of, published at commit. */
-static List *parked_here = NIL;
-
 PG_FUNCTION_INFO_V1(delaysched_tokens_sql);
-PG_FUNCTION_INFO_V1(delaysched_note_parked_sql);
 PG_FUNCTION_INFO_V1(delaysched_take_tokens_sql);
 PG_FUNCTION_INFO_V1(delaysched_return_tokens_sql);
 PG_FUNCTION_INFO_V1(delaysched_forget_bucket_sql);
@@ -419,38 +413,20 @@ delaysched_return_global_tokens(int n)
 }
 
 /*
- * Note that the current transaction parked tasks of biz; the drain hears of
- * it when (and only if) the transaction commits.
- */
-void
-delaysched_note_parked(const char *biz)
-{
-	ListCell   *lc;
-	MemoryContext old;
-
-	foreach(lc, parked_here)
-		if (strcmp((const char *) lfirst(lc), biz) == 0)
-			return;
-	old = MemoryContextSwitchTo(TopMemoryContext);
-	parked_here = lappend(parked_here, pstrdup(biz));
-	MemoryContextSwitchTo(old);
-	delaysched_hints_after_commit();
-}
-
-/*
- * At commit (from wake.c's callback): turn the notes into hints.  True if
- * a type was not hinted before.
+ * At commit (from wake.c's callback): turn the types the transaction
+ * noted as parked (a List of names) into hints.  True if a type was not
+ * hinted before.
  */
 bool
-delaysched_publish_parked(void)
+delaysched_publish_hints(List *types)
 {
 	ListCell   *lc;
 	bool		new_hint = false;
 
-	if (parked_here == NIL)
+	if (types == NIL)
 		return false;
 	LWLockAcquire(limiter->lock, LW_EXCLUSIVE);
-	foreach(lc, parked_here)
+	foreach(lc, types)
 	{
 		TypeBucket *entry = find_or_make((const char *) lfirst(lc));
 
@@ -467,15 +443,7 @@ delaysched_publish_parked(void)
 		}
 	}
 	LWLockRelease(limiter->lock);
-	delaysched_forget_parked();
 	return new_hint;
-}
-
-void
-delaysched_forget_parked(void)
-{
-	list_free_deep(parked_here);
-	parked_here = NIL;
 }
 
 /*
@@ -567,20 +535,6 @@ delaysched_tokens_sql(PG_FUNCTION_ARGS)
 	}
 	LWLockRelease(limiter->lock);
 	PG_RETURN_FLOAT8(tokens);
-}
-
-/*
- * sched._note_parked(biz_type text) RETURNS void
- *
- * For SQL that parks tasks (sched._expire_leases): tell the drain at commit.
- */
-Datum
-delaysched_note_parked_sql(PG_FUNCTION_ARGS)
-{
-	char	   *biz = text_to_cstring(PG_GETARG_TEXT_PP(0));
-
-	delaysched_note_parked(biz);
-	PG_RETURN_VOID();
 }
 
 /*

@@ -14,6 +14,7 @@
 
 #include "datatype/timestamp.h"
 #include "fmgr.h"
+#include "nodes/pg_list.h"
 
 /* A type with parked tasks, as the drain is told of it. */
 typedef struct BacklogHint
@@ -60,15 +61,12 @@ extern TimestampTz delaysched_take_drain_tokens(DrainTokens *types, int ntypes,
 												int *global_taken,
 												TimestampTz *global_next);
 
-/* Hints.  note_parked is published when the calling transaction commits. */
-extern void delaysched_note_parked(const char *biz);
-extern bool delaysched_publish_parked(void);
-extern void delaysched_forget_parked(void);
+/* Hints: the types a transaction noted as parked (wake.c), at its commit. */
+extern bool delaysched_publish_hints(List *types);
 extern BacklogHint *delaysched_backlog_hints(int *count, bool *probe_all, TimestampTz now);
 extern void delaysched_backlog_drained(const char *biz, uint64 marks);
 
 extern Datum delaysched_tokens_sql(PG_FUNCTION_ARGS);
-extern Datum delaysched_note_parked_sql(PG_FUNCTION_ARGS);
 extern Datum delaysched_take_tokens_sql(PG_FUNCTION_ARGS);
 extern Datum delaysched_return_tokens_sql(PG_FUNCTION_ARGS);
 extern Datum delaysched_forget_bucket_sql(PG_FUNCTION_ARGS);

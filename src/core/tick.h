@@ -14,37 +14,7 @@
 #include "executor/spi.h"
 #include "fmgr.h"
 
-/* The types whose own place a range remembers in fair shares (fair_walk.c). */
-#define DELAYSCHED_FAIR_LANES	8
-
-/* Where one type's deliveries of a range stopped (fair_walk.c). */
-typedef struct FairLane
-{
-	char		biz_type[NAMEDATALEN];
-	TimestampTz run_at;
-	int64		id;
-} FairLane;
-
-/*
- * Where a range's previous tick stopped delivering: the walk resumes after
- * it while it is at or after the range's pointer.
- *
- * After a backlog (fair is set: more was due than one statement delivers),
- * run_at and id are the place of the type furthest behind, every type's
- * tasks before it are handled, and the lanes give the places of the types
- * furthest ahead; reach is the furthest of them all.  A task reported at
- * or before reach drops the places (valid = false), not the fair shares.
- */
-typedef struct TickCursor
-{
-	bool		valid;
-	TimestampTz run_at;
-	int64		id;
-	bool		fair;
-	TimestampTz reach;
-	int			nlanes;
-	FairLane	lanes[DELAYSCHED_FAIR_LANES];
-} TickCursor;
+#include "base/shmem.h"
 
 typedef struct TickRequest
 {

@@ -34,19 +34,22 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "nodes/pg_list.h"
+#include "utils/builtins.h"
+#include "utils/memutils.h"
 #include "utils/timestamp.h"
 
-#include "cluster/cluster.h"
+#include "base/shmem.h"
 #include "compat.h"
 #include "base/guc.h"
-#include "base/http_shmem.h"
 #include "core/limiter.h"
-#include "base/shmem.h"
 #include "core/wake.h"
+#include "http/http_handoff.h"
 
 PG_FUNCTION_INFO_V1(delaysched_wake);
 PG_FUNCTION_INFO_V1(delaysched_wake_drain);
 PG_FUNCTION_INFO_V1(delaysched_wake_http);
+PG_FUNCTION_INFO_V1(delaysched_note_parked_sql);
 
 /* Earliest run_at this transaction scheduled per range, DT_NOEND if none. */
 static TimestampTz pending_wake_at[DELAYSCHED_MAX_RANGES];
@@ -61,7 +64,11 @@ static bool pending_hints = false;	/* publish parked types at commit */
 static bool pending_http = false;	/* wake the HTTP workers at commit */
 static bool callback_registered = false;
 
+/* Types this transaction parked tasks of, published at commit. */
+static List *parked_here = NIL;
+
 static void forget_pending(void);
+static void forget_parked(void);
 static void wake_xact_callback(XactEvent event, void *arg);
 
 static void
@@ -86,7 +93,7 @@ forget_pending(void)
 	n_pending_ranges = 0;
 	pending_earliest = DT_NOEND;
 	if (pending_hints)
-		delaysched_forget_parked();
+		forget_parked();
 	pending_drain = false;
 	pending_hints = false;
 	pending_http = false;
@@ -158,8 +165,10 @@ wake_xact_callback(XactEvent event, void *arg)
 	 * needs the drain; so does one it may be clearing right now.  A type
 	 * that was hinted already is in the drain's plans.
 	 */
-	if (pending_hints && delaysched_publish_parked())
+	if (pending_hints && delaysched_publish_hints(parked_here))
 		pending_drain = true;
+	if (pending_hints)
+		forget_parked();
 	if (pending_hints && !pending_drain)
 	{
 		LWLockAcquire(delaysched_shared->workers_lock, LW_SHARED);
@@ -252,12 +261,46 @@ delaysched_drain_after_commit(void)
 	pending_drain = true;
 }
 
-/* Publish the types noted as parked (limiter.c) once the transaction commits. */
+/*
+ * Note that the current transaction parked tasks of biz; the drain hears of
+ * it when (and only if) the transaction commits: the callback above
+ * publishes the types as hints (limiter.c) before it wakes the drain.
+ */
 void
-delaysched_hints_after_commit(void)
+delaysched_note_parked(const char *biz)
 {
+	ListCell   *lc;
+	MemoryContext old;
+
+	foreach(lc, parked_here)
+		if (strcmp((const char *) lfirst(lc), biz) == 0)
+			return;
+	old = MemoryContextSwitchTo(TopMemoryContext);
+	parked_here = lappend(parked_here, pstrdup(biz));
+	MemoryContextSwitchTo(old);
 	register_callback();
 	pending_hints = true;
+}
+
+static void
+forget_parked(void)
+{
+	list_free_deep(parked_here);
+	parked_here = NIL;
+}
+
+/*
+ * sched._note_parked(biz_type text) RETURNS void
+ *
+ * For SQL that parks tasks (sched._expire_leases): tell the drain at commit.
+ */
+Datum
+delaysched_note_parked_sql(PG_FUNCTION_ARGS)
+{
+	char	   *biz = text_to_cstring(PG_GETARG_TEXT_PP(0));
+
+	delaysched_note_parked(biz);
+	PG_RETURN_VOID();
 }
 
 /*

@@ -50,7 +50,7 @@
 
 #include "base/guc.h"
 #include "http/http_handoff.h"
-#include "base/http_shmem.h"
+#include "base/shmem.h"
 
 /* The most tasks one delivery statement hands over. */
 #define HANDOFF_MAX			64
@@ -330,4 +330,34 @@ delaysched_handoff_take(int worker, HttpHandoff *out, int max)
 	slot->handoff_tail = tail + n;
 	LWLockRelease(slot->lock);
 	return n;
+}
+
+/*
+ * Ask every running HTTP worker of the current database to claim, and set
+ * its latch: after a commit that parked http tasks (core/wake.c).  Takes
+ * each slot's lock shared in turn, and sets the latches after releasing it.
+ */
+void
+delaysched_http_wake_all(void)
+{
+	Latch	   *latches[DELAYSCHED_MAX_HTTP_WORKERS];
+	int			n = 0;
+
+	if (delaysched_http_slots == NULL)
+		return;
+	for (int i = 0; i < delaysched_http_workers; i++)
+	{
+		HttpWorkerSlot *slot = &delaysched_http_slots[i];
+
+		LWLockAcquire(slot->lock, LW_SHARED);
+		if (slot->pid != 0 && slot->latch != NULL)
+		{
+			/* Before the latch: the worker clears it after its wait. */
+			pg_atomic_write_u32(&slot->claim_wanted, 1);
+			latches[n++] = slot->latch;
+		}
+		LWLockRelease(slot->lock);
+	}
+	for (int i = 0; i < n; i++)
+		SetLatch(latches[i]);
 }

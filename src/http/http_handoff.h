@@ -11,7 +11,7 @@
 
 #include "fmgr.h"
 
-#include "base/http_shmem.h"
+#include "base/shmem.h"
 
 /* The scanner's side, in a tick's transaction. */
 extern int	delaysched_handoff_reserve(int want);
@@ -23,5 +23,6 @@ extern void delaysched_handoff_settle(void);
 /* The HTTP worker's side. */
 extern void delaysched_handoff_clear(int worker);
 extern int	delaysched_handoff_take(int worker, HttpHandoff *out, int max);
+extern void delaysched_http_wake_all(void);
 
 #endif							/* DELAYSCHED_HTTP_HANDOFF_H */

@@ -361,3 +361,30 @@ delaysched_address_refusal(const struct sockaddr *addr, bool allowed_by_name,
 	}
 	return NULL;
 }
+
+/*
+ * Define delaysched.http_allowed_hosts and delaysched.http_denied_hosts,
+ * whose hooks are above.  Called once from _PG_init, after the other
+ * parameters (base/guc.c).
+ */
+void
+delaysched_define_perimeter_gucs(void)
+{
+	DefineCustomStringVariable("delaysched.http_allowed_hosts",
+							   "Where webhooks may go: \"*\", host names, \"*.domain\", addresses or networks.",
+							   "Checked against the URL's host and, after DNS resolution, the address.",
+							   &delaysched_http_allowed_hosts,
+							   "*",
+							   PGC_SUSET,
+							   0,
+							   delaysched_check_host_list, delaysched_assign_allowed_hosts, NULL);
+
+	DefineCustomStringVariable("delaysched.http_denied_hosts",
+							   "Addresses and networks webhooks never reach, whatever http_allowed_hosts says.",
+							   "Checked after DNS resolution, at every connection and redirect.",
+							   &delaysched_http_denied_hosts,
+							   DELAYSCHED_DEFAULT_DENIED_HOSTS,
+							   PGC_SUSET,
+							   0,
+							   delaysched_check_denied_list, delaysched_assign_denied_hosts, NULL);
+}

@@ -25,6 +25,7 @@ extern bool delaysched_check_host_list(char **newval, void **extra, GucSource so
 extern bool delaysched_check_denied_list(char **newval, void **extra, GucSource source);
 extern void delaysched_assign_allowed_hosts(const char *newval, void *extra);
 extern void delaysched_assign_denied_hosts(const char *newval, void *extra);
+extern void delaysched_define_perimeter_gucs(void);
 
 /*
  * Is a URL's host name allowed by name?  True when the allow list has "*",

@@ -10,7 +10,7 @@
 #define DELAYSCHED_HTTP_STORE_H
 
 #include "http/http.h"
-#include "base/http_shmem.h"
+#include "base/shmem.h"
 
 extern int	delaysched_http_claim(Oid extension, int worker, int room, int max_in_flight,
 								  HttpRequest ***requests, TimestampTz *next_claim, bool *held_back);

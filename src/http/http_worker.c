@@ -75,7 +75,7 @@
 #include "http/http.h"
 #include "http/http_store.h"
 #include "http/http_transfer.h"
-#include "base/http_shmem.h"
+#include "base/shmem.h"
 #include "http/http_worker.h"
 #include "base/worker.h"
 

@@ -31,9 +31,8 @@
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
-#include "cluster/cluster.h"
+#include "base/shmem.h"
 #include "base/guc.h"
-#include "base/http_shmem.h"
 #include "stats/stats.h"
 
 PG_FUNCTION_INFO_V1(delaysched_task_status_sql);
