@@ -20,15 +20,21 @@ OBJS = \
 	src/cluster/launcher.o \
 	src/cluster/utility.o \
 	src/cluster/worker_views.o \
+	src/core/buckets.o \
+	src/core/delivery.o \
 	src/core/drain.o \
 	src/core/fair_walk.o \
 	src/core/horizon.o \
 	src/core/lease.o \
 	src/core/limiter.o \
+	src/core/next_due.o \
 	src/core/scanner.o \
 	src/core/shares.o \
+	src/core/sweep.o \
 	src/core/tick.o \
+	src/core/tick_plans.o \
 	src/core/wake.o \
+	src/core/walk.o \
 	src/http/http_handoff.o \
 	src/http/http_perimeter.o \
 	src/http/http_request.o \

@@ -5,7 +5,7 @@
  *		statement delivers, every business type with due tasks gets its
  *		weight's share of every statement, oldest first within the type.
  *
- * Why.  The walk (tick.c) delivers a range in (run_at, id) order.  When one
+ * Why.  The walk (walk.c) delivers a range in (run_at, id) order.  When one
  * type has 300,000 tasks due at once, a task of another type due a moment
  * later sits behind all of them in that order: it waited for the whole
  * backlog, seconds, whatever its type.  In fair shares it waits for one
@@ -83,32 +83,6 @@
 
 /* The most seconds one round walks (as the walk: WALK_MAX_SECONDS). */
 #define FAIR_MAX_SECONDS	64
-
-/*
- * The statement of a task partition (%s, twice).  "state IN ('p', 'r') AND
- * state <> 'r'" is state = 'p' written so that it cannot use
- * task_pending_idx, which would pass over every other type's entries of the
- * range, whatever a plan made while the partition looked empty thinks.
- * Parameters: $1 door,
- * $2 the types, $3 how many of each, $4/$5 each one's place (run_at, id),
- * $6 before run_at, $7 now, $8 park every notify type's tasks, $9 the HTTP
- * worker (as the walk's, tick.c).
- */
-const char	delaysched_fair_deliver_sql[] =
-"WITH picked AS ("
-"  SELECT p.id"
-"  FROM ROWS FROM (pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::int4[]),"
-"                  pg_catalog.unnest($4::timestamptz[]), pg_catalog.unnest($5::int8[]))"
-"       AS w(biz_type, quota, after_run_at, after_id)"
-"  CROSS JOIN LATERAL ("
-"    SELECT t.id FROM sched.%s t"
-"    WHERE t.biz_type = w.biz_type AND t.biz_type IS NOT NULL"
-"      AND t.state IN ('p', 'r') AND t.state <> 'r' AND t.door = $1"
-"      AND (t.run_at, t.id) > (w.after_run_at, w.after_id)"
-"      AND t.run_at < $6 AND t.run_at <= $7"
-"    ORDER BY t.run_at, t.id LIMIT w.quota"
-"    FOR UPDATE OF t SKIP LOCKED) p"
-DELAYSCHED_DELIVER_PICKED("$8", "$9");
 
 /* One business type in one fair tick. */
 typedef struct FairType
@@ -434,7 +408,7 @@ keep_places(FairTick *tick, TickResult *result)
 
 /*
  * A tick's walk in fair shares (see the file header), taking at most
- * "limit" rows; as walk() in tick.c, adds to delivered and fills
+ * "limit" rows; as delaysched_walk() in walk.c, adds to delivered and fills
  * time_pointer, next_due and cursor of *result, and sets *first_lease to the
  * earliest lease granted.  Returns false, having done nothing, when no other
  * type than one has tasks pending: the walk then serves the backlog alone.

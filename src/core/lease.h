@@ -4,8 +4,8 @@
  *		The lease transition, written once.
  *
  * A task is delivered by leasing it, whichever way it goes out: NOTIFY from
- * the walk (tick.c) or from the drain (drain.c), a pull claim
- * (sched.claim), a hand-off to an HTTP worker (tick.c) or its claim
+ * the walk (walk.c) or from the drain (drain.c), a pull claim
+ * (sched.claim), a hand-off to an HTTP worker (delivery.c) or its claim
  * (sched._http_claim), a redelivery after a lease ran out
  * (sched._expire_leases).  Every one sets the same columns the same way:
  *

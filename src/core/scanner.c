@@ -741,7 +741,7 @@ delaysched_scanner_main(Datum main_arg)
 		 * The sweep starts where the last one left off (late_from,
 		 * lease_from), but every delaysched.full_sweep_interval (a minute
 		 * unless a test shortens it) from the lowest keys (see "A held
-		 * horizon" in tick.c).
+		 * horizon" in sweep.c).
 		 */
 		full = request.sweep &&
 			(now - range.full_sweep_at >=

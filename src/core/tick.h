@@ -84,49 +84,6 @@ typedef struct TickResult
 	TimestampTz purge_dead_from;
 } TickResult;
 
-/*
- * The second half of every statement of the walk (tick.c, fair_walk.c),
- * after a CTE "picked" (ids of one leaf partition, %s, locked) is opened:
- * deliver the picked tasks as their types say.  park_all and worker are
- * the statement's parameters saying whether every notify type's tasks are
- * parked, and which HTTP worker http tasks may be leased to (NULL: park
- * them all; see http_handoff.c).
- *
- * The update goes by primary key: joining it to the chosen rows could plan
- * a hash join over the partition.  Which http tasks are leased to the HTTP
- * worker, sched._handoff_lease says row by row, within the places reserved
- * for the statement, giving the same answer for a row every time it is
- * asked.  The rows it does not deliver it parks, in the same update: the
- * transition is DELAYSCHED_LEASE_OR_PARK (lease.h), written once for every
- * delivery.  (Two updates, one for the leased rows and one for the rest,
- * cost a notify type's tick 40% more CPU, for the second update's start-up
- * and hash joins.)  The rows come back in (run_at, id) order, in the
- * columns DC_* of tick.c.
- */
-#define DELAYSCHED_DELIVER_PICKED(park_all, worker) \
-"), kinds AS (" \
-"  SELECT b.name, b.channel, b.ack_timeout, b.timeout, b.delivery = 'pull' AS pull, b.paused," \
-"         (b.rate_limit IS NOT NULL OR b.max_concurrency IS NOT NULL OR " park_all ") AS limited," \
-"         b.delivery = 'http' AS http," \
-"         (b.delivery <> 'notify' OR b.paused OR b.rate_limit IS NOT NULL" \
-"          OR b.max_concurrency IS NOT NULL OR " park_all ") AS parks," \
-"         (b.delivery = 'http' AND NOT b.paused AND b.rate_limit IS NULL" \
-"          AND b.max_concurrency IS NULL AND " worker " IS NOT NULL) AS handable" \
-"  FROM sched.biz b" \
-"), taken AS (" \
-"  UPDATE sched.%s t SET " \
-DELAYSCHED_LEASE_OR_PARK("(NOT k.parks OR k.handable AND sched._handoff_lease(t.id))", \
-						 "pg_catalog.clock_timestamp()", \
-						 "CASE WHEN k.handable AND sched._handoff_lease(t.id)" \
-						 " THEN sched._http_lease(k.timeout) ELSE k.ack_timeout END", \
-						 "CASE WHEN k.handable AND sched._handoff_lease(t.id) THEN " worker " END") \
-"  FROM kinds k" \
-"  WHERE t.id = ANY (ARRAY(SELECT picked.id FROM picked)) AND k.name = t.biz_type" \
-"  RETURNING t.id, t.biz_type, t.run_at, t.payload, t.attempt, t.lease_until," \
-"            k.channel, k.pull, k.paused, k.limited, k.http, k.http AND t.state = 'd' AS handed," \
-"            t.schedule" \
-") SELECT * FROM taken ORDER BY taken.run_at, taken.id"
-
 /* What one delivery statement of the walk gave. */
 typedef struct Delivered
 {
@@ -140,21 +97,74 @@ typedef struct Delivered
 /* Sees a delivery statement's rows before they are sent (fair_walk.c). */
 typedef void (*DeliveredRowsHook) (SPITupleTable *rows, uint64 nrows, void *arg);
 
+/* The statements of one task partition (bucket). */
+typedef struct BucketPlans
+{
+	SPIPlanPtr	deliver;
+	SPIPlanPtr	first_due;
+	SPIPlanPtr	fair_deliver;	/* fair_walk.c's; made when first used */
+} BucketPlans;
+
+/* The plans this backend keeps, for one extension object (tick_plans.c). */
+typedef struct TickPlans
+{
+	Oid			extension;
+	int			nbuckets;
+	BucketPlans *buckets;
+	SPIPlanPtr	lock_pointer;
+	SPIPlanPtr	move_pointer;
+	SPIPlanPtr	first_pending;
+	SPIPlanPtr	next_lease;
+	SPIPlanPtr	first_lease;
+	SPIPlanPtr	expire_leases;
+	SPIPlanPtr	purge;
+} TickPlans;
+
+/* The most seconds one tick walks before it lets the worker look around. */
+#define WALK_MAX_SECONDS	64
+
+/* The tick (tick.c). */
+extern void delaysched_tick(const TickRequest *request, TickResult *result);
+extern Datum delaysched_tick_sql(PG_FUNCTION_ARGS);
+
+/* Its statements and their plans (tick_plans.c), the buckets (buckets.c). */
+extern TickPlans delaysched_tick_plans;
+extern void delaysched_prepare_tick_plans(void);
+extern BucketPlans *delaysched_bucket_plans(int bucket);
+extern SPIPlanPtr delaysched_fair_plan(int bucket);
+extern int	delaysched_bucket_of(TimestampTz t);
+extern TimestampTz delaysched_second_of(TimestampTz t);
+extern int	delaysched_bucket_among(TimestampTz t, int nbuckets);
+
+/* A delivery statement, and what it sends (delivery.c). */
 extern Delivered delaysched_run_delivery(SPIPlanPtr plan, Datum *values, char *nulls,
 										 int worker_param, int limit, int bucket,
 										 TimestampTz now, DeliveredRowsHook hook, void *arg);
-extern const char delaysched_fair_deliver_sql[];
-extern SPIPlanPtr delaysched_fair_plan(int bucket);
-extern TimestampTz delaysched_second_of(TimestampTz t);
-extern int	delaysched_bucket_of(TimestampTz t);
+extern Delivered delaysched_deliver(int bucket, int range, TimestampTz after, int64 after_id,
+									TimestampTz before, TimestampTz now, int limit,
+									bool park_all);
+
+/* The walk (walk.c) and the walk in fair shares (fair_walk.c). */
+extern TimestampTz delaysched_walk(const TickRequest *request, TimestampTz pointer, int limit,
+								   int per_statement, TickResult *result, int *taken_out);
 extern void delaysched_move_pointer(int range, TimestampTz pointer, TimestampTz new_pointer,
 									TickResult *result);
+extern bool delaysched_fair_walk(const TickRequest *request, TimestampTz pointer,
+								 int limit, TickResult *result, TimestampTz *first_lease);
+
+/* The searches of pending tasks (next_due.c). */
+extern bool delaysched_first_pending(int range, TimestampTz after, int64 after_id,
+									 TimestampTz *run_at);
+extern bool delaysched_first_pending_before(int range, TimestampTz from, TimestampTz before,
+											TimestampTz *run_at);
 extern TimestampTz delaysched_next_due_soon(int range, TimestampTz now);
 extern TimestampTz delaysched_next_due_after(int range, TimestampTz now,
 											 TimestampTz ticked_again_by);
-extern bool delaysched_fair_walk(const TickRequest *request, TimestampTz pointer,
-								 int limit, TickResult *result, TimestampTz *first_lease);
-extern void delaysched_tick(const TickRequest *request, TickResult *result);
-extern Datum delaysched_tick_sql(PG_FUNCTION_ARGS);
+
+/* The sweep (sweep.c). */
+extern int	delaysched_deliver_late(const TickRequest *request, TimestampTz pointer, int limit,
+									int64 *notified, TimestampTz *first_lease,
+									TimestampTz *late_from);
+extern void delaysched_sweep(const TickRequest *request, int late, TickResult *result);
 
 #endif							/* DELAYSCHED_TICK_H */
