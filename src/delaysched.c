@@ -35,8 +35,8 @@
 #include "base/guc.h"
 #include "base/shmem.h"
 #include "cluster/cluster.h"
-#include "core/limiter.h"
-#include "http/http_perimeter.h"
+#include "core/core.h"
+#include "http/http.h"
 #include "stats/stats.h"
 
 PG_MODULE_MAGIC;

@@ -34,8 +34,7 @@
 #include "utils/jsonb.h"
 #include "utils/timestamp.h"
 
-#include "base/message.h"
-#include "base/spi_plans.h"
+#include "base/base.h"
 
 /*
  * NOTIFY refuses a payload of NOTIFY_PAYLOAD_MAX_LENGTH bytes or more.

@@ -11,7 +11,7 @@
 
 #include "utils/timestamp.h"
 
-#include "base/spi_plans.h"
+#include "base/base.h"
 
 SPIPlanPtr
 delaysched_prepare_kept(const char *sql, int nargs, Oid *types)

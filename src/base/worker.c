@@ -32,7 +32,7 @@
 
 #include "base/shmem.h"
 #include "compat.h"
-#include "base/worker.h"
+#include "base/base.h"
 
 /* How long a worker waits for a lock at most (see delaysched_setup_worker_session). */
 #define WORKER_LOCK_TIMEOUT		"500ms"
@@ -40,7 +40,7 @@
 /*
  * Start a worker's life in the database the launcher started it for
  * (bgw_extra): check that the database is still to be served and no
- * command needs it to itself, make its state this process's (cluster.h),
+ * command needs it to itself, make its state this process's (base/shmem.h),
  * take slot "index" with take_slot, and connect.  The cluster's lock is
  * held while the slot is taken, so that the launcher cannot give the entry
  * away meanwhile.  A worker that comes too late -- the database is no

@@ -10,7 +10,7 @@
  * templates and are not half-dropped, that delaysched.databases lists (or
  * "*"), and where the extension is installed.  The last the launcher cannot
  * see from where it stands: it knows it for a database that has an entry in
- * the table of databases served (cluster.h).  An entry is taken by the
+ * the table of databases served (base/shmem.h).  An entry is taken by the
  * commit of CREATE EXTENSION delaysched (utility.c), or by a probe: at its
  * start, and for every database that appears later (a CREATE DATABASE,
  * perhaps from a template that has the extension), the launcher starts a
@@ -81,7 +81,7 @@
 #include "base/guc.h"
 #include "base/shmem.h"
 #include "stats/stats.h"
-#include "base/worker.h"
+#include "base/base.h"
 
 /* How long the launcher sleeps when nothing wakes it. */
 #define LAUNCHER_NAP_MS		1000

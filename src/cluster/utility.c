@@ -6,7 +6,7 @@
  *		workers are connected to.
  *
  * Extensions.  When a CREATE EXTENSION delaysched commits, the database
- * takes an entry in the table of databases served (cluster.h) and the
+ * takes an entry in the table of databases served (base/shmem.h) and the
  * launcher is woken, so its workers start within a moment; CREATE
  * EXTENSION refuses to run, before it does anything, if the table is full.
  * ALTER EXTENSION delaysched (an UPDATE the workers were waiting for) wakes

@@ -82,7 +82,7 @@ put_stopped(ReturnSetInfo *rsinfo, int worker, const char *role)
  * sched._workers() RETURNS TABLE(worker int, pid int, role text, holds text,
  *		state text, last_tick timestamptz, delivered bigint, ticks bigint)
  *
- * The current database's workers (cluster.h): one row per scanner worker
+ * The current database's workers (base/shmem.h): one row per scanner worker
  * (delaysched.workers of them), then one per HTTP worker
  * (delaysched.http_workers), numbered after the scanners; in a database
  * not served, every one stopped.  The
@@ -96,7 +96,7 @@ put_stopped(ReturnSetInfo *rsinfo, int worker, const char *role)
  * handed over, C claimed" (requests started from scanners' hand-offs and
  * from its own claims).
  *
- * Takes workers_lock (shmem.h) and each HTTP worker's lock (http_shmem.h)
+ * Takes workers_lock and each HTTP worker's lock (see Locks in base/shmem.h)
  * shared, one slot at a time; the counters are atomics, read without them.
  */
 Datum
@@ -221,7 +221,7 @@ oldest_pointer(int d)
  *		pointer_lag interval, served_since timestamptz)
  *
  * The launcher, then every database in the table of databases served
- * (cluster.h), for the sched.cluster view; superusers and members of
+ * (base/shmem.h), for the sched.cluster view; superusers and members of
  * pg_monitor only, as the session's role (see caller.c).  Takes the
  * cluster's lock shared to copy each entry, then the entry's own locks
  * shared, one at a time.

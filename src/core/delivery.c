@@ -33,11 +33,11 @@
 #include "utils/jsonb.h"
 #include "utils/timestamp.h"
 
-#include "base/message.h"
+#include "base/base.h"
 #include "core/tick.h"
-#include "core/wake.h"
-#include "http/http_handoff.h"
-#include "schedule/firing.h"
+#include "core/core.h"
+#include "http/http.h"
+#include "schedule/schedule.h"
 
 /* Column numbers of the delivery statement's rows. */
 #define DC_ID		1

@@ -53,16 +53,11 @@
 #include "utils/jsonb.h"
 #include "utils/timestamp.h"
 
-#include "core/drain.h"
+#include "core/core.h"
 #include "base/guc.h"
-#include "core/lease.h"
-#include "core/limiter.h"
-#include "core/wake.h"
-#include "schedule/firing.h"
-#include "base/message.h"
-#include "core/shares.h"
+#include "schedule/schedule.h"
+#include "base/base.h"
 #include "base/shmem.h"
-#include "base/spi_plans.h"
 
 /* The least time between two drains that are not cut short by the batch. */
 #define DRAIN_MIN_INTERVAL_MS	10

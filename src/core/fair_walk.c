@@ -71,11 +71,10 @@
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
-#include "core/lease.h"
+#include "core/core.h"
 #include "miscadmin.h"
-#include "core/shares.h"
 #include "stats/stats.h"
-#include "base/spi_plans.h"
+#include "base/base.h"
 #include "core/tick.h"
 
 /* The most times a tick shares out what is left of its batch. */

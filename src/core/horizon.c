@@ -35,7 +35,7 @@
 #include "utils/timestamp.h"
 
 #include "base/guc.h"
-#include "core/horizon.h"
+#include "core/core.h"
 
 /* At most this long between two looks (µs). */
 #define HORIZON_CHECK_MAX	(10 * USECS_PER_SEC)

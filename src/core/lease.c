@@ -4,7 +4,7 @@
  *		sched._lease(): lease the given tasks, for the functions written in
  *		SQL that deliver (sched.claim, sched._http_claim,
  *		sched._expire_leases).  The transition itself is DELAYSCHED_LEASE
- *		(lease.h), which the walk and the drain use in their own statements.
+ *		(core.h), which the walk and the drain use in their own statements.
  *
  * The caller has locked the rows (FOR UPDATE, in its transaction) and says
  * which states it leases from, so that a row changed meanwhile by the same
@@ -23,8 +23,8 @@
 #include "funcapi.h"
 
 #include "compat.h"
-#include "core/lease.h"
-#include "base/spi_plans.h"
+#include "core/core.h"
+#include "base/base.h"
 
 PG_FUNCTION_INFO_V1(delaysched_lease_sql);
 

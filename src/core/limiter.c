@@ -34,13 +34,7 @@
  * the cap protects the one server.  Drains of several databases share it
  * (see take_global_tokens_locked).
  *
- * Locking: one LWLock (DELAYSCHED_LWLOCK_LIMITER of the "delaysched"
- * tranche, see shmem.h) guards the hash table, the global bucket, and the
- * limiter's fields of each database's DelayschedShared.  It is held for a
- * lookup and a few arithmetic operations (or a walk of the databases; for
- * the drain's takes, delaysched_take_drain_tokens, a lookup per type with a
- * backlog, and a walk of the table per type when it is full and the type
- * has no bucket yet), never across anything that can fail.
+ * Locking: one LWLock, the limiter lock; see Locks in base/shmem.h.
  *
  *-------------------------------------------------------------------------
  */
@@ -60,7 +54,7 @@
 #include "base/shmem.h"
 #include "compat.h"
 #include "base/guc.h"
-#include "core/limiter.h"
+#include "core/core.h"
 
 /* How often the drain probes every type, hinted or not. */
 #define FULL_PROBE_EVERY_MS		5000

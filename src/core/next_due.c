@@ -24,7 +24,7 @@
 #include "utils/timestamp.h"
 
 #include "base/shmem.h"
-#include "base/spi_plans.h"
+#include "base/base.h"
 #include "core/tick.h"
 
 /*

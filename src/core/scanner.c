@@ -74,13 +74,11 @@
 #include "base/shmem.h"
 #include "cluster/cluster.h"
 #include "compat.h"
-#include "core/drain.h"
+#include "core/core.h"
 #include "base/guc.h"
-#include "core/horizon.h"
 #include "stats/stats.h"
 #include "core/tick.h"
-#include "core/scanner.h"
-#include "base/worker.h"
+#include "base/base.h"
 
 /* How long to wait before trying again a range another transaction holds. */
 #define HELD_RANGE_RETRY_MS		100
@@ -93,7 +91,7 @@ static bool drained_last = false;
 /*
  * Shorthand: this worker's slot.  Its fields under workers_lock are changed
  * with that lock held exclusive; this worker, their only writer, may read
- * them without it.  See shmem.h.
+ * them without it.  See Locks in base/shmem.h.
  */
 #define MY_SLOT (&delaysched_shared->workers[my_index])
 
@@ -181,7 +179,7 @@ worker_attach(int index)
 			delaysched_shared->ranges[r].holder = -1;
 	LWLockRelease(delaysched_shared->ranges_lock);
 
-	/* The latch is visible before sleep_until can be non-zero (shmem.h). */
+	/* The latch is visible before sleep_until can be non-zero (base/shmem.h). */
 	pg_write_barrier();
 	pg_atomic_write_u64(&MY_SLOT->sleep_until, 0);
 	pg_atomic_write_u64(&MY_SLOT->delivered, 0);
@@ -358,7 +356,7 @@ range_due_at(RangeState *range, TimestampTz sweep_every)
  * this worker marked sleeping until then.
  *
  * Takes ranges_lock for the walk, then workers_lock for this worker's slot.
- * Before it sleeps, the worker's side of the wake-up protocol (shmem.h):
+ * Before it sleeps, the worker's side of the wake-up protocol (base/shmem.h):
  * publish sleep_until, then look again, without a lock, at the wake times
  * that backends lower.
  */

@@ -23,7 +23,7 @@
  */
 #include "postgres.h"
 
-#include "core/shares.h"
+#include "core/core.h"
 
 static int
 compare_cap_per_weight(const void *a, const void *b)

@@ -48,7 +48,7 @@
 #include "utils/timestamp.h"
 
 #include "base/guc.h"
-#include "base/spi_plans.h"
+#include "base/base.h"
 #include "core/tick.h"
 
 /*

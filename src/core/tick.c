@@ -36,7 +36,7 @@
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
-#include "base/spi_plans.h"
+#include "base/base.h"
 #include "core/tick.h"
 
 PG_FUNCTION_INFO_V1(delaysched_tick_sql);

@@ -29,8 +29,8 @@
 #include "executor/spi.h"
 #include "utils/memutils.h"
 
-#include "base/spi_plans.h"
-#include "core/lease.h"
+#include "base/base.h"
+#include "core/core.h"
 #include "core/tick.h"
 
 /*
@@ -53,7 +53,7 @@ TickPlans	delaysched_tick_plans;
  * worker, sched._handoff_lease says row by row, within the places reserved
  * for the statement, giving the same answer for a row every time it is
  * asked.  The rows it does not deliver it parks, in the same update: the
- * transition is DELAYSCHED_LEASE_OR_PARK (lease.h), written once for every
+ * transition is DELAYSCHED_LEASE_OR_PARK (core.h), written once for every
  * delivery.  (Two updates, one for the leased rows and one for the rest,
  * cost a notify type's tick 40% more CPU, for the second update's start-up
  * and hash joins.)  The rows come back in (run_at, id) order, in the

@@ -20,7 +20,7 @@
  * reports an earlier one.  A task scheduled nearer than that falls in the
  * seconds the scanner looks at directly.
  *
- * All of it concerns the current database's workers (cluster.h); a
+ * All of it concerns the current database's workers (base/shmem.h); a
  * database not served (yet) has none to wake.
  *
  * The drain (drain.c) is woken the same way, after a commit that parked
@@ -42,9 +42,8 @@
 #include "base/shmem.h"
 #include "compat.h"
 #include "base/guc.h"
-#include "core/limiter.h"
-#include "core/wake.h"
-#include "http/http_handoff.h"
+#include "core/core.h"
+#include "http/http.h"
 
 PG_FUNCTION_INFO_V1(delaysched_wake);
 PG_FUNCTION_INFO_V1(delaysched_wake_drain);
@@ -101,7 +100,7 @@ forget_pending(void)
 
 /*
  * Wake one sleeping scanner worker that would sleep past "earliest", a time
- * this backend has just published (see the wake-up protocol in shmem.h).
+ * this backend has just published (see the wake-up protocol in base/shmem.h).
  * No lock: the caller has issued the barrier.
  */
 static void
@@ -195,7 +194,7 @@ wake_xact_callback(XactEvent event, void *arg)
 
 	if (pending_earliest != DT_NOEND)
 	{
-		/* The times above before the workers' sleep_until (see shmem.h). */
+		/* The times above before the workers' sleep_until (see base/shmem.h). */
 		pg_memory_barrier();
 		wake_scanner(pending_earliest);
 	}

@@ -33,7 +33,7 @@
 #include "executor/spi.h"
 #include "utils/timestamp.h"
 
-#include "base/spi_plans.h"
+#include "base/base.h"
 #include "core/tick.h"
 
 /*

@@ -16,6 +16,11 @@
 #ifndef DELAYSCHED_HTTP_H
 #define DELAYSCHED_HTTP_H
 
+#include "fmgr.h"
+#include "base/shmem.h"
+#include <sys/socket.h>
+#include "utils/guc.h"
+#include "postgres.h"
 #include <curl/curl.h>
 
 #include "lib/ilist.h"
@@ -122,5 +127,89 @@ extern bool delaysched_http_request_outcome(HttpRequest *request, CURLcode code,
 extern void delaysched_http_request_fail(HttpRequest *request, HttpOutcome outcome,
 										 const char *error, HttpResult *result);
 extern void delaysched_http_typedef_release(HttpTypeDef *def);
+
+/*
+ * A scanner's commit handing leased http tasks straight to an HTTP
+ * worker (see http_handoff.c).
+ */
+
+/* The scanner's side, in a tick's transaction. */
+extern int	delaysched_handoff_reserve(int want);
+extern Datum delaysched_handoff_lease(PG_FUNCTION_ARGS);
+extern void delaysched_handoff_add(int64 id, int16 bucket, int32 attempt,
+								   TimestampTz lease_until);
+extern void delaysched_handoff_settle(void);
+
+/* The HTTP worker's side. */
+extern void delaysched_handoff_clear(int worker);
+extern int	delaysched_handoff_take(int worker, HttpHandoff *out, int max);
+extern void delaysched_http_wake_all(void);
+
+/*
+ * Where the HTTP workers may send requests: delaysched.http_allowed_hosts
+ * and delaysched.http_denied_hosts, checked against a URL's host before
+ * a request and against every address after DNS resolution.
+ */
+
+extern char *delaysched_http_allowed_hosts;
+extern char *delaysched_http_denied_hosts;
+
+/* The default deny list: link-local and cloud metadata addresses. */
+#define DELAYSCHED_DEFAULT_DENIED_HOSTS \
+	"169.254.0.0/16, fe80::/10, fd00:ec2::254, 100.100.100.200, 192.0.0.192, 0.0.0.0/8, ::/128"
+
+extern bool delaysched_check_host_list(char **newval, void **extra, GucSource source);
+extern bool delaysched_check_denied_list(char **newval, void **extra, GucSource source);
+extern void delaysched_assign_allowed_hosts(const char *newval, void *extra);
+extern void delaysched_assign_denied_hosts(const char *newval, void *extra);
+extern void delaysched_define_perimeter_gucs(void);
+
+/*
+ * Is a URL's host name allowed by name?  True when the allow list has "*",
+ * or names this host (or a "*.suffix" of it).  When false, the host may
+ * still be allowed by address (delaysched_address_refusal).
+ */
+extern bool delaysched_host_allowed_by_name(const char *host);
+
+/*
+ * Why a connection to addr must not be made, or NULL if it may: addr is in
+ * the deny list, or neither the host (allowed_by_name) nor the address is
+ * allowed.  Writes the reason into buf (of size buflen) and returns buf.
+ * Safe to call from a libcurl callback: it neither allocates nor raises.
+ */
+extern const char *delaysched_address_refusal(const struct sockaddr *addr, bool allowed_by_name,
+											  char *buf, size_t buflen);
+
+/*
+ * The statements of the HTTP workers: claim, fetch what was handed
+ * over, record, release.
+ */
+
+extern int	delaysched_http_claim(Oid extension, int worker, int room, int max_in_flight,
+								  HttpRequest ***requests, TimestampTz *next_claim, bool *held_back);
+extern int	delaysched_http_fetch(Oid extension, int worker, HttpHandoff *handed, int n,
+								  HttpRequest ***requests);
+extern int	delaysched_http_record(Oid extension, int worker, HttpResult *results, int n);
+extern int	delaysched_http_release(Oid extension, int worker);
+extern void delaysched_http_count_in_flight(const char *biz_type, int delta);
+
+/*
+ * An HTTP worker's transfer driver: libcurl's multi interface behind
+ * one epoll descriptor.
+ */
+
+extern int	delaysched_http_driver_start(int max_connections);
+extern void delaysched_http_driver_set_cap(int max_connections);
+extern bool delaysched_http_driver_add(HttpRequest *request, char *error, size_t errlen);
+extern int	delaysched_http_driver_in_flight(void);
+extern TimestampTz delaysched_http_driver_timer(void);
+extern void delaysched_http_driver_run(void (*on_done) (HttpRequest *request, CURLcode code, void *arg),
+									   void *arg);
+
+/*
+ * The HTTP workers (delaysched.http_workers of them).
+ */
+
+extern PGDLLEXPORT void delaysched_http_main(Datum main_arg);
 
 #endif							/* DELAYSCHED_HTTP_H */

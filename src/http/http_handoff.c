@@ -35,10 +35,8 @@
  * commit and the ring leaves a lease that runs out (timeout + 30 s) and is
  * parked by the sweep: late, never lost.
  *
- * Locking: each worker's slot and ring has an LWLock of its own; the rules
- * are in http_shmem.h.  A commit copies at most its transaction's
- * reservation into the ring with the lock held; the worker copies what it
- * takes without it.
+ * Locking: each worker's slot and ring has an LWLock of its own; see Locks
+ * in base/shmem.h.
  *
  *-------------------------------------------------------------------------
  */
@@ -49,7 +47,7 @@
 #include "utils/memutils.h"
 
 #include "base/guc.h"
-#include "http/http_handoff.h"
+#include "http/http.h"
 #include "base/shmem.h"
 
 /* The most tasks one delivery statement hands over. */
@@ -307,7 +305,8 @@ delaysched_handoff_clear(int worker)
  * Take up to max tasks from a worker's ring into out; returns how many.
  * Only the worker itself calls it: it reads the ends of the ring under its
  * lock, copies the entries between them without it (no one writes there
- * until handoff_tail moves, see http_shmem.h), then moves handoff_tail.
+ * until handoff_tail moves, see Locks in base/shmem.h), then moves
+ * handoff_tail.
  */
 int
 delaysched_handoff_take(int worker, HttpHandoff *out, int max)

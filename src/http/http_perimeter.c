@@ -38,7 +38,7 @@
 #include <netinet/in.h>
 
 #include "compat.h"
-#include "http/http_perimeter.h"
+#include "http/http.h"
 
 char	   *delaysched_http_allowed_hosts = NULL;
 char	   *delaysched_http_denied_hosts = NULL;

@@ -61,8 +61,7 @@
 
 #include "compat.h"
 #include "http/http.h"
-#include "base/message.h"
-#include "http/http_perimeter.h"
+#include "base/base.h"
 
 /*
  * libcurl 7.68 on.  It takes the protocols a request may use as strings

@@ -31,8 +31,7 @@
 
 #include "compat.h"
 #include "http/http.h"
-#include "http/http_store.h"
-#include "base/spi_plans.h"
+#include "base/base.h"
 
 /* One http type in the worker's table. */
 typedef struct HttpTypeEntry

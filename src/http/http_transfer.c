@@ -34,7 +34,6 @@
 #include "utils/timestamp.h"
 
 #include "http/http.h"
-#include "http/http_transfer.h"
 
 /* The most socket events handled per pass. */
 #define EVENTS_PER_PASS 256

@@ -71,13 +71,9 @@
 
 #include "compat.h"
 #include "base/guc.h"
-#include "http/http_handoff.h"
 #include "http/http.h"
-#include "http/http_store.h"
-#include "http/http_transfer.h"
 #include "base/shmem.h"
-#include "http/http_worker.h"
-#include "base/worker.h"
+#include "base/base.h"
 
 /* Look for parked tasks this often even if no commit said so. */
 #define POLL_MS				1000
@@ -107,7 +103,7 @@ static bool local_failure = false;
 /* Requests that ended since the last claim (their slots are free). */
 static int	ended_since_claim = 0;
 
-/* Shorthand: this worker's slot (see http_shmem.h for its locking). */
+/* Shorthand: this worker's slot (see Locks in base/shmem.h). */
 #define MY_SLOT (&delaysched_http_slots[my_index])
 
 /* before_shmem_exit callback: this worker is gone.  Takes its slot's lock. */

@@ -26,8 +26,8 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
-#include "schedule/firing.h"
-#include "base/spi_plans.h"
+#include "schedule/schedule.h"
+#include "base/base.h"
 
 /* The statement, prepared once per backend and extension object. */
 static struct

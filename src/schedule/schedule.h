@@ -16,6 +16,8 @@
 #ifndef DELAYSCHED_SCHEDULE_H
 #define DELAYSCHED_SCHEDULE_H
 
+#include "postgres.h"
+#include "datatype/timestamp.h"
 #include "pgtime.h"
 #include "utils/timestamp.h"
 
@@ -120,5 +122,29 @@ extern int64 delaysched_schedule_span_firings(const ScheduleRule *rule, pg_tz *t
 											  TimestampTz anchor, TimestampTz from,
 											  TimestampTz to, TimestampTz *first,
 											  TimestampTz *last);
+
+/*
+ * Telling the schedules that their firings are being delivered, from
+ * the C paths that deliver (see firing.c).
+ */
+
+/* The first deliveries of schedule firings among one statement's rows. */
+typedef struct FiringBatch
+{
+	int			n;
+	int			capacity;
+	Datum	   *ids;
+	Datum	   *buckets;
+	Datum	   *run_ats;
+	Datum	   *schedules;
+	int			nsuppressed;
+	int64	   *suppressed;		/* sorted: the ids not to send */
+} FiringBatch;
+
+extern void delaysched_firings_init(FiringBatch *batch);
+extern void delaysched_firings_add(FiringBatch *batch, int64 id, int16 bucket,
+								   TimestampTz run_at, Datum schedule);
+extern void delaysched_firings_fire(FiringBatch *batch, TimestampTz now);
+extern bool delaysched_firing_suppressed(const FiringBatch *batch, int64 id);
 
 #endif							/* DELAYSCHED_SCHEDULE_H */

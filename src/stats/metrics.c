@@ -40,7 +40,7 @@
 #include "utils/jsonb.h"
 
 #include "compat.h"
-#include "base/spi_plans.h"
+#include "base/base.h"
 #include "stats/stats.h"
 
 PG_FUNCTION_INFO_V1(delaysched_metrics_sql);

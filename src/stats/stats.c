@@ -12,15 +12,7 @@
  * bounds the types of every database together; the databases' own entries
  * come on top (delaysched.max_databases of them).
  *
- * Locking: one LWLock (DELAYSCHED_LWLOCK_STATS of the "delaysched"
- * tranche) guards the table.  Adding to an entry that exists, and reading
- * entries, take it shared: the numbers are atomics, added with
- * pg_atomic_fetch_add and read one by one (a reader may see one
- * transaction's changes half added: Prometheus does not mind, and the next
- * read has them all).  Making and removing entries, and setting a
- * database's gauges after a count, take it exclusive.  It is never held
- * across anything that can fail or wait, and never with another of our
- * locks.
+ * Locking: one LWLock, the stats lock; see Locks in base/shmem.h.
  *
  *-------------------------------------------------------------------------
  */

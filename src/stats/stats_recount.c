@@ -40,7 +40,7 @@
 #include "utils/timestamp.h"
 
 #include "stats/stats.h"
-#include "base/worker.h"
+#include "base/base.h"
 
 /* After a count that could not lock the tables, wait this long (ms). */
 #define RECOUNT_RETRY_MS	1000

@@ -7,7 +7,7 @@
  * state says what the row is (pending, delivered); status says why it is
  * waiting, from the row, its type's definition, and two facts only shared
  * memory has: whether the task sits in an HTTP worker's hand-off ring
- * (http_shmem.h), and how many deliveries of its type await
+ * (base/shmem.h), and how many deliveries of its type await
  * acknowledgement (the gauges of stats.c, against max_concurrency).
  *
  *	 state 'p'	 run_at ahead:  waiting, or retry_wait after a failed attempt
