@@ -444,17 +444,35 @@ delaysched_publish_hints(List *types)
  * The hinted types, palloc'd, and whether the drain should look at every
  * type instead (a hint was lost, or the periodic backstop is due; the
  * flag is cleared as it is handed out).
+ *
+ * The array is allocated before the lock is taken exclusive (nothing is
+ * allocated under it: see Locks in base/shmem.h), as large as the table
+ * was under a shared hold just before; should the table have grown by
+ * the time the exclusive lock is held, the lock is let go and the array
+ * made as large as the table then is.
  */
 BacklogHint *
 delaysched_backlog_hints(int *count, bool *probe_all, TimestampTz now)
 {
-	BacklogHint *hints;
+	BacklogHint *hints = NULL;
+	long		room = 0;
 	HASH_SEQ_STATUS scan;
 	TypeBucket *entry;
 	int			n = 0;
 
-	LWLockAcquire(limiter->lock, LW_EXCLUSIVE);
-	hints = palloc(sizeof(BacklogHint) * Max(1, hash_get_num_entries(buckets)));
+	LWLockAcquire(limiter->lock, LW_SHARED);
+	room = Max(1, hash_get_num_entries(buckets));
+	LWLockRelease(limiter->lock);
+	for (;;)
+	{
+		hints = palloc(sizeof(BacklogHint) * room);
+		LWLockAcquire(limiter->lock, LW_EXCLUSIVE);
+		if (hash_get_num_entries(buckets) <= room)
+			break;
+		room = hash_get_num_entries(buckets);
+		LWLockRelease(limiter->lock);
+		pfree(hints);
+	}
 	hash_seq_init(&scan, buckets);
 	while ((entry = hash_seq_search(&scan)) != NULL)
 		if (entry->backlog && entry->key.database == MyDatabaseId)
