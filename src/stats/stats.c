@@ -345,6 +345,36 @@ delaysched_stats_claim_count(Oid dboid)
 }
 
 /*
+ * The names of a count's types (a List of StatsCopy) in a hash table of
+ * this backend's, keyed by the zero-padded name: made before
+ * delaysched_stats_install takes the lock, so that under it each entry is
+ * looked up once, not compared with every counted name.
+ */
+static HTAB *
+counted_names(List *counts)
+{
+	HASHCTL		info;
+	HTAB	   *names;
+	ListCell   *lc;
+
+	memset(&info, 0, sizeof(info));
+	info.keysize = NAMEDATALEN;
+	info.entrysize = NAMEDATALEN;
+	info.hcxt = CurrentMemoryContext;
+	names = hash_create("delaysched counted types", Max(list_length(counts), 16), &info,
+						HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	foreach(lc, counts)
+	{
+		char		name[NAMEDATALEN];
+
+		memset(name, 0, sizeof(name));
+		strlcpy(name, ((StatsCopy *) lfirst(lc))->biz_type, NAMEDATALEN);
+		(void) hash_search(names, name, HASH_ENTER, NULL);
+	}
+	return names;
+}
+
+/*
  * Set the gauges of database dboid from a count ("counts", a List of
  * StatsCopy whose gauge slots and kind are set), taken while no change
  * could commit.  The types of the database that are not in the count
@@ -359,24 +389,16 @@ delaysched_stats_install(Oid dboid, List *counts)
 	StatsEntry *db;
 	ListCell   *lc;
 	bool		full = false;
+	HTAB	   *counted = counted_names(counts);
 
 	LWLockAcquire(stats->lock, LW_EXCLUSIVE);
 	hash_seq_init(&scan, entries);
 	while ((entry = hash_seq_search(&scan)) != NULL)
 	{
-		bool		counted = false;
-
 		if (entry->key.database != dboid || entry->key.name[0] == '\0')
 			continue;
-		foreach(lc, counts)
-		{
-			if (strcmp(((StatsCopy *) lfirst(lc))->biz_type, entry->key.name) == 0)
-			{
-				counted = true;
-				break;
-			}
-		}
-		if (!counted)
+		/* The key's name is zero-padded, as counted_names' keys are. */
+		if (hash_search(counted, entry->key.name, HASH_FIND, NULL) == NULL)
 		{
 			hash_search(entries, &entry->key, HASH_REMOVE, NULL);
 			stats->ntypes--;
@@ -404,6 +426,7 @@ delaysched_stats_install(Oid dboid, List *counts)
 		pg_atomic_write_u32(&db->ready, full ? 0 : 1);
 	}
 	LWLockRelease(stats->lock);
+	hash_destroy(counted);
 }
 
 /* Database dboid is served no more: its numbers go. */
