@@ -199,7 +199,11 @@ delaysched_worker_status(PG_FUNCTION_ARGS)
 
 #define CLUSTER_COLUMNS 12
 
-/* The earliest time pointer of database entry d's ranges; DT_NOEND if none known. */
+/*
+ * The earliest time pointer of database entry d's ranges; DT_NOEND if none
+ * known.  Takes the entry's ranges_lock shared, the one reader of the
+ * ranges that is not a worker (see Locks in base/shmem.h).
+ */
 static TimestampTz
 oldest_pointer(int d)
 {
@@ -222,9 +226,10 @@ oldest_pointer(int d)
  *
  * The launcher, then every database in the table of databases served
  * (base/shmem.h), for the sched.cluster view; superusers and members of
- * pg_monitor only, as the session's role (see caller.c).  Takes the
- * cluster's lock shared to copy each entry, then the entry's own locks
- * shared, one at a time.
+ * pg_monitor only, as the session's role (see base/caller.c).  Takes the
+ * cluster's lock shared to copy each entry, then, with it released, the
+ * entry's workers_lock, HTTP slot locks and ranges_lock shared, one at a
+ * time.
  */
 Datum
 delaysched_cluster_status(PG_FUNCTION_ARGS)
