@@ -16,6 +16,9 @@
  * the SECURITY DEFINER functions that call it, is the current user.  Both
  * checks use PostgreSQL's caches, so the answer costs no query.
  *
+ * IDENTIFICATION
+ *	  src/base/caller.c
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"

@@ -18,6 +18,9 @@
  * missing extension noticed shortens the period instead of sleeping
  * through a minute.
  *
+ * IDENTIFICATION
+ *	  src/base/guc.c
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"

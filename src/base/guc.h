@@ -3,6 +3,9 @@
  * guc.h
  *		The delaysched.* configuration parameters.
  *
+ * IDENTIFICATION
+ *	  src/base/guc.h
+ *
  *-------------------------------------------------------------------------
  */
 #ifndef DELAYSCHED_GUC_H

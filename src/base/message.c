@@ -21,6 +21,9 @@
  * not fit goes with "payload_omitted" : true instead of its payload, and the
  * walk and the drain record it in the task's last_error.
  *
+ * IDENTIFICATION
+ *	  src/base/message.c
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"

@@ -5,6 +5,9 @@
  *		(tick.c, drain.c): prepare and keep, free, and run a statement that
  *		returns one value.  SPI connected.
  *
+ * IDENTIFICATION
+ *	  src/base/spi_plans.c
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"

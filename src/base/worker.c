@@ -7,6 +7,9 @@
  *		installed extension is the version this library needs, and the
  *		transaction a unit of work runs in, which survives an error.
  *
+ * IDENTIFICATION
+ *	  src/base/worker.c
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"

@@ -48,6 +48,9 @@
  * launcher that has not attached yet finds its slot taken if the new one
  * started another meanwhile, and exits.
  *
+ * IDENTIFICATION
+ *	  src/cluster/launcher.c
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"

@@ -44,6 +44,9 @@
  * template), and one that became a template, or refuses connections, is
  * served no more.
  *
+ * IDENTIFICATION
+ *	  src/cluster/utility.c
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"

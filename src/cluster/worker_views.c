@@ -7,6 +7,9 @@
  *		sched._cluster(): the launcher and every database served, for the
  *		sched.cluster view.
  *
+ * IDENTIFICATION
+ *	  src/cluster/worker_views.c
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"

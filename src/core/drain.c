@@ -39,6 +39,9 @@
  * Only one worker drains at a time (see scanner.c), so a type's tasks go out
  * in run-at order across its whole backlog, whichever range they are in.
  *
+ * IDENTIFICATION
+ *	  src/core/drain.c
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"

@@ -60,6 +60,9 @@
  * that reports a task at or before the furthest place (TickCursor.reach)
  * makes the worker drop the places: the types start again at the pointer.
  *
+ * IDENTIFICATION
+ *	  src/core/fair_walk.c
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"

@@ -26,6 +26,9 @@
  *
  * State is the worker's own (static): nothing here is shared.
  *
+ * IDENTIFICATION
+ *	  src/core/horizon.c
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"

@@ -12,6 +12,9 @@
  * are the ids in p_skip.  Returns the rows leased, in no order.  NULLs
  * mean what they mean in the statement: no tasks given, none leased.
  *
+ * IDENTIFICATION
+ *	  src/core/lease.c
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"

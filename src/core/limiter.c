@@ -36,6 +36,9 @@
  *
  * Locking: one LWLock, the limiter lock; see Locks in base/shmem.h.
  *
+ * IDENTIFICATION
+ *	  src/core/limiter.c
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"

@@ -42,6 +42,9 @@
  * range is free at once (the row lock went with the transaction, the holder
  * mark with the process; see worker_detach).
  *
+ * IDENTIFICATION
+ *	  src/core/scanner.c
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"

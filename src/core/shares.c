@@ -19,6 +19,9 @@
  * all, the shares are 750 and 250; if the first can use only 100, the
  * second gets 900.
  *
+ * IDENTIFICATION
+ *	  src/core/shares.c
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"

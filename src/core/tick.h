@@ -3,6 +3,9 @@
  * tick.h
  *		One tick of the scan on one range (see tick.c).
  *
+ * IDENTIFICATION
+ *	  src/core/tick.h
+ *
  *-------------------------------------------------------------------------
  */
 #ifndef DELAYSCHED_TICK_H

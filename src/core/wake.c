@@ -29,6 +29,9 @@
  * concurrency cap.  And so are the HTTP workers (http_worker.c), after a
  * commit that parked tasks of an http type or changed an http type.
  *
+ * IDENTIFICATION
+ *	  src/core/wake.c
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"

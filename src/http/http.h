@@ -11,6 +11,9 @@
  *	 http_store.c		the SQL the workers run (claim, record, release)
  *	 http_perimeter.c		where requests may go
  *
+ * IDENTIFICATION
+ *	  src/http/http.h
+ *
  *-------------------------------------------------------------------------
  */
 #ifndef DELAYSCHED_HTTP_H

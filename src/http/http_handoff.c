@@ -38,6 +38,9 @@
  * Locking: each worker's slot and ring has an LWLock of its own; see Locks
  * in base/shmem.h.
  *
+ * IDENTIFICATION
+ *	  src/http/http_handoff.c
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"

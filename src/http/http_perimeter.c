@@ -29,6 +29,9 @@
  * compares bytes: it runs inside a libcurl callback, where nothing may
  * allocate memory or raise an error.
  *
+ * IDENTIFICATION
+ *	  src/http/http_perimeter.c
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"

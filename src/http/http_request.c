@@ -46,6 +46,9 @@
  * allocate memory from PostgreSQL or raise an error (a longjmp through
  * libcurl would leave it broken); they fill fixed buffers in the request.
  *
+ * IDENTIFICATION
+ *	  src/http/http_request.c
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"

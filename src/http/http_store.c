@@ -17,6 +17,9 @@
  * its sched.biz.updated_at moved; a type whose updated_at moved gets a new
  * definition, and requests under way keep the one they started with.
  *
+ * IDENTIFICATION
+ *	  src/http/http_store.c
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"

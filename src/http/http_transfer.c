@@ -24,6 +24,9 @@
  * The callbacks run inside libcurl; like those of http_request.c they
  * neither allocate PostgreSQL memory nor raise errors.
  *
+ * IDENTIFICATION
+ *	  src/http/http_transfer.c
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"

@@ -50,6 +50,9 @@
  * the next run (a duplicate after a stop, which the at-least-once promise
  * allows).
  *
+ * IDENTIFICATION
+ *	  src/http/http_worker.c
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"

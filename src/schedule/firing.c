@@ -14,6 +14,9 @@
  * sched._fired themselves.  See "Schedules" in delaysched--0.2.sql for the
  * locking rules.
  *
+ * IDENTIFICATION
+ *	  src/schedule/firing.c
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"

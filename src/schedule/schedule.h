@@ -11,6 +11,9 @@
  * exposes both to SQL.  doc/schedule_rules.md describes the syntax and the
  * behaviour on daylight saving time transitions.
  *
+ * IDENTIFICATION
+ *	  src/schedule/schedule.h
+ *
  *-------------------------------------------------------------------------
  */
 #ifndef DELAYSCHED_SCHEDULE_H

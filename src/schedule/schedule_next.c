@@ -36,6 +36,9 @@
  * Both ways, a firing computed one step at a time and a firing counted in a
  * span are the same instants.  Searches stop at a horizon of 100 years.
  *
+ * IDENTIFICATION
+ *	  src/schedule/schedule_next.c
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"

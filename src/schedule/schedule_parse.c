@@ -15,6 +15,9 @@
  * quotes the schedule and names the bad part, with a hint showing a valid
  * rule of the same kind.  doc/schedule_rules.md is the reference.
  *
+ * IDENTIFICATION
+ *	  src/schedule/schedule_parse.c
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"

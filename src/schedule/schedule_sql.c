@@ -15,6 +15,9 @@
  * (except starts_at, whose NULL means "at after").  Infinite timestamps are
  * refused too.  The rule and zone are parsed on every call.
  *
+ * IDENTIFICATION
+ *	  src/schedule/schedule_sql.c
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"

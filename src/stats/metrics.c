@@ -20,6 +20,9 @@
  * and from shared memory.  sched.metrics() runs as the extension's owner
  * (SECURITY DEFINER) and is granted to pg_monitor.
  *
+ * IDENTIFICATION
+ *	  src/stats/metrics.c
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"

@@ -14,6 +14,9 @@
  *
  * Locking: one LWLock, the stats lock; see Locks in base/shmem.h.
  *
+ * IDENTIFICATION
+ *	  src/stats/stats.c
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"

@@ -28,6 +28,9 @@
  * Counters survive a worker's restart (they are in shared memory) and
  * start from zero at a server start, as Prometheus expects of a counter.
  *
+ * IDENTIFICATION
+ *	  src/stats/stats.h
+ *
  *-------------------------------------------------------------------------
  */
 #ifndef DELAYSCHED_STATS_H

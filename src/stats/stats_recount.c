@@ -26,6 +26,9 @@
  * Until the count is in, the database's gauges are not ready, and
  * sched.biz_stats and sched.metrics() count the tables instead.
  *
+ * IDENTIFICATION
+ *	  src/stats/stats_recount.c
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"

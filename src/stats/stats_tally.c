@@ -38,6 +38,9 @@
  * written (read again by their TIDs).  If the (sub)transaction then
  * aborts, its tally goes with it.
  *
+ * IDENTIFICATION
+ *	  src/stats/stats_tally.c
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"

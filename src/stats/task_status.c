@@ -21,6 +21,9 @@
  *
  * doc/monitoring.md lists them with what an operator can do about each.
  *
+ * IDENTIFICATION
+ *	  src/stats/task_status.c
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
