@@ -71,8 +71,9 @@
  *		is set by the worker that takes it and cleared by it, at its exit or
  *		restart).  Shared: to read slots (sched.workers, sched.cluster, the
  *		launcher and the commands that need a database to themselves, through
- *		delaysched_database_pids), and a committing backend that parked
- *		tasks, to read drainer (core/wake.c).
+ *		delaysched_database_pids; a backend setting the workers' latches after
+ *		ALTER EXTENSION, delaysched_wake_database_workers), and a committing
+ *		backend that parked tasks, to read drainer (core/wake.c).
  *
  *	 HTTP slot lock (HttpWorkerSlot.lock, one per HTTP worker,
  *		DELAYSCHED_LWLOCK_HTTP + its index) guards pid, latch, in_flight,
@@ -99,7 +100,8 @@
  *		global_share, global_share_at).  Exclusive: to take or give back
  *		tokens, publish or clear hints, make or drop a bucket
  *		(core/limiter.c); shared: to read a bucket or count them
- *		(sched._tokens(), sched._buckets_elsewhere()).  Held for a lookup and
+ *		(sched._tokens(), sched._buckets_elsewhere(), the drain sizing its
+ *		copy of the hints).  Held for a lookup and
  *		a few arithmetic operations (or a walk of the databases; for the
  *		drain's takes, a lookup per type with a backlog, and a walk of the
  *		table per type when it is full and the type has no bucket yet).
