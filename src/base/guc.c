@@ -34,9 +34,9 @@
 #include "utils/guc.h"
 #include "utils/varlena.h"
 
-#include "base/shmem.h"
 #include "compat.h"
 #include "base/guc.h"
+#include "base/shmem.h"
 
 char	   *delaysched_databases = NULL;
 char	   *delaysched_database = NULL;

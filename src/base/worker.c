@@ -33,9 +33,9 @@
 #include "utils/snapmgr.h"
 #include "utils/timeout.h"
 
-#include "base/shmem.h"
 #include "compat.h"
 #include "base/base.h"
+#include "base/shmem.h"
 
 /* How long a worker waits for a lock at most (see delaysched_setup_worker_session). */
 #define WORKER_LOCK_TIMEOUT		"500ms"

@@ -79,12 +79,12 @@
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
-#include "cluster/cluster.h"
 #include "compat.h"
+#include "base/base.h"
 #include "base/guc.h"
 #include "base/shmem.h"
+#include "cluster/cluster.h"
 #include "stats/stats.h"
-#include "base/base.h"
 
 /* How long the launcher sleeps when nothing wakes it. */
 #define LAUNCHER_NAP_MS		1000

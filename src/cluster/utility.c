@@ -66,10 +66,10 @@
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
-#include "cluster/cluster.h"
 #include "compat.h"
 #include "base/guc.h"
 #include "base/shmem.h"
+#include "cluster/cluster.h"
 
 /* How long a command waits for a database's workers to exit. */
 #define LEAVE_WAIT_MS		5000

@@ -24,10 +24,10 @@
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
-#include "cluster/cluster.h"
 #include "compat.h"
 #include "base/guc.h"
 #include "base/shmem.h"
+#include "cluster/cluster.h"
 
 PG_FUNCTION_INFO_V1(delaysched_worker_status);
 PG_FUNCTION_INFO_V1(delaysched_cluster_status);

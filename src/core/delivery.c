@@ -34,8 +34,8 @@
 #include "utils/timestamp.h"
 
 #include "base/base.h"
-#include "core/tick.h"
 #include "core/core.h"
+#include "core/tick.h"
 #include "http/http.h"
 #include "schedule/schedule.h"
 

@@ -56,11 +56,11 @@
 #include "utils/jsonb.h"
 #include "utils/timestamp.h"
 
-#include "core/core.h"
-#include "base/guc.h"
-#include "schedule/schedule.h"
 #include "base/base.h"
+#include "base/guc.h"
 #include "base/shmem.h"
+#include "core/core.h"
+#include "schedule/schedule.h"
 
 /* The least time between two drains that are not cut short by the batch. */
 #define DRAIN_MIN_INTERVAL_MS	10

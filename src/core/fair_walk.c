@@ -70,15 +70,15 @@
 #include "catalog/pg_type.h"
 #include "commands/extension.h"
 #include "executor/spi.h"
+#include "miscadmin.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
-#include "core/core.h"
-#include "miscadmin.h"
-#include "stats/stats.h"
 #include "base/base.h"
+#include "core/core.h"
 #include "core/tick.h"
+#include "stats/stats.h"
 
 /* The most times a tick shares out what is left of its batch. */
 #define FAIR_ROUNDS		3

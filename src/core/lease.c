@@ -26,8 +26,8 @@
 #include "funcapi.h"
 
 #include "compat.h"
-#include "core/core.h"
 #include "base/base.h"
+#include "core/core.h"
 
 PG_FUNCTION_INFO_V1(delaysched_lease_sql);
 

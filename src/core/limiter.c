@@ -54,9 +54,9 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
-#include "base/shmem.h"
 #include "compat.h"
 #include "base/guc.h"
+#include "base/shmem.h"
 #include "core/core.h"
 
 /* How often the drain probes every type, hinted or not. */

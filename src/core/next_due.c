@@ -23,8 +23,8 @@
 #include "executor/spi.h"
 #include "utils/timestamp.h"
 
-#include "base/shmem.h"
 #include "base/base.h"
+#include "base/shmem.h"
 #include "core/tick.h"
 
 /*

@@ -74,14 +74,14 @@
 #include "utils/timeout.h"
 #include "utils/timestamp.h"
 
+#include "compat.h"
+#include "base/base.h"
+#include "base/guc.h"
 #include "base/shmem.h"
 #include "cluster/cluster.h"
-#include "compat.h"
 #include "core/core.h"
-#include "base/guc.h"
-#include "stats/stats.h"
 #include "core/tick.h"
-#include "base/base.h"
+#include "stats/stats.h"
 
 /* How long to wait before trying again a range another transaction holds. */
 #define HELD_RANGE_RETRY_MS		100

@@ -47,8 +47,8 @@
 #include "executor/spi.h"
 #include "utils/timestamp.h"
 
-#include "base/guc.h"
 #include "base/base.h"
+#include "base/guc.h"
 #include "core/tick.h"
 
 /*

@@ -42,9 +42,9 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
-#include "base/shmem.h"
 #include "compat.h"
 #include "base/guc.h"
+#include "base/shmem.h"
 #include "core/core.h"
 #include "http/http.h"
 

@@ -50,8 +50,8 @@
 #include "utils/memutils.h"
 
 #include "base/guc.h"
-#include "http/http.h"
 #include "base/shmem.h"
+#include "http/http.h"
 
 /* The most tasks one delivery statement hands over. */
 #define HANDOFF_MAX			64

@@ -63,8 +63,8 @@
 #include "utils/memutils.h"
 
 #include "compat.h"
-#include "http/http.h"
 #include "base/base.h"
+#include "http/http.h"
 
 /*
  * libcurl 7.68 on.  It takes the protocols a request may use as strings

@@ -33,8 +33,8 @@
 #include "utils/memutils.h"
 
 #include "compat.h"
-#include "http/http.h"
 #include "base/base.h"
+#include "http/http.h"
 
 /* One http type in the worker's table. */
 typedef struct HttpTypeEntry

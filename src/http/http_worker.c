@@ -73,10 +73,10 @@
 #include "utils/timestamp.h"
 
 #include "compat.h"
-#include "base/guc.h"
-#include "http/http.h"
-#include "base/shmem.h"
 #include "base/base.h"
+#include "base/guc.h"
+#include "base/shmem.h"
+#include "http/http.h"
 
 /* Look for parked tasks this often even if no commit said so. */
 #define POLL_MS				1000

@@ -29,8 +29,8 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
-#include "schedule/schedule.h"
 #include "base/base.h"
+#include "schedule/schedule.h"
 
 /* The statement, prepared once per backend and extension object. */
 static struct

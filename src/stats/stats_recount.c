@@ -42,8 +42,8 @@
 #include "utils/resowner.h"
 #include "utils/timestamp.h"
 
-#include "stats/stats.h"
 #include "base/base.h"
+#include "stats/stats.h"
 
 /* After a count that could not lock the tables, wait this long (ms). */
 #define RECOUNT_RETRY_MS	1000

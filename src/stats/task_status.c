@@ -34,8 +34,8 @@
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
-#include "base/shmem.h"
 #include "base/guc.h"
+#include "base/shmem.h"
 #include "stats/stats.h"
 
 PG_FUNCTION_INFO_V1(delaysched_task_status_sql);
