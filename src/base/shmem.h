@@ -48,8 +48,9 @@
  *		the table's entries but their atomic dboid (written with the lock held
  *		exclusive, read without it), and the launcher's pid and latch.
  *		Exclusive: to take, change or give back an entry (cluster/cluster.c,
- *		cluster/launcher.c, cluster/utility.c).  Shared: to look one up or read it (the
- *		launcher, sched.cluster, a worker attaching to its entry).  A worker
+ *		cluster/launcher.c, cluster/utility.c).  Shared: to look one up or
+ *		read it (the launcher, sched.cluster, a worker attaching to its
+ *		entry).  A worker
  *		attaching holds it shared while it takes its slot (base/worker.c), so
  *		that the launcher, which gives an entry back only with it exclusive
  *		and after finding every slot empty, cannot give the entry away
