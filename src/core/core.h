@@ -16,8 +16,8 @@
 #include "postgres.h"
 
 #include "datatype/timestamp.h"
-#include "nodes/pg_list.h"
 #include "fmgr.h"
+#include "nodes/pg_list.h"
 
 /*
  * The scanner background workers (delaysched.workers of them per

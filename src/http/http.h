@@ -5,6 +5,7 @@
  *		business type, a task being sent, and the result of one request.
  *
  *	 http_worker.c		the workers' loop: claim, send, record
+ *	 http_handoff.c		tasks a scanner's commit hands a worker directly
  *	 http_transfer.c	libcurl's multi interface behind an epoll set
  *	 http_request.c		one request: body, headers, signature, outcome;
  *						sched._check_url()
@@ -19,16 +20,18 @@
 #ifndef DELAYSCHED_HTTP_H
 #define DELAYSCHED_HTTP_H
 
-#include "fmgr.h"
-#include "base/shmem.h"
-#include <sys/socket.h>
-#include "utils/guc.h"
 #include "postgres.h"
+
+#include <sys/socket.h>
 #include <curl/curl.h>
 
+#include "fmgr.h"
 #include "lib/ilist.h"
+#include "utils/guc.h"
 #include "utils/jsonb.h"
 #include "utils/timestamp.h"
+
+#include "base/shmem.h"
 
 /* The most redirects one request follows (with follow_redirects). */
 #define HTTP_MAX_REDIRECTS	5

@@ -20,6 +20,7 @@
 #define DELAYSCHED_SCHEDULE_H
 
 #include "postgres.h"
+
 #include "datatype/timestamp.h"
 #include "pgtime.h"
 #include "utils/timestamp.h"
