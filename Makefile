@@ -9,42 +9,47 @@
 
 MODULE_big = delaysched
 OBJS = \
-	src/caller.o \
-	src/cluster.o \
 	src/delaysched.o \
-	src/drain.o \
-	src/fair_walk.o \
-	src/firing.o \
-	src/guc.o \
-	src/horizon.o \
-	src/http_handoff.o \
-	src/http_perimeter.o \
-	src/http_request.o \
-	src/http_shmem.o \
-	src/http_store.o \
-	src/http_transfer.o \
-	src/http_worker.o \
-	src/launcher.o \
-	src/lease.o \
-	src/limiter.o \
-	src/message.o \
-	src/metrics.o \
-	src/scanner.o \
-	src/schedule_next.o \
-	src/schedule_parse.o \
-	src/schedule_sql.o \
-	src/shares.o \
-	src/shmem.o \
-	src/spi_plans.o \
-	src/stats.o \
-	src/stats_recount.o \
-	src/stats_tally.o \
-	src/task_status.o \
-	src/tick.o \
-	src/utility.o \
-	src/wake.o \
-	src/worker.o \
-	src/worker_views.o
+	src/base/caller.o \
+	src/base/guc.o \
+	src/base/message.o \
+	src/base/shmem.o \
+	src/base/spi_plans.o \
+	src/base/worker.o \
+	src/cluster/cluster.o \
+	src/cluster/launcher.o \
+	src/cluster/utility.o \
+	src/cluster/worker_views.o \
+	src/core/buckets.o \
+	src/core/delivery.o \
+	src/core/drain.o \
+	src/core/fair_walk.o \
+	src/core/horizon.o \
+	src/core/lease.o \
+	src/core/limiter.o \
+	src/core/next_due.o \
+	src/core/scanner.o \
+	src/core/shares.o \
+	src/core/sweep.o \
+	src/core/tick.o \
+	src/core/tick_plans.o \
+	src/core/wake.o \
+	src/core/walk.o \
+	src/http/http_handoff.o \
+	src/http/http_perimeter.o \
+	src/http/http_request.o \
+	src/http/http_store.o \
+	src/http/http_transfer.o \
+	src/http/http_worker.o \
+	src/schedule/firing.o \
+	src/schedule/schedule_next.o \
+	src/schedule/schedule_parse.o \
+	src/schedule/schedule_sql.o \
+	src/stats/metrics.o \
+	src/stats/stats.o \
+	src/stats/stats_recount.o \
+	src/stats/stats_tally.o \
+	src/stats/task_status.o
 
 EXTENSION = delaysched delaysched_router
 # Released scripts, frozen as they shipped.
@@ -93,7 +98,7 @@ delaysched--0.2--0.3.sql: $(srcdir)/schema/update/0.2--0.3.sql $(SCHEMA_OBJECTS)
 	$(concatenate_schema)
 
 # PGXS tracks no header dependencies: rebuild every object when a header changes.
-$(OBJS): $(wildcard $(srcdir)/src/*.h)
+$(OBJS): $(wildcard $(srcdir)/src/*.h $(srcdir)/src/*/*.h)
 
 LIBPQ_CFLAGS = -I$(shell $(PG_CONFIG) --includedir)
 LIBPQ_LIBS = -L$(shell $(PG_CONFIG) --libdir) -lpq

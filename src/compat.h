@@ -10,6 +10,9 @@
  * through the names below, but no test runs on them.  (libcurl's own
  * version checks are in http_request.c, the one file that needs them.)
  *
+ * IDENTIFICATION
+ *	  src/compat.h
+ *
  *-------------------------------------------------------------------------
  */
 #ifndef DELAYSCHED_COMPAT_H

@@ -6,32 +6,20 @@
  *		registers the launcher (which starts every database's workers) and
  *		installs the hook on database and extension commands.
  *
- * Layout of src/:
- *	 cluster.c		the table of databases served, in shared memory
- *	 drain.c		the drain: parked tasks of limited types, as tokens allow
- *	 guc.c			the delaysched.* parameters
- *	 horizon.c		the warning when the xmin horizon is held too long
- *	 http_*.c		the HTTP workers (see http.h); http_perimeter.c
- *					is where webhooks may go
- *	 launcher.c		the launcher, which starts every database's workers,
- *					and the probe, which looks for the extension
- *	 lease.c		the lease transition (lease.h), sched._lease()
- *	 limiter.c		token buckets in shared memory
- *	 message.c		the NOTIFY payloads of deliveries and announcements
- *	 metrics.c		sched.metrics(): Prometheus's text format
- *	 spi_plans.c	helpers for the workers' kept statements
- *	 stats*.c		counters and gauges per type in shared memory (stats.h)
- *	 shmem.c		shared memory (the workers' slots and the ranges' state)
- *	 tick.c			one tick on one range: walk, deliver, sweep
- *	 utility.c		the hook on database and extension commands
- *	 wake.c			sched._wake(): wake a worker after a commit
- *	 scanner.c		the scanner workers' loop
- *	 worker.c		what every worker shares: sessions, transactions
- *	 worker_views.c	sched._workers(), behind the sched.workers view
- *	 compat.h		every PostgreSQL version check
+ * Shared memory: the table of databases served and the databases' areas
+ * (base/shmem.c), the token buckets (core/limiter.c) and the numbers per
+ * type (stats/stats.c) are asked for and created here, in one request and
+ * one start-up hook, so that each family only knows its own part.  Their
+ * locks are described once, in base/shmem.h (see Locks there).
+ *
+ * The map of src/, every file and which folder may include which, is in
+ * doc/internals.md.
  *
  * The task store, the public functions and the sweep's statements are SQL,
  * in delaysched--<version>.sql.
+ *
+ * IDENTIFICATION
+ *	  src/delaysched.c
  *
  *-------------------------------------------------------------------------
  */
@@ -39,17 +27,81 @@
 
 #include "fmgr.h"
 #include "miscadmin.h"
+#include "storage/ipc.h"
+#include "storage/lwlock.h"
+#include "storage/shmem.h"
 
 #include "compat.h"
-#include "guc.h"
-#include "launcher.h"
-#include "shmem.h"
-#include "stats.h"
-#include "utility.h"
+#include "base/guc.h"
+#include "base/shmem.h"
+#include "cluster/cluster.h"
+#include "core/core.h"
+#include "http/http.h"
+#include "stats/stats.h"
 
 PG_MODULE_MAGIC;
 
 void		_PG_init(void);
+
+static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
+
+/* Ask for every part's shared memory, and the "delaysched" LWLock tranche. */
+static void
+request_shmem(void)
+{
+	Size		size = delaysched_databases_shmem_size();
+
+	size = add_size(size, delaysched_limiter_shmem_size());
+	size = add_size(size, delaysched_stats_shmem_size());
+	RequestAddinShmemSpace(size);
+	RequestNamedLWLockTranche("delaysched", delaysched_lwlocks_needed());
+}
+
+#ifdef DELAYSCHED_HAS_SHMEM_REQUEST_HOOK
+static shmem_request_hook_type prev_shmem_request_hook = NULL;
+
+static void
+delaysched_shmem_request(void)
+{
+	if (prev_shmem_request_hook)
+		prev_shmem_request_hook();
+	request_shmem();
+}
+#endif
+
+/*
+ * Create or attach to the shared structs, every part's, under
+ * AddinShmemInitLock, by whichever process attaches first.
+ */
+static void
+delaysched_shmem_startup(void)
+{
+	if (prev_shmem_startup_hook)
+		prev_shmem_startup_hook();
+
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	delaysched_databases_shmem_init();
+	delaysched_limiter_shmem_init();
+	delaysched_stats_shmem_init();
+	LWLockRelease(AddinShmemInitLock);
+}
+
+/*
+ * Ask for shared memory and install the hooks; called from _PG_init while
+ * shared_preload_libraries is being processed.
+ */
+static void
+delaysched_shmem_register(void)
+{
+#ifdef DELAYSCHED_HAS_SHMEM_REQUEST_HOOK
+	prev_shmem_request_hook = shmem_request_hook;
+	shmem_request_hook = delaysched_shmem_request;
+#else
+	request_shmem();
+#endif
+	prev_shmem_startup_hook = shmem_startup_hook;
+	shmem_startup_hook = delaysched_shmem_startup;
+}
 
 void
 _PG_init(void)
@@ -65,6 +117,8 @@ _PG_init(void)
 				 errhint("Add delaysched to shared_preload_libraries in postgresql.conf and restart the server.")));
 
 	delaysched_define_gucs();
+	delaysched_define_perimeter_gucs();
+	delaysched_reserve_guc_prefix("delaysched");
 	delaysched_shmem_register();
 	delaysched_register_launcher();
 	delaysched_install_utility_hook();

@@ -1,0 +1,66 @@
+/*-------------------------------------------------------------------------
+ *
+ * spi_plans.c
+ *		Small helpers for the statements the workers prepare once and keep
+ *		(tick.c, drain.c): prepare and keep, free, and run a statement that
+ *		returns one value.  SPI connected.
+ *
+ * IDENTIFICATION
+ *	  src/base/spi_plans.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "utils/timestamp.h"
+
+#include "base/base.h"
+
+SPIPlanPtr
+delaysched_prepare_kept(const char *sql, int nargs, Oid *types)
+{
+	SPIPlanPtr	plan = SPI_prepare(sql, nargs, types);
+
+	if (plan == NULL)
+		elog(ERROR, "SPI_prepare failed for \"%s\": %s", sql,
+			 SPI_result_code_string(SPI_result));
+	if (SPI_keepplan(plan) != 0)
+		elog(ERROR, "SPI_keepplan failed for \"%s\"", sql);
+	return plan;
+}
+
+void
+delaysched_free_plan(SPIPlanPtr *plan)
+{
+	if (*plan != NULL)
+		SPI_freeplan(*plan);
+	*plan = NULL;
+}
+
+/* Run a plan that returns at most one timestamptz; false if none. */
+bool
+delaysched_fetch_timestamp(SPIPlanPtr plan, Datum *values, TimestampTz *result)
+{
+	bool		isnull;
+
+	if (SPI_execute_plan(plan, values, NULL, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "a delaysched probe failed");
+	if (SPI_processed == 0)
+		return false;
+	*result = DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[0],
+												SPI_tuptable->tupdesc, 1, &isnull));
+	return !isnull;
+}
+
+/* Run a plan that returns one int (0 if NULL). */
+int
+delaysched_fetch_int(SPIPlanPtr plan, Datum *values)
+{
+	bool		isnull;
+	Datum		value;
+
+	if (SPI_execute_plan(plan, values, NULL, false, 1) != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "a delaysched statement returning a count failed");
+	value = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	return isnull ? 0 : DatumGetInt32(value);
+}

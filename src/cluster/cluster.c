@@ -1,0 +1,162 @@
+/*-------------------------------------------------------------------------
+ *
+ * cluster.c
+ *		What the table of databases served is asked to do: take an entry
+ *		for a database, stop serving one, wake the launcher, read or wake a
+ *		database's workers.  What the entries hold, the lookups and the
+ *		locks are in base/shmem.h (see Locks there); the launcher, which
+ *		acts on the entries, is launcher.c.
+ *
+ * IDENTIFICATION
+ *	  src/cluster/cluster.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <signal.h>
+
+#include "miscadmin.h"
+
+#include "base/guc.h"
+#include "base/shmem.h"
+#include "cluster/cluster.h"
+
+/*
+ * Is there an entry for dboid, or a free one?  (CREATE EXTENSION asks
+ * before it runs.)
+ */
+bool
+delaysched_database_has_room(Oid dboid)
+{
+	if (delaysched_find_database(dboid) >= 0)
+		return true;
+	return delaysched_find_database(InvalidOid) >= 0;
+}
+
+/* Set the launcher's latch and ask it to look at pg_database again. */
+void
+delaysched_wake_launcher(void)
+{
+	Latch	   *latch = NULL;
+
+	if (delaysched_cluster == NULL)
+		return;
+	pg_atomic_write_u32(&delaysched_cluster->rescan, 1);
+	LWLockAcquire(delaysched_cluster->lock, LW_SHARED);
+	if (delaysched_cluster->launcher_pid != 0)
+		latch = delaysched_cluster->launcher_latch;
+	LWLockRelease(delaysched_cluster->lock);
+	if (latch != NULL)
+		SetLatch(latch);
+}
+
+/*
+ * Serve database dboid: take an entry for it if it has none (its area made
+ * as new), and wake the launcher.  Returns the entry, or -1 if every entry
+ * is taken.
+ */
+int
+delaysched_serve_database(Oid dboid)
+{
+	int			index;
+
+	LWLockAcquire(delaysched_cluster->lock, LW_EXCLUSIVE);
+	index = delaysched_find_database(dboid);
+	if (index < 0)
+	{
+		index = delaysched_find_database(InvalidOid);
+		if (index >= 0)
+		{
+			DatabaseEntry *entry = &delaysched_cluster->databases[index];
+
+			/* A free entry has no worker running (launcher.c gives it back). */
+			delaysched_init_database_area(index);
+			entry->leaving_for = 0;
+			entry->scanners_granted = 0;
+			entry->http_granted = 0;
+			entry->failures = 0;
+			entry->retry_at = 0;
+			entry->served_since = GetCurrentTimestamp();
+			pg_atomic_write_u32(&entry->dboid, dboid);
+		}
+	}
+	if (index >= 0)
+		delaysched_cluster->databases[index].want = DATABASE_SERVE;
+	LWLockRelease(delaysched_cluster->lock);
+	delaysched_wake_launcher();
+	return index;
+}
+
+/*
+ * Stop serving database dboid (its extension was dropped, say): the
+ * launcher stops its workers and gives the entry back.
+ */
+void
+delaysched_stop_database(Oid dboid)
+{
+	int			index;
+
+	LWLockAcquire(delaysched_cluster->lock, LW_EXCLUSIVE);
+	index = delaysched_find_database(dboid);
+	if (index >= 0)
+		delaysched_cluster->databases[index].want = DATABASE_STOP;
+	LWLockRelease(delaysched_cluster->lock);
+	if (index >= 0)
+		delaysched_wake_launcher();
+}
+
+/*
+ * The pids in database entry "index"'s slots, scanners and HTTP workers.
+ * Takes the entry's workers_lock and each HTTP slot's lock, shared, in
+ * turn.  (The launcher, sched.cluster and the commands that need a
+ * database to themselves all read them here.)
+ */
+void
+delaysched_database_pids(int index, DatabasePids *pids)
+{
+	DelayschedShared *shared = delaysched_database_area(index);
+	HttpWorkerSlot *slots = delaysched_database_http_slots(index);
+
+	memset(pids, 0, sizeof(DatabasePids));
+	LWLockAcquire(shared->workers_lock, LW_SHARED);
+	for (int i = 0; i < DELAYSCHED_MAX_WORKERS; i++)
+		if ((pids->scanners[i] = shared->workers[i].pid) != 0)
+			pids->nscanners++;
+	LWLockRelease(shared->workers_lock);
+	for (int i = 0; i < delaysched_http_workers; i++)
+	{
+		LWLockAcquire(slots[i].lock, LW_SHARED);
+		if ((pids->http[i] = slots[i].pid) != 0)
+			pids->nhttp++;
+		LWLockRelease(slots[i].lock);
+	}
+}
+
+/*
+ * Set the latches of database entry "index"'s workers: something they wait
+ * for (an ALTER EXTENSION ... UPDATE, say) has committed.
+ */
+void
+delaysched_wake_database_workers(int index)
+{
+	DelayschedShared *shared = delaysched_database_area(index);
+	HttpWorkerSlot *slots = delaysched_database_http_slots(index);
+	Latch	   *latches[DELAYSCHED_MAX_WORKERS + DELAYSCHED_MAX_HTTP_WORKERS];
+	int			n = 0;
+
+	LWLockAcquire(shared->workers_lock, LW_SHARED);
+	for (int i = 0; i < DELAYSCHED_MAX_WORKERS; i++)
+		if (shared->workers[i].pid != 0 && shared->workers[i].latch != NULL)
+			latches[n++] = shared->workers[i].latch;
+	LWLockRelease(shared->workers_lock);
+	for (int i = 0; i < delaysched_http_workers; i++)
+	{
+		LWLockAcquire(slots[i].lock, LW_SHARED);
+		if (slots[i].pid != 0 && slots[i].latch != NULL)
+			latches[n++] = slots[i].latch;
+		LWLockRelease(slots[i].lock);
+	}
+	for (int i = 0; i < n; i++)
+		SetLatch(latches[i]);
+}

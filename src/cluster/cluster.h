@@ -1,0 +1,51 @@
+/*-------------------------------------------------------------------------
+ *
+ * cluster.h
+ *		The server-wide part of delaysched: the table of databases served
+ *		and what it is asked to do (cluster.c), the launcher, which starts
+ *		and stops every served database's workers, and the probe, which
+ *		looks for the extension in a database (launcher.c), and the hook on
+ *		database and extension commands (utility.c).
+ *
+ * The table's layout and lookups are in base/shmem.h, with the locks (see
+ * Locks there).
+ *
+ * IDENTIFICATION
+ *	  src/cluster/cluster.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef DELAYSCHED_CLUSTER_H
+#define DELAYSCHED_CLUSTER_H
+
+#include "postgres.h"
+
+#include "base/shmem.h"
+
+/* The table of databases served (cluster.c). */
+extern int	delaysched_serve_database(Oid dboid);
+extern void delaysched_stop_database(Oid dboid);
+extern bool delaysched_database_has_room(Oid dboid);
+extern void delaysched_wake_launcher(void);
+extern void delaysched_wake_database_workers(int index);
+
+/* The pids in database entry d's worker slots, by kind and index (0: none). */
+typedef struct DatabasePids
+{
+	pid_t		scanners[DELAYSCHED_MAX_WORKERS];
+	pid_t		http[DELAYSCHED_MAX_HTTP_WORKERS];
+	int			nscanners;		/* non-zero among scanners[] */
+	int			nhttp;			/* non-zero among http[] */
+} DatabasePids;
+
+extern void delaysched_database_pids(int index, DatabasePids *pids);
+
+/* The launcher and the probe (launcher.c). */
+extern void delaysched_register_launcher(void);
+extern PGDLLEXPORT void delaysched_launcher_main(Datum main_arg);
+extern PGDLLEXPORT void delaysched_probe_main(Datum main_arg);
+
+/* The hook on database and extension commands (utility.c). */
+extern void delaysched_install_utility_hook(void);
+
+#endif							/* DELAYSCHED_CLUSTER_H */

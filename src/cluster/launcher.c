@@ -1,0 +1,791 @@
+/*-------------------------------------------------------------------------
+ *
+ * launcher.c
+ *		The launcher: one background worker, connected to no database (it
+ *		reads the shared catalog pg_database only), that starts and stops the
+ *		workers of every database delaysched serves.  Also the probe, a
+ *		short-lived worker that looks for the extension in one database.
+ *
+ * Which databases.  Those that pg_database says accept connections, are not
+ * templates and are not half-dropped, that delaysched.databases lists (or
+ * "*"), and where the extension is installed.  The last the launcher cannot
+ * see from where it stands: it knows it for a database that has an entry in
+ * the table of databases served (base/shmem.h).  An entry is taken by the
+ * commit of CREATE EXTENSION delaysched (utility.c), or by a probe: at its
+ * start, and for every database that appears later (a CREATE DATABASE,
+ * perhaps from a template that has the extension), the launcher starts a
+ * probe in each servable database without an entry, one at a time; the
+ * probe connects, looks in pg_extension, takes an entry if it finds the
+ * extension, and exits.  A database probed without the extension is not
+ * probed again until the launcher restarts (its CREATE EXTENSION will take
+ * the entry itself).
+ *
+ * How many workers.  Each database wants delaysched.workers scanners and
+ * delaysched.http_workers HTTP workers.  The launcher grants them from a
+ * budget, min(delaysched.max_workers, max_worker_processes - 2: one slot
+ * for itself, one for a probe), in rounds: every database's first scanner,
+ * then every database's first HTTP worker, then second scanners, and so on,
+ * so that every database gets a scanner before any gets two.  Granted
+ * workers that do not run are started; running ones beyond the grant are
+ * stopped.  When the budget is short, or the postmaster has no slot left,
+ * the log says so once, and again only when the figures change.
+ *
+ * Starting and stopping.  Workers are dynamic background workers that the
+ * postmaster never restarts (BGW_NEVER_RESTART); the launcher does, about a
+ * second after one ends.  A worker that ends within EARLY_EXIT_SECS of its
+ * start counts as a failure of its database, which then waits twice as
+ * long as after the previous one before any of its workers starts again,
+ * up to MAX_BACKOFF_SECS; the other databases do not wait.  A database
+ * that is no longer to be served has its workers sent SIGTERM, and its
+ * entry is given back once none runs.  So is one whose entry a command
+ * needs to itself (utility.c), until the command ends.
+ *
+ * Restarts.  The launcher itself is a static worker that the postmaster
+ * starts again a second after it ends.  A new launcher adopts the workers
+ * that run: it knows them from their slots' pids, not from handles (which
+ * it has only for the workers it started), so it neither starts a second
+ * one for a slot nor loses track of one.  A worker started by a previous
+ * launcher that has not attached yet finds its slot taken if the new one
+ * started another meanwhile, and exits.
+ *
+ * IDENTIFICATION
+ *	  src/cluster/launcher.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <signal.h>
+
+#include "access/heapam.h"
+#include "access/htup_details.h"
+#include "access/genam.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "catalog/pg_database.h"
+#include "catalog/pg_extension.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/procarray.h"
+#include "tcop/tcopprot.h"
+#include "utils/fmgroids.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
+#include "utils/timestamp.h"
+
+#include "compat.h"
+#include "base/base.h"
+#include "base/guc.h"
+#include "base/shmem.h"
+#include "cluster/cluster.h"
+#include "stats/stats.h"
+
+/* How long the launcher sleeps when nothing wakes it. */
+#define LAUNCHER_NAP_MS		1000
+/* A worker that ends sooner than this after its start has failed. */
+#define EARLY_EXIT_SECS		10
+/* The longest a failing database waits before its workers start again. */
+#define MAX_BACKOFF_SECS	60
+
+/* A worker this launcher started. */
+typedef struct Started
+{
+	BackgroundWorkerHandle *handle;
+	TimestampTz started_at;
+	bool		stopped;		/* the launcher stopped it: not a failure */
+} Started;
+
+/* The launcher's own knowledge of one database entry. */
+typedef struct EntryLocal
+{
+	Oid			dboid;			/* the database the handles are for */
+	Started		scanners[DELAYSCHED_MAX_WORKERS];
+	Started		http[DELAYSCHED_MAX_HTTP_WORKERS];
+	int			reported_failures;	/* last figure logged */
+} EntryLocal;
+
+/* A database as the last look at pg_database saw it. */
+typedef struct SeenDatabase
+{
+	Oid			oid;
+	NameData	name;
+	bool		servable;
+} SeenDatabase;
+
+static EntryLocal *locals = NULL;
+static SeenDatabase *seen = NULL;
+static int	nseen = 0;
+static int	seen_size = 0;
+
+/* Databases probed without finding the extension, since the start. */
+static Oid *probed_empty = NULL;
+static int	nprobed_empty = 0;
+static int	probed_empty_size = 0;
+
+/* The probe in flight, if any. */
+static BackgroundWorkerHandle *probe = NULL;
+static Oid	probe_oid = InvalidOid;
+
+/* The shortfall last logged: workers wanted, granted, started. */
+static int	reported_wanted = -1;
+static int	reported_granted = -1;
+static bool reported_no_slot = false;
+
+/*
+ * Register the launcher with the postmaster; called from _PG_init.
+ */
+void
+delaysched_register_launcher(void)
+{
+	BackgroundWorker worker;
+
+	memset(&worker, 0, sizeof(worker));
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	/* A standby cannot deliver (it cannot write); start on promotion. */
+	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker.bgw_restart_time = 1;
+	snprintf(worker.bgw_library_name, BGW_MAXLEN, "delaysched");
+	snprintf(worker.bgw_function_name, BGW_MAXLEN, "delaysched_launcher_main");
+	snprintf(worker.bgw_name, BGW_MAXLEN, "delaysched launcher");
+	snprintf(worker.bgw_type, BGW_MAXLEN, "delaysched launcher");
+	RegisterBackgroundWorker(&worker);
+}
+
+/* Start a dynamic worker of this launcher; NULL if the postmaster has no slot. */
+static BackgroundWorkerHandle *
+start_worker(const char *function, const char *kind, int index, Oid dboid, int entry)
+{
+	BackgroundWorker worker;
+	BackgroundWorkerHandle *handle;
+	DelayschedWorkerArgs args;
+
+	memset(&worker, 0, sizeof(worker));
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker.bgw_restart_time = BGW_NEVER_RESTART;
+	worker.bgw_main_arg = Int32GetDatum(index);
+	worker.bgw_notify_pid = MyProcPid;
+	snprintf(worker.bgw_library_name, BGW_MAXLEN, "delaysched");
+	snprintf(worker.bgw_function_name, BGW_MAXLEN, "%s", function);
+	snprintf(worker.bgw_name, BGW_MAXLEN, "delaysched %s %d", kind, index);
+	snprintf(worker.bgw_type, BGW_MAXLEN, "delaysched %s", kind);
+	args.dboid = dboid;
+	args.entry = entry;
+	memcpy(worker.bgw_extra, &args, sizeof(args));
+	if (!RegisterDynamicBackgroundWorker(&worker, &handle))
+		return NULL;
+	return handle;
+}
+
+/* The delaysched.* parameters may have changed; so may what is served. */
+static void
+reload_if_asked(void)
+{
+	if (ConfigReloadPending)
+	{
+		ConfigReloadPending = false;
+		ProcessConfigFile(PGC_SIGHUP);
+		pg_atomic_write_u32(&delaysched_cluster->rescan, 1);
+	}
+}
+
+static bool
+servable(Form_pg_database db)
+{
+	return db->datallowconn && !db->datistemplate &&
+		!delaysched_database_is_invalid(db) &&
+		delaysched_database_listed(NameStr(db->datname));
+}
+
+/* Read pg_database into seen[]. */
+static void
+scan_databases(void)
+{
+	Relation	rel;
+	TableScanDesc scan;
+	HeapTuple	tuple;
+
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	(void) GetTransactionSnapshot();
+	nseen = 0;
+	rel = table_open(DatabaseRelationId, AccessShareLock);
+	scan = table_beginscan_catalog(rel, 0, NULL);
+	while ((tuple = heap_getnext(scan, ForwardScanDirection)) != NULL)
+	{
+		Form_pg_database db = (Form_pg_database) GETSTRUCT(tuple);
+
+		if (nseen == seen_size)
+		{
+			seen_size = Max(16, seen_size * 2);
+			seen = seen == NULL
+				? MemoryContextAlloc(TopMemoryContext, seen_size * sizeof(SeenDatabase))
+				: repalloc(seen, seen_size * sizeof(SeenDatabase));
+		}
+		seen[nseen].oid = db->oid;
+		seen[nseen].name = db->datname;
+		seen[nseen].servable = servable(db);
+		nseen++;
+	}
+	table_endscan(scan);
+	table_close(rel, AccessShareLock);
+	CommitTransactionCommand();
+}
+
+static bool
+seen_servable(Oid dboid)
+{
+	for (int i = 0; i < nseen; i++)
+		if (seen[i].oid == dboid)
+			return seen[i].servable;
+	return false;
+}
+
+/* A database's name as last seen, for the log. */
+static const char *
+seen_name(Oid dboid)
+{
+	for (int i = 0; i < nseen; i++)
+		if (seen[i].oid == dboid)
+			return NameStr(seen[i].name);
+	return psprintf("with OID %u", dboid);
+}
+
+static bool
+was_probed_empty(Oid dboid)
+{
+	for (int i = 0; i < nprobed_empty; i++)
+		if (probed_empty[i] == dboid)
+			return true;
+	return false;
+}
+
+static void
+note_probed_empty(Oid dboid)
+{
+	if (was_probed_empty(dboid))
+		return;
+	if (nprobed_empty == probed_empty_size)
+	{
+		probed_empty_size = Max(16, probed_empty_size * 2);
+		probed_empty = probed_empty == NULL
+			? MemoryContextAlloc(TopMemoryContext, probed_empty_size * sizeof(Oid))
+			: repalloc(probed_empty, probed_empty_size * sizeof(Oid));
+	}
+	probed_empty[nprobed_empty++] = dboid;
+}
+
+/*
+ * Mark the entries of databases that are no longer servable to be stopped,
+ * and forget a command's claim on an entry whose backend is gone.
+ */
+static void
+reconcile_entries(void)
+{
+	pid_t		leaving[DELAYSCHED_MAX_DATABASES];
+	int			n = delaysched_cluster->max_databases;
+
+	LWLockAcquire(delaysched_cluster->lock, LW_EXCLUSIVE);
+	for (int d = 0; d < n; d++)
+	{
+		DatabaseEntry *entry = &delaysched_cluster->databases[d];
+		Oid			dboid = pg_atomic_read_u32(&entry->dboid);
+
+		leaving[d] = 0;
+		if (!OidIsValid(dboid))
+			continue;
+		if (!seen_servable(dboid))
+			entry->want = DATABASE_STOP;
+		leaving[d] = entry->leaving_for;
+	}
+	LWLockRelease(delaysched_cluster->lock);
+
+	/* A command that needed an entry to itself ended without saying so. */
+	for (int d = 0; d < n; d++)
+	{
+		if (leaving[d] == 0 || BackendPidGetProc(leaving[d]) != NULL)
+			continue;
+		LWLockAcquire(delaysched_cluster->lock, LW_EXCLUSIVE);
+		if (delaysched_cluster->databases[d].leaving_for == leaving[d])
+			delaysched_cluster->databases[d].leaving_for = 0;
+		LWLockRelease(delaysched_cluster->lock);
+	}
+}
+
+/* Forget the handles of entry d's workers (the entry changed hands). */
+static void
+forget_local(int d, Oid dboid)
+{
+	EntryLocal *local = &locals[d];
+
+	for (int i = 0; i < DELAYSCHED_MAX_WORKERS; i++)
+		if (local->scanners[i].handle != NULL)
+			pfree(local->scanners[i].handle);
+	for (int i = 0; i < DELAYSCHED_MAX_HTTP_WORKERS; i++)
+		if (local->http[i].handle != NULL)
+			pfree(local->http[i].handle);
+	memset(local, 0, sizeof(EntryLocal));
+	local->dboid = dboid;
+}
+
+/*
+ * Has the worker behind *started ended?  Then forget its handle, and count
+ * an early end as a failure of its database (entry d, still to be served),
+ * unless the launcher stopped it.
+ */
+static void
+reap(Started *started, int d, TimestampTz now)
+{
+	pid_t		pid;
+	DatabaseEntry *entry = &delaysched_cluster->databases[d];
+
+	if (started->handle == NULL ||
+		GetBackgroundWorkerPid(started->handle, &pid) != BGWH_STOPPED)
+		return;
+	pfree(started->handle);
+	started->handle = NULL;
+
+	LWLockAcquire(delaysched_cluster->lock, LW_EXCLUSIVE);
+	/* A worker the launcher stopped itself did not fail. */
+	if (!started->stopped && entry->want == DATABASE_SERVE && entry->leaving_for == 0)
+	{
+		if (now - started->started_at < EARLY_EXIT_SECS * USECS_PER_SEC)
+		{
+			int			backoff = Min(MAX_BACKOFF_SECS, 1 << Min(entry->failures, 10));
+
+			entry->failures++;
+			entry->retry_at = now + (TimestampTz) backoff * USECS_PER_SEC;
+		}
+		else
+		{
+			entry->failures = 0;
+			entry->retry_at = now + USECS_PER_SEC;
+		}
+	}
+	LWLockRelease(delaysched_cluster->lock);
+}
+
+/* Is a worker of entry d running or about to (slot pid, or a live handle)? */
+static bool
+running(pid_t slot_pid, const Started *started)
+{
+	pid_t		pid;
+
+	if (slot_pid != 0)
+		return true;
+	return started->handle != NULL &&
+		GetBackgroundWorkerPid(started->handle, &pid) != BGWH_STOPPED;
+}
+
+/* Stop one worker: by its pid if it has attached, else by its handle. */
+static void
+stop(pid_t slot_pid, Started *started)
+{
+	started->stopped = true;
+	if (slot_pid != 0)
+		kill(slot_pid, SIGTERM);
+	else if (started->handle != NULL)
+		TerminateBackgroundWorker(started->handle);
+}
+
+/*
+ * Entry d is not to run workers now (to be stopped, or a command needs its
+ * database): stop those that run, and give the entry back once none does
+ * if it is to be stopped.
+ */
+static void
+stop_entry(int d, bool give_back)
+{
+	EntryLocal *local = &locals[d];
+	DatabasePids pids;
+	bool		any = false;
+	Oid			given_back = InvalidOid;
+
+	delaysched_database_pids(d, &pids);
+	for (int i = 0; i < DELAYSCHED_MAX_WORKERS; i++)
+		if (running(pids.scanners[i], &local->scanners[i]))
+		{
+			stop(pids.scanners[i], &local->scanners[i]);
+			any = true;
+		}
+	for (int i = 0; i < delaysched_http_workers; i++)
+		if (running(pids.http[i], &local->http[i]))
+		{
+			stop(pids.http[i], &local->http[i]);
+			any = true;
+		}
+	if (any || !give_back)
+		return;
+
+	/* None runs: give the entry back, unless it is wanted again. */
+	LWLockAcquire(delaysched_cluster->lock, LW_EXCLUSIVE);
+	delaysched_database_pids(d, &pids);
+	if (delaysched_cluster->databases[d].want == DATABASE_STOP &&
+		pids.nscanners + pids.nhttp == 0)
+	{
+		given_back = pg_atomic_read_u32(&delaysched_cluster->databases[d].dboid);
+		pg_atomic_write_u32(&delaysched_cluster->databases[d].dboid, InvalidOid);
+		delaysched_cluster->databases[d].scanners_granted = 0;
+		delaysched_cluster->databases[d].http_granted = 0;
+	}
+	LWLockRelease(delaysched_cluster->lock);
+	/* Its numbers go with it (a new CREATE EXTENSION counts afresh). */
+	if (OidIsValid(given_back))
+		delaysched_stats_forget_database(given_back);
+}
+
+/*
+ * Share the budget out between the databases to serve (active[], in entry
+ * order), in rounds; sets scanners[] and http[] to each one's grant.
+ * Returns how many workers were wanted in all.
+ */
+static int
+grant(const int *active, int nactive, int budget, int *scanners, int *http)
+{
+	int			wanted = nactive * (delaysched_workers + delaysched_http_workers);
+	int			rounds = Max(delaysched_workers, delaysched_http_workers);
+
+	for (int a = 0; a < nactive; a++)
+		scanners[a] = http[a] = 0;
+	for (int r = 0; r < rounds && budget > 0; r++)
+	{
+		for (int a = 0; a < nactive && budget > 0; a++)
+			if (r < delaysched_workers)
+			{
+				scanners[a]++;
+				budget--;
+			}
+		for (int a = 0; a < nactive && budget > 0; a++)
+			if (r < delaysched_http_workers)
+			{
+				http[a]++;
+				budget--;
+			}
+	}
+	return wanted;
+}
+
+/*
+ * Stop the workers of entry d beyond its grant (the budget moved to other
+ * databases, or the settings shrank); how many.
+ */
+static int
+trim_entry(int d, int nscanners, int nhttp)
+{
+	EntryLocal *local = &locals[d];
+	DatabasePids pids;
+	int			stopped = 0;
+
+	delaysched_database_pids(d, &pids);
+	for (int i = nscanners; i < DELAYSCHED_MAX_WORKERS; i++)
+		if (running(pids.scanners[i], &local->scanners[i]))
+		{
+			stop(pids.scanners[i], &local->scanners[i]);
+			stopped++;
+		}
+	for (int i = nhttp; i < delaysched_http_workers; i++)
+		if (running(pids.http[i], &local->http[i]))
+		{
+			stop(pids.http[i], &local->http[i]);
+			stopped++;
+		}
+	return stopped;
+}
+
+/* Start one worker of entry d into *started; false if the postmaster had no slot. */
+static bool
+start_one(Started *started, const char *function, const char *kind, int i,
+		  Oid dboid, int d, TimestampTz now)
+{
+	if (started->handle != NULL)
+		pfree(started->handle);
+	started->handle = start_worker(function, kind, i, dboid, d);
+	started->started_at = now;
+	started->stopped = false;
+	return started->handle != NULL;
+}
+
+/*
+ * Start the granted workers of entry d that do not run, unless it backs
+ * off.  False if the postmaster had no slot for one.
+ */
+static bool
+fill_entry(int d, Oid dboid, int nscanners, int nhttp, TimestampTz now)
+{
+	EntryLocal *local = &locals[d];
+	DatabasePids pids;
+	bool		may_start;
+
+	LWLockAcquire(delaysched_cluster->lock, LW_SHARED);
+	may_start = now >= delaysched_cluster->databases[d].retry_at;
+	LWLockRelease(delaysched_cluster->lock);
+	if (!may_start)
+		return true;
+
+	delaysched_database_pids(d, &pids);
+	for (int i = 0; i < nscanners; i++)
+		if (!running(pids.scanners[i], &local->scanners[i]) &&
+			!start_one(&local->scanners[i], "delaysched_scanner_main", "scanner", i, dboid, d, now))
+			return false;
+	for (int i = 0; i < nhttp; i++)
+		if (!running(pids.http[i], &local->http[i]) &&
+			!start_one(&local->http[i], "delaysched_http_main", "http", i, dboid, d, now))
+			return false;
+	return true;
+}
+
+/*
+ * Say once that not every worker wanted runs, and again only when the
+ * figures change.
+ */
+static void
+report_shortfall(int wanted, int granted, int budget, bool no_slot)
+{
+	if (granted < wanted && (wanted != reported_wanted || granted != reported_granted))
+		ereport(LOG,
+				(errmsg("delaysched: %d of the %d workers wanted run: max_worker_processes (%d) and delaysched.max_workers (%d) leave room for %d",
+						granted, wanted, max_worker_processes, delaysched_max_workers, budget),
+				 errdetail("Every database served has at least one scanner before any has two."),
+				 errhint("Raise max_worker_processes (a restart) or delaysched.max_workers, or lower delaysched.workers.")));
+	if (no_slot && !reported_no_slot)
+		ereport(LOG,
+				(errmsg("delaysched: the server had no background worker slot left for a delaysched worker"),
+				 errhint("Other extensions or parallel queries use max_worker_processes (%d) too; raise it.",
+						 max_worker_processes)));
+	reported_wanted = wanted;
+	reported_granted = granted;
+	reported_no_slot = no_slot;
+}
+
+/* Say once per failure count that a database's workers keep ending early. */
+static void
+report_failures(int d, Oid dboid)
+{
+	int			failures;
+	TimestampTz retry_at;
+
+	LWLockAcquire(delaysched_cluster->lock, LW_SHARED);
+	failures = delaysched_cluster->databases[d].failures;
+	retry_at = delaysched_cluster->databases[d].retry_at;
+	LWLockRelease(delaysched_cluster->lock);
+	if (failures == locals[d].reported_failures)
+		return;
+	locals[d].reported_failures = failures;
+	if (failures >= 2 && (failures & (failures - 1)) == 0)
+		ereport(LOG,
+				(errmsg("delaysched: the workers of database \"%s\" ended early %d times in a row; the next start waits until %s",
+						seen_name(dboid), failures, timestamptz_to_str(retry_at)),
+				 errhint("The server log says why they ended.")));
+}
+
+/*
+ * One round: stop what must stop, grant and start what must run, start a
+ * probe if one is due.  Returns when to look again at the latest.
+ */
+static TimestampTz
+launch(TimestampTz now)
+{
+	int			active[DELAYSCHED_MAX_DATABASES];
+	Oid			active_oid[DELAYSCHED_MAX_DATABASES];
+	int			scanners[DELAYSCHED_MAX_DATABASES];
+	int			http[DELAYSCHED_MAX_DATABASES];
+	int			nactive = 0;
+	int			budget = Min(delaysched_max_workers, max_worker_processes - 2);
+	int			wanted;
+	int			granted = 0;
+	int			stopped = 0;
+	bool		no_slot = false;
+	TimestampTz next = now + LAUNCHER_NAP_MS * (TimestampTz) 1000;
+	int			n = delaysched_cluster->max_databases;
+
+	budget = Max(budget, 0);
+	for (int d = 0; d < n; d++)
+	{
+		DatabaseEntry *entry = &delaysched_cluster->databases[d];
+		Oid			dboid;
+		DatabaseWant want;
+		pid_t		leaving_for;
+		TimestampTz retry_at;
+
+		LWLockAcquire(delaysched_cluster->lock, LW_SHARED);
+		dboid = pg_atomic_read_u32(&entry->dboid);
+		want = entry->want;
+		leaving_for = entry->leaving_for;
+		retry_at = entry->retry_at;
+		LWLockRelease(delaysched_cluster->lock);
+
+		if (locals[d].dboid != dboid)
+			forget_local(d, dboid);
+		if (!OidIsValid(dboid))
+			continue;
+		for (int i = 0; i < DELAYSCHED_MAX_WORKERS; i++)
+			reap(&locals[d].scanners[i], d, now);
+		for (int i = 0; i < DELAYSCHED_MAX_HTTP_WORKERS; i++)
+			reap(&locals[d].http[i], d, now);
+		report_failures(d, dboid);
+
+		if (want != DATABASE_SERVE || leaving_for != 0)
+		{
+			stop_entry(d, want != DATABASE_SERVE);
+			continue;
+		}
+		if (retry_at > now)
+			next = Min(next, retry_at);
+		active[nactive] = d;
+		active_oid[nactive] = dboid;
+		nactive++;
+	}
+
+	wanted = grant(active, nactive, budget, scanners, http);
+	for (int a = 0; a < nactive; a++)
+	{
+		DatabaseEntry *entry = &delaysched_cluster->databases[active[a]];
+
+		LWLockAcquire(delaysched_cluster->lock, LW_EXCLUSIVE);
+		entry->scanners_granted = scanners[a];
+		entry->http_granted = http[a];
+		LWLockRelease(delaysched_cluster->lock);
+		granted += scanners[a] + http[a];
+	}
+	/*
+	 * Stop first, start next time: the slots of the workers stopped are the
+	 * postmaster's again only once they have exited (which wakes the
+	 * launcher).
+	 */
+	for (int a = 0; a < nactive; a++)
+		stopped += trim_entry(active[a], scanners[a], http[a]);
+	for (int a = 0; a < nactive && !no_slot && stopped == 0; a++)
+		no_slot = !fill_entry(active[a], active_oid[a], scanners[a], http[a], now);
+	report_shortfall(wanted, granted, budget, no_slot);
+	if (no_slot)
+		next = Min(next, now + LAUNCHER_NAP_MS * (TimestampTz) 1000);
+	return next;
+}
+
+/*
+ * Start a probe in the next servable database that has no entry and was
+ * not found empty, if no probe is in flight.
+ */
+static void
+probe_next(void)
+{
+	if (probe != NULL)
+	{
+		pid_t		pid;
+
+		if (GetBackgroundWorkerPid(probe, &pid) != BGWH_STOPPED)
+			return;
+		pfree(probe);
+		probe = NULL;
+		if (delaysched_find_database(probe_oid) < 0)
+			note_probed_empty(probe_oid);
+	}
+	for (int i = 0; i < nseen; i++)
+	{
+		if (!seen[i].servable || was_probed_empty(seen[i].oid) ||
+			delaysched_find_database(seen[i].oid) >= 0)
+			continue;
+		probe = start_worker("delaysched_probe_main", "probe", 0, seen[i].oid, -1);
+		probe_oid = seen[i].oid;
+		return;
+	}
+}
+
+static void
+launcher_detach(int code, Datum arg)
+{
+	LWLockAcquire(delaysched_cluster->lock, LW_EXCLUSIVE);
+	if (delaysched_cluster->launcher_pid == MyProcPid)
+		delaysched_cluster->launcher_pid = 0;
+	LWLockRelease(delaysched_cluster->lock);
+}
+
+/*
+ * Entry point of the launcher.
+ */
+void
+delaysched_launcher_main(Datum main_arg)
+{
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGTERM, die);
+	BackgroundWorkerUnblockSignals();
+
+	/* No database: the shared catalogs only. */
+	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
+	pgstat_report_appname("delaysched launcher");
+
+	LWLockAcquire(delaysched_cluster->lock, LW_EXCLUSIVE);
+	delaysched_cluster->launcher_pid = MyProcPid;
+	delaysched_cluster->launcher_latch = MyLatch;
+	LWLockRelease(delaysched_cluster->lock);
+	before_shmem_exit(launcher_detach, (Datum) 0);
+
+	locals = MemoryContextAllocZero(TopMemoryContext,
+									sizeof(EntryLocal) * delaysched_cluster->max_databases);
+	for (int d = 0; d < delaysched_cluster->max_databases; d++)
+		locals[d].dboid = pg_atomic_read_u32(&delaysched_cluster->databases[d].dboid);
+
+	if (delaysched_database_is_set())
+		ereport(WARNING,
+				(errmsg("delaysched.database is deprecated: use delaysched.databases"),
+				 errdetail("While delaysched.databases is \"*\", delaysched.database names the one database served.")));
+
+	for (;;)
+	{
+		TimestampTz now;
+		TimestampTz next;
+		long		timeout_ms;
+
+		CHECK_FOR_INTERRUPTS();
+		reload_if_asked();
+		(void) pg_atomic_exchange_u32(&delaysched_cluster->rescan, 0);
+
+		pgstat_report_activity(STATE_RUNNING, "delaysched: reading pg_database");
+		scan_databases();
+		pgstat_report_activity(STATE_IDLE, NULL);
+		reconcile_entries();
+		now = GetCurrentTimestamp();
+		next = launch(now);
+		probe_next();
+
+		now = GetCurrentTimestamp();
+		timeout_ms = next <= now ? 0 : (long) Min((next - now + 999) / 1000, LAUNCHER_NAP_MS);
+		if (pg_atomic_read_u32(&delaysched_cluster->rescan) == 0)
+			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+							 Max(timeout_ms, 10), PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+	}
+}
+
+/*
+ * Entry point of a probe: is the extension installed in the database
+ * (bgw_extra) the launcher started it for?  If so, take an entry for it.
+ */
+void
+delaysched_probe_main(Datum main_arg)
+{
+	DelayschedWorkerArgs args;
+	bool		installed;
+
+	pqsignal(SIGTERM, die);
+	BackgroundWorkerUnblockSignals();
+	memcpy(&args, MyBgworkerEntry->bgw_extra, sizeof(args));
+	BackgroundWorkerInitializeConnectionByOid(args.dboid, InvalidOid, 0);
+	pgstat_report_appname("delaysched probe");
+
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	(void) GetTransactionSnapshot();
+	installed = delaysched_extension_installed();
+	CommitTransactionCommand();
+
+	if (installed)
+		(void) delaysched_serve_database(MyDatabaseId);
+	proc_exit(0);
+}

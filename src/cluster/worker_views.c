@@ -1,0 +1,322 @@
+/*-------------------------------------------------------------------------
+ *
+ * worker_views.c
+ *		sched._workers(): what the current database's scanner workers are
+ *		doing and which range each works on, and what its HTTP workers have
+ *		in flight, read from shared memory, for the sched.workers view; and
+ *		sched._cluster(): the launcher and every database served, for the
+ *		sched.cluster view.
+ *
+ * IDENTIFICATION
+ *	  src/cluster/worker_views.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "catalog/pg_authid.h"
+#include "commands/dbcommands.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/timestamp.h"
+
+#include "compat.h"
+#include "base/guc.h"
+#include "base/shmem.h"
+#include "cluster/cluster.h"
+
+PG_FUNCTION_INFO_V1(delaysched_worker_status);
+PG_FUNCTION_INFO_V1(delaysched_cluster_status);
+
+#define WORKERS_COLUMNS 8
+
+static const char *
+status_name(ScannerStatus status)
+{
+	switch (status)
+	{
+		case SCANNER_STOPPED:
+			return "stopped";
+		case SCANNER_WAITING_FOR_EXTENSION:
+			return "waiting for extension";
+		case SCANNER_DELIVERING:
+			return "delivering";
+		case SCANNER_SLEEPING:
+			return "sleeping";
+	}
+	return "unknown";
+}
+
+static void
+require_shared_memory(void)
+{
+	if (delaysched_cluster == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("delaysched must be loaded via \"shared_preload_libraries\"")));
+}
+
+/* A row for a worker that does not run (its database not served). */
+static void
+put_stopped(ReturnSetInfo *rsinfo, int worker, const char *role)
+{
+	Datum		values[WORKERS_COLUMNS];
+	bool		nulls[WORKERS_COLUMNS];
+
+	memset(nulls, true, sizeof(nulls));
+	values[0] = Int32GetDatum(worker);
+	nulls[0] = false;
+	values[2] = CStringGetTextDatum(role);
+	nulls[2] = false;
+	values[4] = CStringGetTextDatum(status_name(SCANNER_STOPPED));
+	nulls[4] = false;
+	values[6] = Int64GetDatum(0);
+	nulls[6] = false;
+	values[7] = Int64GetDatum(0);
+	nulls[7] = false;
+	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+}
+
+/*
+ * sched._workers() RETURNS TABLE(worker int, pid int, role text, holds text,
+ *		state text, last_tick timestamptz, delivered bigint, ticks bigint)
+ *
+ * The current database's workers (base/shmem.h): one row per scanner worker
+ * (delaysched.workers of them), then one per HTTP worker
+ * (delaysched.http_workers), numbered after the scanners; in a database
+ * not served, every one stopped.  The
+ * columns mean the same for both kinds: state is stopped, waiting for
+ * extension, delivering (a scanner in a tick or the drain, an HTTP worker
+ * with requests in flight) or sleeping; last_tick is when the latest unit
+ * of work began (a tick; a claim or a hand-off taken), ticks how many
+ * there were, and delivered the tasks delivered (an HTTP worker's: the
+ * requests answered 2xx).  holds is what the worker has in hand: a
+ * scanner's range or the drain, an HTTP worker's "N in flight of M; H
+ * handed over, C claimed" (requests started from scanners' hand-offs and
+ * from its own claims).
+ *
+ * Takes workers_lock and each HTTP worker's lock (see Locks in base/shmem.h)
+ * shared, one slot at a time; the counters are atomics, read without them.
+ */
+Datum
+delaysched_worker_status(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+
+	bool		served;
+
+	require_shared_memory();
+	InitMaterializedSRF(fcinfo, 0);
+	served = delaysched_current_database();
+
+	for (int i = 0; i < delaysched_workers; i++)
+	{
+		Datum		values[WORKERS_COLUMNS];
+		bool		nulls[WORKERS_COLUMNS];
+		WorkerSlot *shared = &delaysched_shared->workers[i];
+		pid_t		pid;
+		ScannerStatus status;
+		int			range;
+		bool		draining;
+		TimestampTz last_tick;
+
+		if (!served)
+		{
+			put_stopped(rsinfo, i, "scanner");
+			continue;
+		}
+		LWLockAcquire(delaysched_shared->workers_lock, LW_SHARED);
+		pid = shared->pid;
+		status = shared->status;
+		range = shared->range;
+		draining = shared->draining;
+		LWLockRelease(delaysched_shared->workers_lock);
+		last_tick = delaysched_read_time(&shared->last_tick);
+
+		memset(nulls, 0, sizeof(nulls));
+		values[0] = Int32GetDatum(i);
+		values[1] = Int32GetDatum((int32) pid);
+		nulls[1] = (pid == 0);
+		values[2] = CStringGetTextDatum("scanner");
+		if (range >= 0)
+			values[3] = CStringGetTextDatum(psprintf("range %d", range));
+		else if (draining)
+			values[3] = CStringGetTextDatum("drain");
+		else
+			nulls[3] = true;
+		values[4] = CStringGetTextDatum(status_name(pid == 0 ? SCANNER_STOPPED : status));
+		values[5] = TimestampTzGetDatum(last_tick);
+		nulls[5] = (last_tick == 0);
+		values[6] = Int64GetDatum((int64) pg_atomic_read_u64(&shared->delivered));
+		values[7] = Int64GetDatum((int64) pg_atomic_read_u64(&shared->ticks));
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+
+	for (int i = 0; i < delaysched_http_workers; i++)
+	{
+		Datum		values[WORKERS_COLUMNS];
+		bool		nulls[WORKERS_COLUMNS];
+		HttpWorkerSlot *shared = &delaysched_http_slots[i];
+		pid_t		pid;
+		int			in_flight;
+		int			max_in_flight;
+		TimestampTz last_claim;
+
+		if (!served)
+		{
+			put_stopped(rsinfo, delaysched_workers + i, "http");
+			continue;
+		}
+		/* Not the ring. */
+		LWLockAcquire(shared->lock, LW_SHARED);
+		pid = shared->pid;
+		in_flight = shared->in_flight;
+		max_in_flight = shared->max_in_flight;
+		LWLockRelease(shared->lock);
+		last_claim = delaysched_read_time(&shared->last_claim);
+
+		memset(nulls, 0, sizeof(nulls));
+		values[0] = Int32GetDatum(delaysched_workers + i);
+		values[1] = Int32GetDatum((int32) pid);
+		nulls[1] = (pid == 0);
+		values[2] = CStringGetTextDatum("http");
+		values[3] = CStringGetTextDatum(psprintf("%d in flight of %d; " INT64_FORMAT " handed over, " INT64_FORMAT " claimed",
+												 in_flight, max_in_flight,
+												 (int64) pg_atomic_read_u64(&shared->handed),
+												 (int64) pg_atomic_read_u64(&shared->claimed)));
+		nulls[3] = (pid == 0);
+		values[4] = CStringGetTextDatum(status_name(pid == 0 ? SCANNER_STOPPED :
+													in_flight > 0 ? SCANNER_DELIVERING : SCANNER_SLEEPING));
+		values[5] = TimestampTzGetDatum(last_claim);
+		nulls[5] = (last_claim == 0);
+		values[6] = Int64GetDatum((int64) pg_atomic_read_u64(&shared->succeeded));
+		values[7] = Int64GetDatum((int64) pg_atomic_read_u64(&shared->ticks));
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
+}
+
+#define CLUSTER_COLUMNS 12
+
+/*
+ * The earliest time pointer of database entry d's ranges; DT_NOEND if none
+ * known.  Takes the entry's ranges_lock shared, the one reader of the
+ * ranges that is not a worker (see Locks in base/shmem.h).
+ */
+static TimestampTz
+oldest_pointer(int d)
+{
+	DelayschedShared *shared = delaysched_database_area(d);
+	TimestampTz oldest = DT_NOEND;
+
+	LWLockAcquire(shared->ranges_lock, LW_SHARED);
+	for (int r = 0; r < shared->nranges; r++)
+		if (shared->ranges[r].pointer != DT_NOBEGIN)
+			oldest = Min(oldest, shared->ranges[r].pointer);
+	LWLockRelease(shared->ranges_lock);
+	return oldest;
+}
+
+/*
+ * sched._cluster() RETURNS TABLE(role text, database name, pid int,
+ *		state text, scanners int, scanners_granted int, http_workers int,
+ *		http_granted int, failures int, next_start timestamptz,
+ *		pointer_lag interval, served_since timestamptz)
+ *
+ * The launcher, then every database in the table of databases served
+ * (base/shmem.h), for the sched.cluster view; superusers and members of
+ * pg_monitor only, as the session's role (see base/caller.c).  Takes the
+ * cluster's lock shared to copy each entry, then, with it released, the
+ * entry's workers_lock, HTTP slot locks and ranges_lock shared, one at a
+ * time.
+ */
+Datum
+delaysched_cluster_status(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	Oid			caller = GetOuterUserId();
+	TimestampTz now = GetCurrentTimestamp();
+	Datum		values[CLUSTER_COLUMNS];
+	bool		nulls[CLUSTER_COLUMNS];
+	pid_t		launcher_pid;
+
+	require_shared_memory();
+	if (!superuser_arg(caller) && !has_privs_of_role(caller, ROLE_PG_MONITOR))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied to read the databases delaysched serves"),
+				 errhint("Only superusers and members of pg_monitor may.")));
+	InitMaterializedSRF(fcinfo, 0);
+
+	LWLockAcquire(delaysched_cluster->lock, LW_SHARED);
+	launcher_pid = delaysched_cluster->launcher_pid;
+	LWLockRelease(delaysched_cluster->lock);
+	memset(nulls, true, sizeof(nulls));
+	values[0] = CStringGetTextDatum("launcher");
+	nulls[0] = false;
+	values[2] = Int32GetDatum((int32) launcher_pid);
+	nulls[2] = (launcher_pid == 0);
+	values[3] = CStringGetTextDatum(launcher_pid != 0 ? "running" : "stopped");
+	nulls[3] = false;
+	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+
+	for (int d = 0; d < delaysched_cluster->max_databases; d++)
+	{
+		DatabaseEntry entry;
+		Oid			dboid;
+		char	   *name;
+		DatabasePids pids;
+		TimestampTz oldest;
+		const char *state;
+
+		LWLockAcquire(delaysched_cluster->lock, LW_SHARED);
+		dboid = pg_atomic_read_u32(&delaysched_cluster->databases[d].dboid);
+		entry.want = delaysched_cluster->databases[d].want;
+		entry.leaving_for = delaysched_cluster->databases[d].leaving_for;
+		entry.scanners_granted = delaysched_cluster->databases[d].scanners_granted;
+		entry.http_granted = delaysched_cluster->databases[d].http_granted;
+		entry.failures = delaysched_cluster->databases[d].failures;
+		entry.retry_at = delaysched_cluster->databases[d].retry_at;
+		entry.served_since = delaysched_cluster->databases[d].served_since;
+		LWLockRelease(delaysched_cluster->lock);
+		if (!OidIsValid(dboid))
+			continue;
+		name = get_database_name(dboid);
+		delaysched_database_pids(d, &pids);
+		oldest = oldest_pointer(d);
+
+		if (entry.want != DATABASE_SERVE)
+			state = "stopping";
+		else if (entry.leaving_for != 0)
+			state = "leaving";
+		else if (entry.retry_at > now && pids.nscanners == 0)
+			state = "backing off";
+		else
+			state = "served";
+
+		memset(nulls, false, sizeof(nulls));
+		values[0] = CStringGetTextDatum("database");
+		values[1] = DirectFunctionCall1(namein, CStringGetDatum(name != NULL ? name : psprintf("%u", dboid)));
+		nulls[2] = true;
+		values[3] = CStringGetTextDatum(state);
+		values[4] = Int32GetDatum(pids.nscanners);
+		values[5] = Int32GetDatum(entry.scanners_granted);
+		values[6] = Int32GetDatum(pids.nhttp);
+		values[7] = Int32GetDatum(entry.http_granted);
+		values[8] = Int32GetDatum(entry.failures);
+		values[9] = TimestampTzGetDatum(entry.retry_at);
+		nulls[9] = entry.retry_at <= now;
+		if (oldest == DT_NOEND || oldest > now)
+			nulls[10] = true;
+		else
+			values[10] = DirectFunctionCall2(timestamp_mi, TimestampTzGetDatum(now),
+											 TimestampTzGetDatum(oldest));
+		values[11] = TimestampTzGetDatum(entry.served_since);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
+}

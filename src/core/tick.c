@@ -1,0 +1,227 @@
+/*-------------------------------------------------------------------------
+ *
+ * tick.c
+ *		One tick of the scan on one range, in the caller's transaction: lock
+ *		the range's time pointer, walk it up to now delivering what falls
+ *		due, and when asked sweep the range (tasks behind the pointer,
+ *		expired acknowledgement leases, and for range 0 retention).
+ *
+ * The scanner workers call delaysched_tick() directly; sched._tick() is the
+ * same for SQL, so that the isolation specs can race it against users'
+ * statements.
+ *
+ * Locking.  The tick locks the range's row of sched.pointer FOR UPDATE SKIP
+ * LOCKED.  While its transaction lasts no other worker works on the range;
+ * if another transaction has the row the tick does nothing and reports
+ * held = false.  Task rows are taken FOR UPDATE SKIP LOCKED too, so a claim,
+ * cancel or acknowledgement in progress is stepped over, never waited for.
+ *
+ * The parts of a tick have files of their own: the statements and their
+ * kept plans (tick_plans.c, with the buckets' arithmetic in buckets.c),
+ * the walk (walk.c), the walk in fair shares after a backlog
+ * (fair_walk.c), a delivery statement and what it sends (delivery.c),
+ * the searches for the next due task (next_due.c), and the sweep
+ * (sweep.c).  The design of each is written at the top of its file.
+ *
+ * IDENTIFICATION
+ *	  src/core/tick.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "executor/spi.h"
+#include "funcapi.h"
+#include "utils/builtins.h"
+#include "utils/timestamp.h"
+
+#include "base/base.h"
+#include "core/tick.h"
+
+PG_FUNCTION_INFO_V1(delaysched_tick_sql);
+
+/*
+ * A walk statement of this tick came back full: a burst has begun in the
+ * range.  Before the worker leaves it, the types with tasks due there get
+ * their shares of half a step (no more than the "room" left of the batch),
+ * in fair shares from where the walk stopped.  Else a task of another type
+ * due with the burst, after it in (run_at, id) order, would wait for every
+ * range's first statement of the burst before the range's next tick served
+ * it (fair_walk.c).  Half a step: every range's first tick of the burst is
+ * that much longer, and the last range's wait is the others' first ticks
+ * (in runs of TAP 021, a step let a neighbour's task due with a burst of
+ * 300,000 wait up to 44 ms, half a step up to 32).  Nothing more is done
+ * when the burst's type is the only one with pending tasks.  Returns the
+ * earliest lease granted.
+ */
+static TimestampTz
+share_the_onset(const TickRequest *request, int room, TickResult *result)
+{
+	TickRequest onset = *request;
+	TimestampTz first_lease = DT_NOEND;
+
+	onset.cursor = result->cursor;
+	onset.cursor.nlanes = 0;
+	onset.urgent = false;
+	if (!delaysched_fair_walk(&onset, result->time_pointer, Min(room, Max(request->step / 2, 1)),
+							  result, &first_lease))
+		return DT_NOEND;
+	return first_lease;
+}
+
+/*
+ * One tick on request->range, in the caller's transaction (with a snapshot
+ * pushed).  The extension must be installed.
+ */
+void
+delaysched_tick(const TickRequest *request, TickResult *result)
+{
+	Datum		values[1];
+	TimestampTz pointer;
+	TimestampTz first_lease = DT_NOEND;
+	TimestampTz walked_lease;
+	int			late = 0;
+
+	memset(result, 0, sizeof(*result));
+	result->next_due = DT_NOEND;
+	result->urgent_at = DT_NOEND;
+	result->next_sweep = DT_NOEND;
+	result->late_from = request->late_from;
+	result->lease_from = request->lease_from;
+	result->purge_done_from = request->purge_done_from;
+	result->purge_dead_from = request->purge_dead_from;
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	delaysched_prepare_tick_plans();
+
+	values[0] = Int32GetDatum(request->range);
+	result->held = delaysched_fetch_timestamp(delaysched_tick_plans.lock_pointer, values, &pointer);
+	if (!result->held)
+	{
+		SPI_finish();
+		return;
+	}
+
+	/*
+	 * Late tasks first: every one of them was due before anything the walk
+	 * will find, and a range delivers in run_at order.
+	 */
+	if (request->sweep)
+		late = delaysched_deliver_late(request, pointer, request->batch, &result->delivered,
+									   &first_lease, &result->late_from);
+	/*
+	 * After a backlog, in fair shares while other types wait, else a whole
+	 * batch a statement; otherwise a step a statement, so that the first
+	 * statement of a burst does not keep the other ranges waiting for a
+	 * whole batch (see "The walk" in walk.c).  (Not inside Min(), a macro: it
+	 * would walk twice.)
+	 */
+	if (!request->cursor.fair ||
+		!delaysched_fair_walk(request, pointer, request->batch - late, result, &walked_lease))
+	{
+		int			walked;
+		int			room;
+
+		walked_lease = delaysched_walk(request, pointer, request->batch - late,
+							request->cursor.fair ? request->batch : request->step, result,
+							&walked);
+		room = request->batch - late - walked;
+		if (request->shares && !request->cursor.fair && result->cursor.fair && room > 0)
+			walked_lease = Min(walked_lease, share_the_onset(request, room, result));
+	}
+	first_lease = Min(first_lease, walked_lease);
+
+	/*
+	 * The leases this tick granted: the worker must look again when the
+	 * first of them runs out, sweep or not.
+	 */
+	result->next_sweep = first_lease;
+
+	if (request->sweep)
+		delaysched_sweep(request, late, result);
+
+	SPI_finish();
+}
+
+/*
+ * sched._tick(range smallint, now timestamptz, batch int, sweep boolean,
+ *			   retention_s int, dead_retention_s int,
+ *			   cursor_run_at timestamptz, cursor_id bigint, park_all boolean,
+ *			   OUT held boolean, OUT delivered bigint, OUT time_pointer timestamptz,
+ *			   OUT next_due timestamptz, OUT next_sweep timestamptz,
+ *			   OUT cursor_run_at timestamptz, OUT cursor_id bigint)
+ *
+ * A worker's tick, for SQL (tests).  A NULL cursor means none.
+ */
+Datum
+delaysched_tick_sql(PG_FUNCTION_ARGS)
+{
+	TickRequest request;
+	TickResult	result;
+	TupleDesc	desc;
+	Datum		values[7];
+	bool		nulls[7] = {false};
+
+	for (int i = 0; i < 6; i++)
+		if (PG_ARGISNULL(i))
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("only the cursor arguments of sched._tick may be null")));
+	request.range = PG_GETARG_INT16(0);
+	request.now = PG_GETARG_TIMESTAMPTZ(1);
+	request.batch = PG_GETARG_INT32(2);
+	request.step = request.batch;
+	request.urgent = false;
+	request.shares = false;
+	request.sweep = PG_GETARG_BOOL(3);
+	request.retention_s = PG_GETARG_INT32(4);
+	request.dead_retention_s = PG_GETARG_INT32(5);
+	request.cursor.valid = !PG_ARGISNULL(6) && !PG_ARGISNULL(7);
+	request.cursor.run_at = request.cursor.valid ? PG_GETARG_TIMESTAMPTZ(6) : 0;
+	request.cursor.id = request.cursor.valid ? PG_GETARG_INT64(7) : 0;
+	/* (SQL's ticks always walk: the fair shares are the workers'.) */
+	request.cursor.fair = false;
+	request.cursor.nlanes = 0;
+	request.park_all = !PG_ARGISNULL(8) && PG_GETARG_BOOL(8);
+	/* Always a full sweep, and the far search when it is asked. */
+	request.ticked_again_by = DT_NOEND;
+	request.late_from = DT_NOBEGIN;
+	request.lease_from = DT_NOBEGIN;
+	request.purge_done_from = DT_NOBEGIN;
+	request.purge_dead_from = DT_NOBEGIN;
+	if (request.batch < 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("batch must be at least 1")));
+	if (TIMESTAMP_NOT_FINITE(request.now))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("now must be finite")));
+
+	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+
+	delaysched_tick(&request, &result);
+
+	values[0] = BoolGetDatum(result.held);
+	if (!result.held)
+	{
+		for (int i = 1; i < 7; i++)
+			nulls[i] = true;
+	}
+	else
+	{
+		values[1] = Int64GetDatum(result.delivered);
+		values[2] = TimestampTzGetDatum(result.time_pointer);
+		values[3] = TimestampTzGetDatum(result.next_due);
+		nulls[3] = (result.next_due == DT_NOEND);
+		values[4] = TimestampTzGetDatum(result.next_sweep);
+		nulls[4] = (result.next_sweep == DT_NOEND);
+		values[5] = TimestampTzGetDatum(result.cursor.run_at);
+		values[6] = Int64GetDatum(result.cursor.id);
+		nulls[5] = nulls[6] = !result.cursor.valid;
+	}
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(desc), values, nulls)));
+}

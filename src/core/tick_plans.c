@@ -1,0 +1,284 @@
+/*-------------------------------------------------------------------------
+ *
+ * tick_plans.c
+ *		The statements a tick runs, and the plans of them this backend
+ *		prepares once and keeps: per task partition (bucket) the walk's and
+ *		the fair walk's delivery and the search of one second, and the
+ *		range's pointer, the searches of the whole table and the sweep's.
+ *
+ * Statements.  Every statement a tick runs in the common case targets one
+ * leaf partition (sched.task_NNNN, the bucket of one run-at second) through
+ * a plan prepared once per backend and bucket and kept.  The same statement
+ * on the parent would merge an index scan of every partition and, as a
+ * generic plan, lock all of them at every execution; on a leaf it descends
+ * one index and locks one table, so the cost of a tick grows with what is
+ * due, not with what is pending.  The parent is searched only where a
+ * search must span seconds: a pointer more than a second behind (after
+ * downtime), the next due task when none is pending in the next two
+ * seconds, and the sweep.
+ *
+ * IDENTIFICATION
+ *	  src/core/tick_plans.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "commands/extension.h"
+#include "executor/spi.h"
+#include "utils/memutils.h"
+
+#include "base/base.h"
+#include "core/core.h"
+#include "core/tick.h"
+
+/*
+ * The plans this backend prepared, for the extension object they were made
+ * for: recreating the extension (perhaps with another bucket count) makes
+ * them all anew.
+ */
+TickPlans	delaysched_tick_plans;
+
+/*
+ * The second half of every statement of the walk (tick.c, fair_walk.c),
+ * after a CTE "picked" (ids of one leaf partition, %s, locked) is opened:
+ * deliver the picked tasks as their types say.  park_all and worker are
+ * the statement's parameters saying whether every notify type's tasks are
+ * parked, and which HTTP worker http tasks may be leased to (NULL: park
+ * them all; see http_handoff.c).
+ *
+ * The update goes by primary key: joining it to the chosen rows could plan
+ * a hash join over the partition.  Which http tasks are leased to the HTTP
+ * worker, sched._handoff_lease says row by row, within the places reserved
+ * for the statement, giving the same answer for a row every time it is
+ * asked.  The rows it does not deliver it parks, in the same update: the
+ * transition is DELAYSCHED_LEASE_OR_PARK (core.h), written once for every
+ * delivery.  (Two updates, one for the leased rows and one for the rest,
+ * cost a notify type's tick 40% more CPU, for the second update's start-up
+ * and hash joins.)  The rows come back in (run_at, id) order, in the
+ * columns DC_* of delivery.c.
+ */
+#define DELAYSCHED_DELIVER_PICKED(park_all, worker) \
+"), kinds AS (" \
+"  SELECT b.name, b.channel, b.ack_timeout, b.timeout, b.delivery = 'pull' AS pull, b.paused," \
+"         (b.rate_limit IS NOT NULL OR b.max_concurrency IS NOT NULL OR " park_all ") AS limited," \
+"         b.delivery = 'http' AS http," \
+"         (b.delivery <> 'notify' OR b.paused OR b.rate_limit IS NOT NULL" \
+"          OR b.max_concurrency IS NOT NULL OR " park_all ") AS parks," \
+"         (b.delivery = 'http' AND NOT b.paused AND b.rate_limit IS NULL" \
+"          AND b.max_concurrency IS NULL AND " worker " IS NOT NULL) AS handable" \
+"  FROM sched.biz b" \
+"), taken AS (" \
+"  UPDATE sched.%s t SET " \
+DELAYSCHED_LEASE_OR_PARK("(NOT k.parks OR k.handable AND sched._handoff_lease(t.id))", \
+						 "pg_catalog.clock_timestamp()", \
+						 "CASE WHEN k.handable AND sched._handoff_lease(t.id)" \
+						 " THEN sched._http_lease(k.timeout) ELSE k.ack_timeout END", \
+						 "CASE WHEN k.handable AND sched._handoff_lease(t.id) THEN " worker " END") \
+"  FROM kinds k" \
+"  WHERE t.id = ANY (ARRAY(SELECT picked.id FROM picked)) AND k.name = t.biz_type" \
+"  RETURNING t.id, t.biz_type, t.run_at, t.payload, t.attempt, t.lease_until," \
+"            k.channel, k.pull, k.paused, k.limited, k.http, k.http AND t.state = 'd' AS handed," \
+"            t.schedule" \
+") SELECT * FROM taken ORDER BY taken.run_at, taken.id"
+
+/*
+ * Statement text of a task partition; %s is its name.  Parameters:
+ * $1 door, $2/$3 deliver after (run_at, id), $4 before run_at, $5 now,
+ * $6 at most this many, $7 park every notify type's tasks, $8 the HTTP
+ * worker to lease http tasks to (NULL: park them all; see http_handoff.c).
+ * The ids are chosen first, in the range's (run_at, id) order; what is
+ * done with them is DELAYSCHED_DELIVER_PICKED (above).
+ */
+static const char deliver_sql[] =
+"WITH picked AS ("
+"  SELECT t.id FROM sched.%s t"
+"  WHERE t.door = $1 AND t.state = 'p' AND (t.run_at, t.id) > ($2, $3)"
+"    AND t.run_at < $4 AND t.run_at <= $5"
+"  ORDER BY t.run_at, t.id LIMIT $6"
+"  FOR UPDATE SKIP LOCKED"
+DELAYSCHED_DELIVER_PICKED("$7", "$8");
+
+/* $1 door, $2 at or after run_at, $3 before run_at. */
+static const char first_due_sql[] =
+"SELECT t.run_at FROM sched.%s t"
+" WHERE t.door = $1 AND t.state = 'p' AND t.run_at >= $2 AND t.run_at < $3"
+" ORDER BY t.run_at LIMIT 1";
+
+/*
+ * The statement of a task partition (%s, twice).  "state IN ('p', 'r') AND
+ * state <> 'r'" is state = 'p' written so that it cannot use
+ * task_pending_idx, which would pass over every other type's entries of the
+ * range, whatever a plan made while the partition looked empty thinks.
+ * Parameters: $1 door,
+ * $2 the types, $3 how many of each, $4/$5 each one's place (run_at, id),
+ * $6 before run_at, $7 now, $8 park every notify type's tasks, $9 the HTTP
+ * worker (as the walk's).
+ */
+static const char fair_deliver_sql[] =
+"WITH picked AS ("
+"  SELECT p.id"
+"  FROM ROWS FROM (pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::int4[]),"
+"                  pg_catalog.unnest($4::timestamptz[]), pg_catalog.unnest($5::int8[]))"
+"       AS w(biz_type, quota, after_run_at, after_id)"
+"  CROSS JOIN LATERAL ("
+"    SELECT t.id FROM sched.%s t"
+"    WHERE t.biz_type = w.biz_type AND t.biz_type IS NOT NULL"
+"      AND t.state IN ('p', 'r') AND t.state <> 'r' AND t.door = $1"
+"      AND (t.run_at, t.id) > (w.after_run_at, w.after_id)"
+"      AND t.run_at < $6 AND t.run_at <= $7"
+"    ORDER BY t.run_at, t.id LIMIT w.quota"
+"    FOR UPDATE OF t SKIP LOCKED) p"
+DELAYSCHED_DELIVER_PICKED("$8", "$9");
+
+/*
+ * Make sure the plans belong to the installed extension; prepare the ones
+ * that are not per bucket.  SPI connected.
+ */
+void
+delaysched_prepare_tick_plans(void)
+{
+	Oid			extension = get_extension_oid("delaysched", false);
+	bool		isnull;
+
+	if (delaysched_tick_plans.extension == extension)
+		return;
+
+	if (delaysched_tick_plans.buckets != NULL)
+	{
+		for (int b = 0; b < delaysched_tick_plans.nbuckets; b++)
+		{
+			delaysched_free_plan(&delaysched_tick_plans.buckets[b].deliver);
+			delaysched_free_plan(&delaysched_tick_plans.buckets[b].first_due);
+			delaysched_free_plan(&delaysched_tick_plans.buckets[b].fair_deliver);
+		}
+		pfree(delaysched_tick_plans.buckets);
+		delaysched_tick_plans.buckets = NULL;
+	}
+	delaysched_free_plan(&delaysched_tick_plans.lock_pointer);
+	delaysched_free_plan(&delaysched_tick_plans.move_pointer);
+	delaysched_free_plan(&delaysched_tick_plans.first_pending);
+	delaysched_free_plan(&delaysched_tick_plans.next_lease);
+	delaysched_free_plan(&delaysched_tick_plans.first_lease);
+	delaysched_free_plan(&delaysched_tick_plans.expire_leases);
+	delaysched_free_plan(&delaysched_tick_plans.purge);
+	delaysched_tick_plans.extension = InvalidOid;
+
+	if (SPI_execute("SELECT sched._bucket_count()", true, 1) != SPI_OK_SELECT ||
+		SPI_processed != 1)
+		elog(ERROR, "could not read the bucket count of delaysched");
+	delaysched_tick_plans.nbuckets = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0],
+												 SPI_tuptable->tupdesc, 1, &isnull));
+	delaysched_tick_plans.buckets = MemoryContextAllocZero(TopMemoryContext,
+										   sizeof(BucketPlans) * delaysched_tick_plans.nbuckets);
+
+	{
+		Oid			types[] = {INT4OID, TIMESTAMPTZOID};
+
+		delaysched_tick_plans.lock_pointer = delaysched_prepare_kept(
+			"SELECT p.pointer FROM sched.pointer p WHERE p.range_id = $1 FOR UPDATE SKIP LOCKED",
+			1, types);
+		delaysched_tick_plans.move_pointer = delaysched_prepare_kept(
+			"UPDATE sched.pointer p SET pointer = $2, updated_at = pg_catalog.clock_timestamp()"
+			" WHERE p.range_id = $1",
+			2, types);
+	}
+	{
+		Oid			types[] = {INT2OID, TIMESTAMPTZOID, INT8OID};
+
+		delaysched_tick_plans.first_pending = delaysched_prepare_kept(
+			"SELECT t.run_at FROM sched.task t"
+			" WHERE t.door = $1 AND t.state = 'p' AND (t.run_at, t.id) > ($2, $3)"
+			" ORDER BY t.run_at, t.id LIMIT 1",
+			3, types);
+	}
+	{
+		Oid			types[] = {INT2OID, TIMESTAMPTZOID, INT4OID, BOOLOID, TIMESTAMPTZOID};
+		Oid			next_lease_types[] = {INT2OID, TIMESTAMPTZOID, TIMESTAMPTZOID};
+
+		/*
+		 * Strictly later than now: an expired lease that another transaction
+		 * holds (an ack in progress) waits for the next regular sweep rather
+		 * than waking the worker over and over.  No later than the next
+		 * regular sweep, which comes anyway: the leases of acknowledged tasks
+		 * stay in the index until vacuum, and a search without an end would
+		 * read all of them while the horizon is held.
+		 */
+		delaysched_tick_plans.next_lease = delaysched_prepare_kept(
+			"SELECT t.lease_until FROM sched.task t"
+			" WHERE t.door = $1 AND t.state = 'd' AND t.lease_until > $2"
+			"   AND t.lease_until <= $3"
+			" ORDER BY t.lease_until LIMIT 1",
+			3, next_lease_types);
+
+		/*
+		 * The earliest lease in [$2, $3]: before the expiry, whether any ran
+		 * out and when the next will; after it, one still there, that is,
+		 * one whose row another transaction held (an acknowledgement that
+		 * may yet roll back), where the next sweep starts.
+		 */
+		delaysched_tick_plans.first_lease = delaysched_prepare_kept(
+			"SELECT t.lease_until FROM sched.task t"
+			" WHERE t.door = $1 AND t.state = 'd' AND t.lease_until >= $2"
+			"   AND t.lease_until <= $3"
+			" ORDER BY t.lease_until LIMIT 1",
+			3, next_lease_types);
+		delaysched_tick_plans.expire_leases = delaysched_prepare_kept("SELECT sched._expire_leases($1, $2, $3, $4, $5)", 5, types);
+	}
+	{
+		Oid			types[] = {TIMESTAMPTZOID, INT4OID, INT4OID, INT4OID, TIMESTAMPTZOID, TIMESTAMPTZOID};
+
+		delaysched_tick_plans.purge = delaysched_prepare_kept("SELECT sched._purge($1, $2, $3, $4, $5, $6)", 6, types);
+	}
+	delaysched_tick_plans.extension = extension;
+}
+
+/* The plans of one bucket, prepared when first used. */
+BucketPlans *
+delaysched_bucket_plans(int bucket)
+{
+	BucketPlans *bp = &delaysched_tick_plans.buckets[bucket];
+
+	if (bp->deliver == NULL)
+	{
+		char		partition[NAMEDATALEN];
+		Oid			deliver_types[] = {INT2OID, TIMESTAMPTZOID, INT8OID, TIMESTAMPTZOID,
+		TIMESTAMPTZOID, INT4OID, BOOLOID, INT2OID};
+		Oid			first_due_types[] = {INT2OID, TIMESTAMPTZOID, TIMESTAMPTZOID};
+
+		/* The partitions' names, as the install script makes them. */
+		snprintf(partition, sizeof(partition), "task_%04d", bucket);
+		bp->first_due = delaysched_prepare_kept(psprintf(first_due_sql, partition), 3, first_due_types);
+		bp->deliver = delaysched_prepare_kept(psprintf(deliver_sql, partition, partition),
+											  8, deliver_types);
+	}
+	return bp;
+}
+
+/* The fair walk's delivery statement of a bucket (fair_walk.c). */
+SPIPlanPtr
+delaysched_fair_plan(int bucket)
+{
+	BucketPlans *bp = &delaysched_tick_plans.buckets[bucket];
+
+	if (bp->fair_deliver == NULL)
+	{
+		char		partition[NAMEDATALEN];
+		Oid			types[] = {INT2OID, TEXTARRAYOID, INT4ARRAYOID, TIMESTAMPTZARRAYOID,
+		INT8ARRAYOID, TIMESTAMPTZOID, TIMESTAMPTZOID, BOOLOID, INT2OID};
+
+		snprintf(partition, sizeof(partition), "task_%04d", bucket);
+		bp->fair_deliver = delaysched_prepare_kept(psprintf(fair_deliver_sql,
+															partition, partition),
+												   lengthof(types), types);
+	}
+	return bp->fair_deliver;
+}
+
+/* The bucket of tasks due in t's second: what sched._bucket(t) computes. */
+int
+delaysched_bucket_of(TimestampTz t)
+{
+	return delaysched_bucket_among(t, delaysched_tick_plans.nbuckets);
+}
