@@ -16,7 +16,8 @@
  * doc/internals.md.
  *
  * The task store, the public functions and the sweep's statements are SQL,
- * in delaysched--<version>.sql.
+ * in schema/ (one file per section; the Makefile builds
+ * delaysched--<version>.sql and the update from them).
  *
  * IDENTIFICATION
  *	  src/delaysched.c

@@ -159,6 +159,10 @@ extern TimestampTz delaysched_check_horizon(TimestampTz now);
  * lease is that with LEASES = true, which the planner folds away.
  *
  * The arguments are SQL expressions; AT is evaluated once per column.
+ *
+ * The reverse, a delivered task that waits again (its lease ran out, an
+ * HTTP worker gave it back, a firing's delivery was put off), is written
+ * once too, in SQL: sched._unlease (schema/objects/03_task_operations.sql).
  */
 
 #define DELAYSCHED_LEASE_OR_PARK(leases, at, lease_for, owner) \

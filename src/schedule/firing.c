@@ -11,8 +11,8 @@
  *		'none'); it cancels those itself, and the caller sends the rest.
  *
  * The SQL paths that deliver (sched.claim, sched._http_claim) call
- * sched._fired themselves.  See "Schedules" in delaysched--0.2.sql for the
- * locking rules.
+ * sched._fired themselves.  See schema/objects/09_schedules.sql for
+ * the locking rules.
  *
  * IDENTIFICATION
  *	  src/schedule/firing.c
