@@ -56,9 +56,14 @@ EXTENSION = delaysched delaysched_router
 DATA = delaysched--0.1.sql delaysched--0.2.sql delaysched--0.1--0.2.sql delaysched_router--0.2.sql
 # The current version's scripts, built from schema/ (one source per section:
 # see schema/install.sql): the install is the tables followed by every
-# object file, the update its prologue followed by the same files.
+# object file; an update notes the grants on the objects, changes the
+# tables, makes the objects with the same files, and gives back the grants
+# it lost.  From 0.1 it runs the released 0.1 -> 0.2 script first, inside
+# the same notes, so that an update from 0.1 keeps its grants too.
 SCHEMA_OBJECTS = $(sort $(wildcard $(srcdir)/schema/objects/*.sql))
-DATA_built = delaysched--0.3.sql delaysched--0.2--0.3.sql
+KEEP_PRIVILEGES_SAVE = $(srcdir)/schema/update/keep-privileges-save.sql
+KEEP_PRIVILEGES_RESTORE = $(srcdir)/schema/update/keep-privileges-restore.sql
+DATA_built = delaysched--0.3.sql delaysched--0.2--0.3.sql delaysched--0.1--0.3.sql
 PGFILEDESC = "delaysched - delayed tasks delivered on time from inside PostgreSQL"
 
 REGRESS = setup api validation claim_ack privileges batch pause limits http schedule_rules schedules metrics statuses clock_steps hostile_role bad_input router
@@ -89,12 +94,14 @@ include $(PGXS)
 
 # A built script names its sources, and a blank line parts them.
 define concatenate_schema
-	{ echo '-- $@: built by make from $(patsubst $(srcdir)/%,%,$<) and schema/objects/*.sql; edit those, not this file'; \
+	{ echo '-- $@: built by make from the files of schema/ (see the Makefile); edit those, not this file'; \
 	  awk 'FNR == 1 { print "" } { print }' $^; } > $@
 endef
 delaysched--0.3.sql: $(srcdir)/schema/install.sql $(SCHEMA_OBJECTS)
 	$(concatenate_schema)
-delaysched--0.2--0.3.sql: $(srcdir)/schema/update/0.2--0.3.sql $(SCHEMA_OBJECTS)
+delaysched--0.2--0.3.sql: $(KEEP_PRIVILEGES_SAVE) $(srcdir)/schema/update/0.2--0.3.sql $(SCHEMA_OBJECTS) $(KEEP_PRIVILEGES_RESTORE)
+	$(concatenate_schema)
+delaysched--0.1--0.3.sql: $(KEEP_PRIVILEGES_SAVE) $(srcdir)/delaysched--0.1--0.2.sql $(srcdir)/schema/update/0.2--0.3.sql $(SCHEMA_OBJECTS) $(KEEP_PRIVILEGES_RESTORE)
 	$(concatenate_schema)
 
 # PGXS tracks no header dependencies: rebuild every object when a header changes.

@@ -4,15 +4,15 @@
  *		functions, views and triggers.
  *
  * The Makefile builds delaysched--0.2--0.3.sql from this file followed by
- * every file of schema/objects/ (see schema/install.sql): the tables,
- * indexes and the objects that cannot be replaced in place (a function
- * whose arguments or result change, a view that loses a column) change
- * here; everything else is made anew by the same files as a fresh install.
- * test/t/013_upgrade.pl checks that an updated database has the schema of a
- * fresh 0.3 install and keeps its tasks, schedules and grants.
+ * every file of schema/objects/ (see schema/install.sql), between the two
+ * halves of keep-privileges, which keep what was granted on the objects;
+ * and delaysched--0.1--0.3.sql the same way, with the released 0.1 -> 0.2
+ * script before this file.  The tables, indexes and the objects that
+ * cannot be replaced in place (a function whose arguments or result
+ * change, a view that loses a column) change here; everything else is made
+ * anew by the same files as a fresh install.  test/t/013_upgrade.pl checks
+ * that an updated database has the schema of a fresh 0.3 install and keeps
+ * its tasks, schedules and grants.
  *
  * Since 0.2: no table changed.
  */
-
-\echo Use "ALTER EXTENSION delaysched UPDATE TO '0.3'" to load this file. \quit
-

@@ -74,9 +74,10 @@ is(scalar @said, 1, 'said once, not once per look');
 unlike($waiting_log, qr/(exited with exit code|terminated by signal)/, 'no worker died on the old schema');
 is(sql("SELECT count(*) FROM sched.tasks WHERE state = 'pending'"), '17', 'nothing was delivered on the old schema');
 
-# The update, through 0.2.
+# The update, in one step that runs the released 0.1 -> 0.2 script inside it
+# (the step keeps what was granted: see the grants below).
 is(sql("SELECT path FROM pg_extension_update_paths('delaysched') WHERE source = '0.1' AND target = '0.3'"),
-	'0.1--0.2--0.3', 'an update from 0.1 goes through 0.2');
+	'0.1--0.3', 'an update from 0.1 goes to 0.3 in one step');
 my $listener = DelayschedTest::Listener->start($node, 'postgres', ['--ack'], 'up_notify');
 sql('ALTER EXTENSION delaysched UPDATE');
 is(sql("SELECT extversion FROM pg_extension WHERE extname = 'delaysched'"), '0.3', 'updated to 0.3');
@@ -180,10 +181,18 @@ $listener02->stop;
 # The schema: a fresh 0.3 install in another database, dumped the same way
 # as the two updated ones.  pg_dump leaves out an extension's objects, so
 # the databases first forget which objects belong to it.
+# A third path, through 0.2 by hand: the released update to 0.2, then the
+# update from 0.2.
+sql('CREATE DATABASE via02');
+$node->safe_psql('via02', "CREATE EXTENSION delaysched VERSION '0.1'");
+$node->safe_psql('via02', "ALTER EXTENSION delaysched UPDATE TO '0.2'");
+$node->safe_psql('via02', 'ALTER EXTENSION delaysched UPDATE');
+is($node->safe_psql('via02', "SELECT extversion FROM pg_extension WHERE extname = 'delaysched'"), '0.3',
+	'updated from 0.1 to 0.2, then to 0.3');
 sql('CREATE DATABASE fresh');
 $node->safe_psql('fresh', 'CREATE EXTENSION delaysched');
 my %dump;
-for my $db (qw(postgres from02 fresh))
+for my $db (qw(postgres from02 via02 fresh))
 {
 	$node->safe_psql($db, q{
 		SET allow_system_table_mods = on;
@@ -195,7 +204,7 @@ for my $db (qw(postgres from02 fresh))
 }
 cmp_ok(scalar @{ $dump{fresh} }, '>', 500, 'the fresh schema was dumped');
 ok((grep { /^CREATE TABLE sched\.schedule / } @{ $dump{fresh} }), 'the dump holds the extension\'s objects');
-for my $path ([ 'postgres', '0.1 -> 0.2 -> 0.3' ], [ 'from02', '0.2 -> 0.3' ])
+for my $path ([ 'postgres', '0.1 -> 0.3' ], [ 'via02', '0.1 -> 0.2 -> 0.3' ], [ 'from02', '0.2 -> 0.3' ])
 {
 	my ($db, $how) = @$path;
 	my @updated = @{ $dump{$db} };
@@ -210,24 +219,49 @@ for my $path ([ 'postgres', '0.1 -> 0.2 -> 0.3' ], [ 'from02', '0.2 -> 0.3' ])
 
 # A role granted at 0.1 what reading sched.biz_stats and sched.tasks took
 # (the views, and EXECUTE on sched._tokens) still reads them after the
-# update, which grants it the functions the views now call too.  (In a database of its own: the
-# update's grants become the extension's initial privileges, which would
-# show in the dump compared above.)
-$node->safe_psql('postgres', 'CREATE DATABASE up_grants; CREATE ROLE up_monitor');
+# update, which grants it the functions the views now call too.  A consumer
+# granted sched.claim and an administrator's helper granted
+# sched.define_biz, which the released 0.1 -> 0.2 script drops and makes
+# again (with other arguments), keep them; and so does a dump of the
+# database, which would leave them out were they recorded as the
+# extension's own.  (In a database of its own: the update's grants become
+# the extension's initial privileges, which would show in the dump
+# compared above.)
+$node->safe_psql('postgres', 'CREATE DATABASE up_grants; CREATE ROLE up_monitor; CREATE ROLE up_consumer; CREATE ROLE up_definer');
 $node->safe_psql('up_grants', q{
 	CREATE EXTENSION delaysched VERSION '0.1';
 	SELECT sched.define_biz('up_pull', 'pull');
-	GRANT USAGE ON SCHEMA sched TO up_monitor;
+	GRANT USAGE ON SCHEMA sched TO up_monitor, up_consumer, up_definer;
 	GRANT SELECT ON sched.biz_stats, sched.tasks TO up_monitor;
 	GRANT EXECUTE ON FUNCTION sched._tokens(text, float8, int) TO up_monitor;
+	GRANT EXECUTE ON FUNCTION sched.claim(text, int), sched.ack(bigint) TO up_consumer;
+	GRANT EXECUTE ON FUNCTION sched.define_biz TO up_definer;
+});
+my $define_biz_01 = $node->safe_psql('up_grants', "SELECT 'sched.define_biz'::regproc::regprocedure");
+$node->safe_psql('up_grants', q{
 	ALTER EXTENSION delaysched UPDATE;
 	SELECT sched.grant_biz('up_pull', 'up_monitor', 'read');
+	SELECT sched.grant_biz('up_pull', 'up_consumer', 'consume');
 });
 is($node->safe_psql('up_grants', "SET ROLE up_monitor; SELECT biz_type || ' ' || pending FROM sched.biz_stats"),
 	'up_pull 0', 'a role that read sched.biz_stats at 0.1 still does');
 is($node->safe_psql('up_grants', "SET ROLE up_monitor; SELECT count(status) FROM sched.tasks"),
 	'0', 'and sched.tasks, with its status column');
-$node->safe_psql('postgres', 'DROP DATABASE up_grants; DROP ROLE up_monitor');
+$node->safe_psql('up_grants', q{SELECT sched.add('up_pull', now() - interval '1 second', '{"for": "up_consumer"}')});
+isnt($node->safe_psql('up_grants', "SELECT 'sched.define_biz'::regproc::regprocedure"), $define_biz_01,
+	'(sched.define_biz has other arguments since 0.1)');
+is($node->safe_psql('up_grants', "SET ROLE up_consumer; SELECT payload FROM sched.claim('up_pull')"),
+	'{"for": "up_consumer"}', 'a consumer granted sched.claim at 0.1 still claims');
+is($node->safe_psql('up_grants', q{
+	SELECT has_function_privilege('up_consumer', 'sched.ack(bigint)', 'EXECUTE'),
+		   has_function_privilege('up_definer', 'sched.define_biz'::regproc, 'EXECUTE')}),
+	't|t', 'and acknowledges; the grant on sched.define_biz went to its new arguments');
+my ($grants_dump) = run_command([ 'pg_dump', '--schema-only', '-d', $node->connstr('up_grants') ]);
+like($grants_dump, qr/^GRANT ALL ON FUNCTION sched\.claim\(biz_type text, max_tasks integer\) TO up_consumer;$/m,
+	'a dump keeps the grant on sched.claim');
+like($grants_dump, qr/^GRANT ALL ON FUNCTION sched\.define_biz\(.*\) TO up_definer;$/m,
+	'and the one on sched.define_biz');
+$node->safe_psql('postgres', 'DROP DATABASE up_grants; DROP ROLE up_monitor, up_consumer, up_definer');
 
 # A role granted at 0.2 a type's tasks (to read and to consume), the view
 # and the function it uses, keeps them after the update; so does PUBLIC,
