@@ -13,6 +13,7 @@ case name: value}, "body": ...}.  What it answers depends on the path:
     /retry-after/S/C/...         first C (429 or 503) with "Retry-After: S",
                                  then 200
     /redirect/P                  307 to /P
+    /redirect-port/N/P           307 to http://127.0.0.1:N/P (another origin)
     /hang/...                    nothing, ever (until the client gives up)
     /slow/MS/...                 200 after MS milliseconds
 
@@ -74,6 +75,8 @@ class Handler(BaseHTTPRequestHandler):
                 self.answer(200)
         elif kind == "redirect":
             self.answer(307, {"Location": "/" + "/".join(parts[1:])})
+        elif kind == "redirect-port":
+            self.answer(307, {"Location": "http://127.0.0.1:%s/%s" % (parts[1], "/".join(parts[2:]))})
         elif kind == "hang":
             time.sleep(3600)
         elif kind == "slow":

@@ -112,7 +112,9 @@ typedef struct HttpRequest
 	TimestampTz started;
 	char	   *body;
 	size_t		body_len;
-	struct curl_slist *request_headers;
+	struct curl_slist *request_headers; /* ours, then the type's */
+	struct curl_slist *own_headers; /* ours alone: for another origin */
+	bool		headers_withheld;	/* a redirect left the type's origin */
 	char	   *url;			/* where it goes now (changes on a redirect) */
 	int			redirects;
 	bool		allowed_by_name;	/* the host of url passes the allow list */

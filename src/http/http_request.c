@@ -32,7 +32,9 @@
  *											it (within the same bounds)
  *	 3xx with follow_redirects				the same POST to the new location,
  *											checked like the first; at most
- *											HTTP_MAX_REDIRECTS times
+ *											HTTP_MAX_REDIRECTS times; once it
+ *											leaves the origin of the type's
+ *											url, without the type's headers
  *	 other 3xx and 4xx, a destination the
  *	 perimeter refuses						dead at once
  *	 a local failure (no memory, no file
@@ -292,6 +294,7 @@ delaysched_http_request_new(const HttpTask *task, HttpTypeDef *def)
 	char		timestamp[32];
 	char		line[128];
 	struct curl_slist *headers = NULL;
+	struct curl_slist *own = NULL;
 	bool		ok = true;
 
 	request->def = def;
@@ -311,14 +314,22 @@ delaysched_http_request_new(const HttpTask *task, HttpTypeDef *def)
 
 	snprintf(timestamp, sizeof(timestamp), INT64_FORMAT, (int64) time(NULL));
 
-	/* curl_slist_append copies each line; NULL means it ran out of memory. */
-#define ADD_HEADER(text) \
+	/*
+	 * curl_slist_append copies each line; NULL means it ran out of memory.
+	 * Our headers go in both lists, the type's in the whole one only.
+	 */
+#define APPEND_TO(list, text) \
 	do { \
-		struct curl_slist *longer = ok ? curl_slist_append(headers, (text)) : NULL; \
+		struct curl_slist *longer = ok ? curl_slist_append((list), (text)) : NULL; \
 		if (longer == NULL) \
 			ok = false; \
 		else \
-			headers = longer; \
+			(list) = longer; \
+	} while (0)
+#define ADD_HEADER(text) \
+	do { \
+		APPEND_TO(headers, text); \
+		APPEND_TO(own, text); \
 	} while (0)
 
 	if (!def->has_content_type)
@@ -340,16 +351,71 @@ delaysched_http_request_new(const HttpTask *task, HttpTypeDef *def)
 	}
 #endif
 	for (struct curl_slist *h = def->headers; h != NULL; h = h->next)
-		ADD_HEADER(h->data);
+		APPEND_TO(headers, h->data);
 #undef ADD_HEADER
+#undef APPEND_TO
 	if (!ok)
 	{
 		curl_slist_free_all(headers);
-		headers = NULL;
+		curl_slist_free_all(own);
+		headers = own = NULL;
 	}
 	request->request_headers = headers;
+	request->own_headers = own;
 	MemoryContextSwitchTo(old);
 	return request;
+}
+
+/*
+ * Whether two absolute URLs have the same origin: scheme, host and port
+ * (the scheme's default port if none is written), as libcurl parses them.
+ * False if either does not parse.
+ */
+static bool
+same_origin(const char *a, const char *b)
+{
+	static const CURLUPart parts[] = {CURLUPART_SCHEME, CURLUPART_HOST, CURLUPART_PORT};
+	CURLU	   *ua = curl_url();
+	CURLU	   *ub = curl_url();
+	bool		same = ua != NULL && ub != NULL &&
+		curl_url_set(ua, CURLUPART_URL, a, 0) == CURLUE_OK &&
+		curl_url_set(ub, CURLUPART_URL, b, 0) == CURLUE_OK;
+
+	for (size_t i = 0; same && i < lengthof(parts); i++)
+	{
+		char	   *pa = NULL;
+		char	   *pb = NULL;
+
+		same = curl_url_get(ua, parts[i], &pa, CURLU_DEFAULT_PORT) == CURLUE_OK &&
+			curl_url_get(ub, parts[i], &pb, CURLU_DEFAULT_PORT) == CURLUE_OK &&
+			pg_strcasecmp(pa, pb) == 0;
+		curl_free(pa);
+		curl_free(pb);
+	}
+	curl_url_cleanup(ua);
+	curl_url_cleanup(ub);
+	return same;
+}
+
+/*
+ * Before a redirect to location: the type's headers (an Authorization, an
+ * API key) are for the origin of its url, so a redirect elsewhere gets ours
+ * alone, from then on (said in the log once per request, if the type has
+ * headers).  False if libcurl would not take the shorter list.
+ */
+static bool
+withhold_headers_elsewhere(HttpRequest *request, const char *location)
+{
+	if (request->headers_withheld || same_origin(request->def->url, location))
+		return true;
+	if (curl_easy_setopt(request->easy, CURLOPT_HTTPHEADER, request->own_headers) != CURLE_OK)
+		return false;
+	request->headers_withheld = true;
+	if (request->def->headers != NULL)
+		ereport(LOG,
+				(errmsg("delaysched: task " INT64_FORMAT " was redirected away from the origin of its type's url, to %s: the type's headers are not sent there",
+						request->id, location)));
+	return true;
 }
 
 /* Point the easy handle at request->url; false with the reason in error. */
@@ -391,7 +457,7 @@ delaysched_http_request_prepare(HttpRequest *request, char *error, size_t errlen
 		return false;
 	}
 #endif
-	if (request->request_headers == NULL)
+	if (request->request_headers == NULL || request->own_headers == NULL)
 	{
 		snprintf(error, errlen, "local_error: out of memory building the request headers");
 		return false;
@@ -440,6 +506,7 @@ delaysched_http_request_free(HttpRequest *request)
 	if (request->easy)
 		curl_easy_cleanup(request->easy);
 	curl_slist_free_all(request->request_headers);
+	curl_slist_free_all(request->own_headers);
 	delaysched_http_typedef_release(request->def);
 	pfree(request->url);
 	pfree(request->body);
@@ -575,6 +642,11 @@ delaysched_http_request_outcome(HttpRequest *request, CURLcode code, HttpResult 
 								 status, location);
 			else if (request->redirects >= HTTP_MAX_REDIRECTS)
 				error = psprintf("http_%ld: more than %d redirects", status, HTTP_MAX_REDIRECTS);
+			else if (!withhold_headers_elsewhere(request, location))
+			{
+				outcome = HTTP_REQUEUED;
+				error = pstrdup("local_error: could not set up a libcurl handle for a redirect");
+			}
 			else
 			{
 				char		why[256];

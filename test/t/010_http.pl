@@ -153,14 +153,40 @@ sql(q{SELECT pg_reload_conf()});
 ok(DelayschedTest::poll_until($node, q{SELECT current_setting('delaysched.http_denied_hosts') LIKE '169.254%'}, 't', 10), 'reset');
 
 # --- redirects: followed only when the type says so ---
-sql(qq{SELECT sched.define_biz('h_redir', 'http', url => '$base/redirect/ok/redir-followed', follow_redirects => true)});
+sql(qq{SELECT sched.define_biz('h_redir', 'http', url => '$base/redirect/ok/redir-followed', follow_redirects => true,
+	headers => '{"Authorization": "Bearer same-origin", "X-Api-Key": "k1"}')});
 sql(qq{SELECT sched.define_biz('h_noredir', 'http', url => '$base/redirect/ok/redir-not')});
 sql(q{SELECT sched.add('h_redir', clock_timestamp(), '{}'), sched.add('h_noredir', clock_timestamp(), '{}')});
 ok(wait_finished('h_redir') && wait_finished('h_noredir'), 'both end');
-is(scalar($receiver->requests('/ok/redir-followed')), 1, 'the redirect was followed (same POST, same body)');
+my @followed = $receiver->requests('/ok/redir-followed');
+is(scalar(@followed), 1, 'the redirect was followed (same POST, same body)');
+is(($followed[0]{headers}{authorization} // '') . ' ' . ($followed[0]{headers}{'x-api-key'} // ''),
+	'Bearer same-origin k1', 'with the type\'s headers, to the same origin');
 is(sql("SELECT state FROM sched.tasks WHERE biz_type = 'h_redir'"), 'done', 'and the task is done');
 is(scalar($receiver->requests('/ok/redir-not')), 0, 'the other was not');
 like(sql("SELECT state || ': ' || last_error FROM sched.tasks WHERE biz_type = 'h_noredir'"), qr/^dead: http_307: redirect to .* not followed/, 'and is dead, saying so');
+
+# A redirect to another origin (another port) gets delaysched's own headers
+# but not the type's, which are for its url's origin alone, and the log
+# says so.
+my $elsewhere = DelayschedTest::Receiver->start(PostgreSQL::Test::Utils::tempdir);
+my $log_before_away = -s $node->logfile;
+sql(qq{SELECT sched.define_biz('h_away', 'http', url => '$base/redirect-port/@{[ $elsewhere->port ]}/ok/away',
+	follow_redirects => true, headers => '{"Authorization": "Bearer for-the-first-origin", "X-Api-Key": "k2"}')});
+my $away_id = sql(q{SELECT sched.add('h_away', clock_timestamp(), '{}')});
+ok(wait_finished('h_away'), 'the task redirected elsewhere ends');
+is(sql("SELECT state FROM sched.tasks WHERE biz_type = 'h_away'"), 'done', 'done, where the redirect led');
+my @first = $receiver->requests('/redirect-port/');
+is($first[0]{headers}{authorization}, 'Bearer for-the-first-origin', 'the first origin got the type\'s headers');
+my @away = $elsewhere->requests('/ok/away');
+is(scalar(@away), 1, 'the other origin got the POST');
+ok(!exists $away[0]{headers}{authorization} && !exists $away[0]{headers}{'x-api-key'},
+	'without the type\'s headers');
+is($away[0]{headers}{'idempotency-key'}, $away_id, 'but with delaysched\'s own');
+like(substr(PostgreSQL::Test::Utils::slurp_file($node->logfile), $log_before_away),
+	qr/task $away_id was redirected away from the origin of its type's url, to http:\/\/127\.0\.0\.1:\d+\/ok\/away: the type's headers are not sent there/,
+	'and the log says so');
+$elsewhere->stop;
 
 # --- 500 slow requests in flight do not delay a notify type ---
 sql(qq{SELECT sched.define_biz('h_many', 'http', url => '$base/slow/3000/many')});
