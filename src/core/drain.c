@@ -353,11 +353,12 @@ share_out(DrainType *types, int count, int total, DrainLimit cut_by)
 
 /*
  * Deliver up to t->share of a type's parked tasks (step 4), as of "stamp";
- * how many went.  The schedules whose firings go make their next ones
- * first (firing.c).
+ * how many it took, and in *skipped how many of those were firings their
+ * schedules did not send (firing.c: cancelled as stale, say, or put off).
+ * The schedules whose firings go make their next ones first.
  */
 static int
-deliver(DrainType *t, TimestampTz stamp)
+deliver(DrainType *t, TimestampTz stamp, int *skipped)
 {
 	Datum		values[4];
 	TupleDesc	desc;
@@ -405,7 +406,10 @@ deliver(DrainType *t, TimestampTz stamp)
 		int			omitted;
 
 		if (delaysched_firing_suppressed(&firings, id))
-			continue;			/* a firing its schedule skipped (cancelled) */
+		{
+			(*skipped)++;		/* a firing its schedule did not send */
+			continue;
+		}
 		message = delaysched_delivery_message(id, t->name, run_at, payload, attempt,
 											  isnull ? NULL : TextDatumGetCString(schedule),
 											  &omitted);
@@ -415,7 +419,10 @@ deliver(DrainType *t, TimestampTz stamp)
 		Async_Notify(t->channel, message);
 		pfree(message);
 	}
-	/* A skipped firing counts as taken: it used its token. */
+	/*
+	 * Every row taken counts against the share (the backlog is judged by
+	 * it); only those sent use tokens (the caller gives back the rest).
+	 */
 	n = (int) nrows;
 	SPI_freetuptable(rows);
 	return n;
@@ -470,13 +477,15 @@ delaysched_drain(TimestampTz now, int batch, DrainResult *result)
 	for (int i = 0; i < ntypes; i++)
 	{
 		DrainType  *t = &types[i];
-		int			sent = t->share > 0 ? deliver(t, stamp) : 0;
+		int			skipped = 0;
+		int			taken = t->share > 0 ? deliver(t, stamp, &skipped) : 0;
+		int			sent = taken - skipped;
 
 		result->delivered += sent;
 		global_taken -= sent;
 		if (t->rate > 0)
 			delaysched_return_tokens(t->name, t->tokens_taken - sent);
-		if (t->share > 0 && sent < t->share)
+		if (t->share > 0 && taken < t->share)
 		{
 			Datum		name = CStringGetTextDatum(t->name);
 

@@ -187,5 +187,32 @@ cmp_ok($pm, '>=', 2, "the paused firings were counted missed ($pm)");
 is($pr + $pm, $pspan, 'every instant went out once or was counted missed');
 is($psent, $pdistinct, 'no instant went out twice');
 
+###########################################################################
+# 4. A firing skipped as stale uses no token of a rate-limited type.  The
+#    type is paused before its schedule's first instant and resumed after
+#    the last (ends_at): the firing made for the first instant is stale,
+#    skipped, and one firing for the last instant goes out.  Three tokens
+#    (the burst, and a rate that adds none worth counting): two are left.
+###########################################################################
+$node->safe_psql('postgres', q{
+	SELECT sched.define_biz('tk', ack_timeout => '1 hour', rate_limit => 0.001, burst => 3);
+	SELECT sched.pause('tk');
+	SELECT sched.define_schedule('tk_three', 'tk', 'every 1 second',
+		starts_at => clock_timestamp() + interval '1 second', ends_at => clock_timestamp() + interval '3 seconds')});
+my $tk_end = $node->safe_psql('postgres', "SELECT extract(epoch FROM ends_at) FROM sched.schedules WHERE name = 'tk_three'");
+is($node->safe_psql('postgres', "SELECT tokens FROM sched.biz_stats WHERE biz_type = 'tk'"), '3.0', 'a full bucket');
+$listener = DelayschedTest::Listener->start($node, 'postgres', ['--ack'], 'tk');
+ok(DelayschedTest::poll_until($node, "SELECT clock_timestamp() > to_timestamp($tk_end) + interval '0.5 seconds'", 't', 30),
+	'the schedule\'s last instant passed while the type was paused');
+$node->safe_psql('postgres', "SELECT sched.resume('tk')");
+my @tk = $listener->wait_for(1, 30);
+is(scalar @tk, 1, 'one firing went out');
+ok(DelayschedTest::poll_until($node,
+	"SELECT count(*) FROM sched.tasks WHERE schedule = 'tk_three' AND state = 'cancelled'", '1', 30),
+	'the stale one was cancelled');
+is($node->safe_psql('postgres', "SELECT tokens FROM sched.biz_stats WHERE biz_type = 'tk'"), '2.0',
+	'one token used, by the firing sent, none by the one skipped');
+$listener->stop;
+
 $node->stop;
 done_testing();
