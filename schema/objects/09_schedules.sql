@@ -287,10 +287,13 @@ COMMENT ON FUNCTION sched._fire_one(bigint, timestamptz, text, smallint, boolean
  * The common case is set-based, whatever the number of firings: a
  * schedule's pending firing delivered before its next instant is due, the
  * schedule neither paused nor forbidding overlap, the next instant within
- * ends_at.  The next firings are stored with one INSERT and the schedules
- * counted with one UPDATE.  Every other firing -- a skip, a catch-up, an
- * ended schedule, a firing that is not the pending one -- goes through
- * sched._fire_one, in run_at order.
+ * ends_at, and no other firing of the schedule in the call.  The next
+ * firings are stored with one INSERT and the schedules counted with one
+ * UPDATE.  Every other firing -- a skip, a catch-up, an ended schedule, a
+ * firing that is not the pending one, and the pending one delivered with
+ * earlier firings of its schedule (a catch-up batch claimed at once) --
+ * goes through sched._fire_one, in run_at order: each is counted, and the
+ * pending one last, so that last_task_id and last_run_at end at it.
  */
 CREATE OR REPLACE FUNCTION sched._fired(p_ids bigint[], p_buckets smallint[], p_run_ats timestamptz[], p_schedules text[],
 							 p_now timestamptz DEFAULT NULL)
@@ -308,7 +311,7 @@ DECLARE
 	v_skipped bigint[] := '{}';
 BEGIN
 	WITH fired AS MATERIALIZED (
-		SELECT u.id, u.run_at, u.schedule
+		SELECT u.id, u.run_at, u.schedule, pg_catalog.count(*) OVER (PARTITION BY u.schedule) AS n
 		FROM unnest(p_ids, p_run_ats, p_schedules) AS u(id, run_at, schedule)
 		WHERE u.schedule IS NOT NULL
 	), locked AS MATERIALIZED (
@@ -323,7 +326,7 @@ BEGIN
 		FROM fired
 		JOIN locked l ON l.name = fired.schedule AND l.task_id = fired.id,
 		LATERAL (SELECT sched._schedule_next(l.rule, l.time_zone, l.anchor, fired.run_at) AS next_at) n
-		WHERE NOT l.paused AND l.allow_overlap
+		WHERE fired.n = 1 AND NOT l.paused AND l.allow_overlap
 		  AND n.next_at > v_now AND n.next_at <= coalesce(l.ends_at, 'infinity')
 	), made AS MATERIALIZED (
 		SELECT simple.*, sched._new_id(simple.bucket) AS id FROM simple
