@@ -322,7 +322,11 @@ CREATE TABLE sched.schedule (
 	runs		 bigint NOT NULL DEFAULT 0,
 	missed		 bigint NOT NULL DEFAULT 0,
 	created_at	 timestamptz NOT NULL DEFAULT pg_catalog.now(),
-	updated_at	 timestamptz NOT NULL DEFAULT pg_catalog.now()
+	updated_at	 timestamptz NOT NULL DEFAULT pg_catalog.now(),
+	-- when the current definition took the row (the clock after its lock):
+	-- a firing made before it belongs to an earlier definition, or to a
+	-- schedule dropped and defined again, and is cancelled, never sent
+	defined_at	 timestamptz NOT NULL DEFAULT pg_catalog.now()
 );
 COMMENT ON TABLE sched.schedule IS 'delaysched recurring schedules; change with sched.define_schedule and friends, read sched.schedules';
 CREATE INDEX schedule_biz_type_idx ON sched.schedule (biz_type);

@@ -121,6 +121,33 @@ SELECT count(*) AS claimed_late_catch_up FROM sched.claim('sch_slow');
 SELECT runs, missed >= 1 AS missed_some FROM sched.schedules WHERE name = 'sch_every_second';
 SELECT sched.drop_biz('sch_slow', cancel_tasks => true) > 0 AS dropped;
 
+-- catch_up 'all': the firings of a catch-up batch claimed together each
+-- count as a run, and last_task_id is the latest of them.  The pending
+-- firing is moved back to the schedule's first instant, three and a half
+-- hours ago; claiming it makes the three instants due since as one batch.
+SELECT sched.define_biz('sch_batch', 'pull', ack_timeout => '1 hour');
+SELECT sched.define_schedule('sch_all', 'sch_batch', 'every 1 hour', catch_up => 'all',
+                             starts_at => date_trunc('second', now()) - interval '3 hours 30 minutes')
+       > now() AS first_ahead;
+SELECT sched.reschedule(t.id, s.starts_at) AS moved
+FROM sched.tasks t JOIN sched.schedules s ON s.name = t.schedule
+WHERE t.schedule = 'sch_all' AND t.state = 'pending';
+SELECT wait_announced('sch_batch');
+SELECT count(*) AS claimed_first FROM sched.claim('sch_batch');
+SELECT count(*) AS batch_due FROM sched.tasks
+WHERE schedule = 'sch_all' AND state = 'pending' AND run_at <= now();
+SELECT wait_announced('sch_batch');
+SELECT count(*) AS claimed_batch FROM sched.claim('sch_batch');
+SELECT s.runs, s.missed, s.last_task_id = t.id AS last_is_latest, s.last_run_at = t.run_at AS last_run_at_latest,
+       s.next_run_at > now() AS next_ahead
+FROM sched.schedules s,
+     LATERAL (SELECT x.id, x.run_at FROM sched.tasks x WHERE x.schedule = s.name AND x.state = 'delivered'
+              ORDER BY x.run_at DESC LIMIT 1) t
+WHERE s.name = 'sch_all';
+SELECT count(*) AS pending, bool_and(run_at > now()) AS ahead FROM sched.tasks
+WHERE schedule = 'sch_all' AND state = 'pending';
+SELECT sched.drop_biz('sch_batch', cancel_tasks => true) > 0 AS dropped;
+
 -- the NOTIFY message and webhook body of a firing name the schedule
 SELECT sched._message(42, 'sch_notify', '2100-01-01 00:00+00', '{"n": 1}', 1, 'sch_hourly');
 SELECT sched._message(42, 'sch_notify', '2100-01-01 00:00+00', jsonb_build_object('big', repeat('x', 9000)), 1, 'sch_hourly');

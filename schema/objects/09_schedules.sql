@@ -19,7 +19,11 @@
  * waits for a transaction that changes a schedule, and puts the firing
  * off instead (pending again, for the next sweep).  So neither ever waits
  * for the other while holding what the other wants, and a user's open
- * transaction stalls no worker.  sched.cancel of a pending firing (a user,
+ * transaction stalls no worker.  A firing that drop or a replacing define
+ * stepped over is found again by whichever path delivers it: its schedule
+ * is gone, or was defined (defined_at, the clock once the row was locked)
+ * after the firing was made (its created_at), and sched._fire_one cancels
+ * it (schedule_dropped, schedule_redefined) instead of sending it.  sched.cancel of a pending firing (a user,
  * in sched._finish) does wait for the schedule's row.  sched.drop_biz
  * deletes a type's schedules before it cancels the type's tasks, so that
  * a firing made meanwhile is cancelled too.
@@ -100,7 +104,10 @@ BEGIN
 	), stored AS (
 		INSERT INTO sched.task (id, bucket, biz_type, run_at, payload, created_at, schedule)
 		SELECT seqs.v * sched._bucket_count() + sched._bucket(runs.at), sched._bucket(runs.at),
-			   s.biz_type, runs.at, s.payload, pg_catalog.clock_timestamp(), s.name
+			   s.biz_type, runs.at, s.payload,
+			   -- never before the definition, even after a clock step back:
+			   -- an earlier firing is cancelled as an earlier definition's
+			   GREATEST(pg_catalog.clock_timestamp(), s.defined_at), s.name
 		FROM runs JOIN seqs ON seqs.k = runs.k
 		RETURNING id, run_at
 	)
@@ -115,9 +122,10 @@ $$;
 COMMENT ON FUNCTION sched._insert_firings(sched.schedule, timestamptz, int, smallint) IS 'internal: store a catch-up batch of firings in one range';
 
 /*
- * Cancel the pending firings of a schedule that no transaction holds (one
- * a worker is delivering is left to sched._fired), and return the earliest
- * run_at cancelled.
+ * Cancel the pending firings of a schedule that no transaction holds, and
+ * return the earliest run_at cancelled.  One held (a worker delivering it,
+ * a user's open transaction) is left to sched._fired, which cancels it
+ * when it is delivered if the schedule has been dropped or replaced since.
  */
 CREATE OR REPLACE FUNCTION sched._cancel_firings(p_name text, p_reason text) RETURNS timestamptz
 LANGUAGE plpgsql
@@ -154,10 +162,15 @@ COMMENT ON FUNCTION sched._cancel_firings(text, text) IS 'internal: cancel the p
  * dead firing retried) only counts.  p_now is the delivering path's clock
  * (a tick's "now"), the clock itself if NULL.  'deferred' means the
  * schedule's row is locked by a transaction changing it: the delivery
- * must be put off (see sched._fired), not skipped.
+ * must be put off (see sched._fired), not skipped.  p_made_at is the
+ * firing's created_at: a firing delivered after its schedule was dropped,
+ * or made before the schedule's current definition (defined_at), is an
+ * old one that drop or define stepped over while another transaction held
+ * it; it is cancelled and counted nowhere.
  */
 CREATE OR REPLACE FUNCTION sched._fire_one(p_id bigint, p_run_at timestamptz, p_schedule text, p_door smallint,
-								p_cancelled boolean DEFAULT false, p_now timestamptz DEFAULT NULL)
+								p_cancelled boolean DEFAULT false, p_now timestamptz DEFAULT NULL,
+								p_made_at timestamptz DEFAULT NULL)
 RETURNS text
 LANGUAGE plpgsql
 AS $$
@@ -181,9 +194,15 @@ BEGIN
 		END IF;
 	END IF;
 	IF NOT FOUND THEN
-		RETURN NULL;			-- dropped: an ordinary task now
+		IF p_cancelled THEN
+			RETURN NULL;
+		END IF;
+		RETURN 'schedule_dropped: the schedule was dropped';
 	END IF;
 	v_current := s.task_id IS NOT DISTINCT FROM p_id;
+	IF NOT p_cancelled AND NOT v_current AND p_made_at < s.defined_at THEN
+		RETURN 'schedule_redefined: the schedule was redefined';
+	END IF;
 	IF p_cancelled THEN
 		-- Cancelled before delivery (sched.cancel): a missed firing.
 		IF NOT v_current OR s.paused THEN
@@ -254,7 +273,7 @@ BEGIN
 	RETURN v_skip;
 END
 $$;
-COMMENT ON FUNCTION sched._fire_one(bigint, timestamptz, text, smallint, boolean, timestamptz) IS 'internal: count a firing of a schedule being delivered and make the next; returns why it must not be sent, or NULL';
+COMMENT ON FUNCTION sched._fire_one(bigint, timestamptz, text, smallint, boolean, timestamptz, timestamptz) IS 'internal: count a firing of a schedule being delivered and make the next; returns why it must not be sent, or NULL';
 
 /*
  * The firings among tasks being delivered for the first time: make each
@@ -268,10 +287,13 @@ COMMENT ON FUNCTION sched._fire_one(bigint, timestamptz, text, smallint, boolean
  * The common case is set-based, whatever the number of firings: a
  * schedule's pending firing delivered before its next instant is due, the
  * schedule neither paused nor forbidding overlap, the next instant within
- * ends_at.  The next firings are stored with one INSERT and the schedules
- * counted with one UPDATE.  Every other firing -- a skip, a catch-up, an
- * ended schedule, a firing that is not the pending one -- goes through
- * sched._fire_one, in run_at order.
+ * ends_at, and no other firing of the schedule in the call.  The next
+ * firings are stored with one INSERT and the schedules counted with one
+ * UPDATE.  Every other firing -- a skip, a catch-up, an ended schedule, a
+ * firing that is not the pending one, and the pending one delivered with
+ * earlier firings of its schedule (a catch-up batch claimed at once) --
+ * goes through sched._fire_one, in run_at order: each is counted, and the
+ * pending one last, so that last_task_id and last_run_at end at it.
  */
 CREATE OR REPLACE FUNCTION sched._fired(p_ids bigint[], p_buckets smallint[], p_run_ats timestamptz[], p_schedules text[],
 							 p_now timestamptz DEFAULT NULL)
@@ -289,7 +311,7 @@ DECLARE
 	v_skipped bigint[] := '{}';
 BEGIN
 	WITH fired AS MATERIALIZED (
-		SELECT u.id, u.run_at, u.schedule
+		SELECT u.id, u.run_at, u.schedule, pg_catalog.count(*) OVER (PARTITION BY u.schedule) AS n
 		FROM unnest(p_ids, p_run_ats, p_schedules) AS u(id, run_at, schedule)
 		WHERE u.schedule IS NOT NULL
 	), locked AS MATERIALIZED (
@@ -304,7 +326,7 @@ BEGIN
 		FROM fired
 		JOIN locked l ON l.name = fired.schedule AND l.task_id = fired.id,
 		LATERAL (SELECT sched._schedule_next(l.rule, l.time_zone, l.anchor, fired.run_at) AS next_at) n
-		WHERE NOT l.paused AND l.allow_overlap
+		WHERE fired.n = 1 AND NOT l.paused AND l.allow_overlap
 		  AND n.next_at > v_now AND n.next_at <= coalesce(l.ends_at, 'infinity')
 	), made AS MATERIALIZED (
 		SELECT simple.*, sched._new_id(simple.bucket) AS id FROM simple
@@ -335,12 +357,13 @@ BEGIN
 	END IF;
 
 	FOR r IN
-		SELECT u.id, u.bucket, u.run_at, u.schedule
+		SELECT u.id, u.bucket, u.run_at, u.schedule,
+			   (SELECT t.created_at FROM sched.task t WHERE t.bucket = u.bucket AND t.id = u.id) AS made_at
 		FROM unnest(p_ids, p_buckets, p_run_ats, p_schedules) AS u(id, bucket, run_at, schedule)
 		WHERE u.schedule IS NOT NULL AND u.id <> ALL (coalesce(v_done, '{}'))
 		ORDER BY u.run_at, u.id
 	LOOP
-		v_reason := sched._fire_one(r.id, r.run_at, r.schedule, sched._door(r.id), false, v_now);
+		v_reason := sched._fire_one(r.id, r.run_at, r.schedule, sched._door(r.id), false, v_now, r.made_at);
 		IF v_reason = 'deferred' THEN
 			-- Pending again as before this delivery, for a later sweep.
 			PERFORM sched._unlease(ARRAY[r.bucket], ARRAY[r.id], 'deferred');
@@ -394,6 +417,7 @@ DECLARE
 	v_first timestamptz;
 	v_task bigint;
 	v_paused boolean := false;
+	v_defined timestamptz;
 BEGIN
 	PERFORM sched._check_name(name, 'schedule name', 'Use a lowercase identifier such as ''daily_report''.');
 	PERFORM sched._biz(biz_type);
@@ -427,6 +451,9 @@ BEGIN
 	END IF;
 
 	SELECT * INTO v_old FROM sched.schedule x WHERE x.name = define_schedule.name FOR UPDATE;
+	-- Taken once the row is locked: every firing of an earlier definition
+	-- was made before it, every one of this definition after.
+	v_defined := clock_timestamp();
 	IF FOUND THEN
 		IF NOT sched._caller_is_admin() THEN
 			PERFORM sched._require_grant(v_old.biz_type, 'schedule');
@@ -452,16 +479,17 @@ BEGIN
 	END IF;
 
 	INSERT INTO sched.schedule AS x (name, biz_type, rule, time_zone, payload, catch_up, allow_overlap,
-									 paused, starts_at, ends_at, anchor, next_run_at, task_id, task_made_at)
+									 paused, starts_at, ends_at, anchor, next_run_at, task_id, task_made_at,
+									 defined_at)
 		VALUES (name, biz_type, schedule, time_zone, payload, catch_up, allow_overlap,
-				v_paused, starts_at, ends_at, v_anchor, v_first, v_task, v_now)
+				v_paused, starts_at, ends_at, v_anchor, v_first, v_task, v_now, v_defined)
 	ON CONFLICT ON CONSTRAINT schedule_pkey DO UPDATE
 		SET biz_type = excluded.biz_type, rule = excluded.rule, time_zone = excluded.time_zone,
 			payload = excluded.payload, catch_up = excluded.catch_up,
 			allow_overlap = excluded.allow_overlap, starts_at = excluded.starts_at,
 			ends_at = excluded.ends_at, anchor = excluded.anchor,
 			next_run_at = excluded.next_run_at, task_id = excluded.task_id,
-			task_made_at = excluded.task_made_at, updated_at = now();
+			task_made_at = excluded.task_made_at, defined_at = excluded.defined_at, updated_at = now();
 	RETURN v_first;
 END
 $$;

@@ -14,5 +14,15 @@
  * that an updated database has the schema of a fresh 0.3 install and keeps
  * its tasks, schedules and grants.
  *
- * Since 0.2: no table changed.
+ * Since 0.2: sched.schedule has defined_at (a firing made before it is an
+ * earlier definition's, cancelled when delivered); sched._fire_one takes the
+ * firing's created_at.
  */
+
+-- A schedule defined before the update is taken as defined at the dawn of
+-- time: none of its firings is older than its definition.
+ALTER TABLE sched.schedule ADD COLUMN defined_at timestamptz NOT NULL DEFAULT '-infinity';
+ALTER TABLE sched.schedule ALTER COLUMN defined_at SET DEFAULT pg_catalog.now();
+
+-- Takes an argument more (the firing's created_at): made anew below.
+DROP FUNCTION sched._fire_one(bigint, timestamptz, text, smallint, boolean, timestamptz);
