@@ -642,9 +642,13 @@ next_local(const ScheduleEval *ev, Timestamp from, Timestamp limit)
 	return rule_next_local(ev, from, limit);
 }
 
-/* How many local times in [a, b] the rule matches; the first and last. */
+/*
+ * How many local times in [a, b] the rule matches, and the first and the
+ * last, one match (cron: one matching minute) at a time.  For short spans:
+ * the work grows with the matches.
+ */
 static int64
-count_local(const ScheduleEval *ev, Timestamp a, Timestamp b,
+walk_local(const ScheduleEval *ev, Timestamp a, Timestamp b,
 			Timestamp *first, Timestamp *last)
 {
 	int64		n = 0;
@@ -662,6 +666,245 @@ count_local(const ScheduleEval *ev, Timestamp a, Timestamp b,
 			*first = l;
 		*last = l;
 		n++;
+	}
+	return n;
+}
+
+/*
+ * Counting long spans.  A local-time rule matches the same times of day in
+ * every day it matches at all (JSON unit hour: the same times past the hour
+ * in every hour it matches): a span is the rest of its first unit, a run of
+ * whole units and the start of its last, and only the whole units' matches
+ * must be counted without walking them.  Which units match repeats with a
+ * period (GREGORIAN_DAYS: the calendar repeats every 400 years, a whole
+ * number of weeks), so at most two periods of units are walked, whatever
+ * the span; workdays are counted by arithmetic on their index.
+ */
+
+/* Days in 400 Gregorian years (20871 weeks). */
+#define GREGORIAN_DAYS		INT64CONST(146097)
+
+/* Cron masks that restrict nothing: months 1-12, days of the month 1-31. */
+#define CRON_ALL_MONTHS		UINT64CONST(0x1FFE)
+#define CRON_ALL_MDAYS		UINT64CONST(0xFFFFFFFE)
+
+/* Sentinel of next_unit: no unit matches. */
+#define NO_UNIT				PG_INT64_MAX
+
+/* The unit a span is counted in, in microseconds: a day, or an hour. */
+static inline int64
+unit_usecs(const ScheduleEval *ev)
+{
+	if (ev->rule->kind == SCHEDULE_RULE && ev->rule->unit == SCHEDULE_UNIT_HOUR)
+		return USECS_PER_HOUR;
+	return USECS_PER_DAY;
+}
+
+/* How many times the rule matches in each unit it matches. */
+static int64
+unit_matches(const ScheduleEval *ev)
+{
+	const ScheduleRule *rule = ev->rule;
+
+	if (rule->kind == SCHEDULE_CRON)
+		return (int64) pg_popcount32(rule->hours) * pg_popcount64(rule->minutes) *
+			pg_popcount64(rule->seconds);
+	return ev->ntimes;
+}
+
+/* The last time the rule matches in a unit it matches, from the unit's start. */
+static int64
+unit_last_time(const ScheduleEval *ev)
+{
+	const ScheduleRule *rule = ev->rule;
+
+	if (rule->kind == SCHEDULE_CRON)
+		return ((int64) pg_leftmost_one_pos32(rule->hours) * SECS_PER_HOUR +
+				pg_leftmost_one_pos64(rule->minutes) * SECS_PER_MINUTE +
+				pg_leftmost_one_pos64(rule->seconds)) * USECS_PER_SEC;
+	return (int64) ev->times[ev->ntimes - 1] * USECS_PER_SEC;
+}
+
+static int64
+gcd64(int64 a, int64 b)
+{
+	while (b != 0)
+	{
+		int64		t = a % b;
+
+		a = b;
+		b = t;
+	}
+	return a;
+}
+
+/*
+ * After how many units the matching units repeat (workday rules, whose
+ * holidays do not repeat, are not asked).
+ */
+static int64
+unit_period(const ScheduleEval *ev)
+{
+	const ScheduleRule *rule = ev->rule;
+	int64		every = rule->every;
+
+	if (rule->kind == SCHEDULE_CRON)
+	{
+		/* the weekdays alone decide, or the calendar does */
+		if ((rule->months & CRON_ALL_MONTHS) == CRON_ALL_MONTHS &&
+			(rule->mdays & CRON_ALL_MDAYS) == CRON_ALL_MDAYS)
+			return 7;
+		return GREGORIAN_DAYS;
+	}
+	switch (rule->unit)
+	{
+		case SCHEDULE_UNIT_HOUR:
+		case SCHEDULE_UNIT_DAY:
+			return every;
+		case SCHEDULE_UNIT_WEEK:
+			return 7 * every;
+		case SCHEDULE_UNIT_MONTH:
+			/* every-th month, and the calendar: lcm(every, 4800) months */
+			return every / gcd64(every, 4800) * GREGORIAN_DAYS;
+		case SCHEDULE_UNIT_YEAR:
+			return every / gcd64(every, 400) * GREGORIAN_DAYS;
+		case SCHEDULE_UNIT_WORKDAY:
+			break;
+	}
+	elog(ERROR, "a workday rule has no period");
+	return 0;					/* keep compiler quiet */
+}
+
+/* The first unit in [u, u1] the rule matches, or NO_UNIT. */
+static int64
+next_unit(const ScheduleEval *ev, int64 u, int64 u1)
+{
+	int64		uu = unit_usecs(ev);
+	Timestamp	l;
+
+	if (u > u1)
+		return NO_UNIT;
+	l = next_local(ev, u * uu, u1 * uu + (uu - 1));
+	if (l == DT_NOEND || floor_div(l, uu) > u1)
+		return NO_UNIT;
+	return floor_div(l, uu);
+}
+
+/* How many units in [u0, u1] the rule matches, one at a time. */
+static int64
+walk_units(const ScheduleEval *ev, int64 u0, int64 u1, int64 *lastu)
+{
+	int64		n = 0;
+	int64		u;
+
+	for (u = next_unit(ev, u0, u1); u != NO_UNIT; u = next_unit(ev, u + 1, u1))
+	{
+		CHECK_FOR_INTERRUPTS();
+		*lastu = u;
+		n++;
+	}
+	return n;
+}
+
+/* Workdays in [origin, day): the index of day if it is one. */
+static int64
+workday_index(const ScheduleEval *ev, int64 day)
+{
+	return (weekdays_before(day) - weekdays_before(ev->origin)) -
+		(holidays_before(ev, day) - holidays_before(ev, ev->origin));
+}
+
+/*
+ * How many units in [u0, u1] (u0 < u1) the rule matches, and the last of
+ * them (when there is one).  The work is bounded by two or three periods.
+ */
+static int64
+count_units(const ScheduleEval *ev, int64 u0, int64 u1, int64 *lastu)
+{
+	int64		n = 0;
+	int64		p,
+				k;
+
+	if (ev->rule->kind == SCHEDULE_RULE && ev->rule->unit == SCHEDULE_UNIT_WORKDAY)
+	{
+		int64		every = ev->rule->every;
+		int64		i0,
+					i1;
+
+		/* the workdays have indexes i0 .. i1 - 1; every every-th fires */
+		u0 = Max(u0, ev->origin);
+		if (u1 < u0)
+			return 0;
+		i0 = workday_index(ev, u0);
+		i1 = workday_index(ev, u1 + 1);
+		n = ceil_div(i1, every) - ceil_div(i0, every);
+		if (n > 0)
+		{
+			/* the last one is at most "every" workdays (and holidays) back */
+			for (k = u1; rule_day_ok(ev, k) != k; k--)
+				CHECK_FOR_INTERRUPTS();
+			*lastu = k;
+		}
+		return n;
+	}
+
+	p = unit_period(ev);
+	k = (u1 - u0 + 1) / p;
+	if (k >= 2)
+	{
+		int64		per = walk_units(ev, u0, u0 + p - 1, lastu);
+
+		if (per == 0)
+			return 0;
+		n = (k - 1) * per;
+		u0 += (k - 1) * p;
+	}
+	/* the last period (or two) is walked, which finds the last unit too */
+	return n + walk_units(ev, u0, u1, lastu);
+}
+
+/*
+ * How many local times in [a, b] the rule matches, and the first and the
+ * last.  The work is bounded whatever the span: two units are walked, the
+ * whole units between counted by count_units.
+ */
+static int64
+count_local(const ScheduleEval *ev, Timestamp a, Timestamp b,
+			Timestamp *first, Timestamp *last)
+{
+	int64		uu = unit_usecs(ev);
+	int64		ua,
+				ub,
+				lastu = 0,
+				whole,
+				n,
+				k;
+	Timestamp	f = 0,
+				l = 0;
+
+	if (b < a)
+		return 0;
+	ua = floor_div(a, uu);
+	ub = floor_div(b, uu);
+	if (ub - ua < 2)
+		return walk_local(ev, a, b, first, last);
+
+	n = walk_local(ev, a, (ua + 1) * uu - 1, first, last);
+	whole = count_units(ev, ua + 1, ub - 1, &lastu);
+	if (whole > 0)
+	{
+		if (n == 0)
+			*first = next_local(ev, (ua + 1) * uu, ub * uu - 1);
+		*last = lastu * uu + unit_last_time(ev);
+		n += whole * unit_matches(ev);
+	}
+	k = walk_local(ev, ub * uu, b, &f, &l);
+	if (k > 0)
+	{
+		if (n == 0)
+			*first = f;
+		*last = l;
+		n += k;
 	}
 	return n;
 }
