@@ -377,35 +377,100 @@ cron_next_local(const ScheduleRule *rule, Timestamp from, Timestamp limit)
 	}
 }
 
+/* How many times of day before tod (seconds, 0..86400) a cron rule matches. */
+static int64
+cron_times_before(const ScheduleRule *rule, int tod)
+{
+	int			h = tod / SECS_PER_HOUR;
+	int			mi = (tod / SECS_PER_MINUTE) % 60;
+	int			s = tod % 60;
+	int64		nmin = pg_popcount64(rule->minutes);
+	int64		nsec = pg_popcount64(rule->seconds);
+	int64		n;
+
+	if (h >= 24)
+		return pg_popcount32(rule->hours) * nmin * nsec;
+	n = pg_popcount32(rule->hours & ((1U << h) - 1)) * nmin * nsec;
+	if (rule->hours & (1U << h))
+	{
+		n += pg_popcount64(rule->minutes & ((UINT64CONST(1) << mi) - 1)) * nsec;
+		if (rule->minutes & (UINT64CONST(1) << mi))
+			n += pg_popcount64(rule->seconds & ((UINT64CONST(1) << s) - 1));
+	}
+	return n;
+}
+
+/* The highest bit set in mask at or below bit at (0..62), or -1. */
+static inline int
+prev_bit(uint64 mask, int at)
+{
+	mask &= (UINT64CONST(2) << at) - 1;
+	return mask ? pg_leftmost_one_pos64(mask) : -1;
+}
+
+/* The last time of day at or before tod (seconds) a cron rule matches, or -1. */
+static int
+cron_last_time(const ScheduleRule *rule, int tod)
+{
+	int			h = tod / SECS_PER_HOUR;
+	int			mi = (tod / SECS_PER_MINUTE) % 60;
+	int			s = tod % 60;
+	int			top_s = pg_leftmost_one_pos64(rule->seconds);
+	int			top_mi = pg_leftmost_one_pos64(rule->minutes);
+	int			b;
+
+	if (rule->hours & (1U << h))
+	{
+		if (rule->minutes & (UINT64CONST(1) << mi))
+		{
+			b = prev_bit(rule->seconds, s);
+			if (b >= 0)
+				return h * SECS_PER_HOUR + mi * SECS_PER_MINUTE + b;
+		}
+		if (mi > 0 && (b = prev_bit(rule->minutes, mi - 1)) >= 0)
+			return h * SECS_PER_HOUR + b * SECS_PER_MINUTE + top_s;
+	}
+	if (h == 0 || (b = prev_bit(rule->hours, h - 1)) < 0)
+		return -1;
+	return b * SECS_PER_HOUR + top_mi * SECS_PER_MINUTE + top_s;
+}
+
 /*
  * How many local times in [a, b] a cron rule matches, and the first and
- * the last.  It steps from matching minute to matching minute and counts
- * the seconds of each at once.
+ * the last: day by day, each day's count by arithmetic on the masks.  For
+ * short spans (the work grows with the days).
  */
 static int64
 cron_count_local(const ScheduleRule *rule, Timestamp a, Timestamp b,
 				 Timestamp *first, Timestamp *last)
 {
+	int64		sa = ceil_div(a, USECS_PER_SEC);
+	int64		sb = floor_div(b, USECS_PER_SEC);
+	int64		day;
 	int64		n = 0;
-	Timestamp	l = cron_next_local(rule, a, b);
 
-	while (l != DT_NOEND && l <= b)
+	for (day = floor_div(sa, SECS_PER_DAY); day * SECS_PER_DAY <= sb; day++)
 	{
-		int			s = (int) floor_mod(l / USECS_PER_SEC, 60);
-		Timestamp	minute = l - s * USECS_PER_SEC;
-		int			hi = 59;
-		uint64		mask;
+		int64		start = day * SECS_PER_DAY;
+		int			lo = (int) (Max(sa, start) - start);
+		int			hi = (int) (Min(sb, start + SECS_PER_DAY - 1) - start);
+		int64		k;
+		int			y,
+					m,
+					d;
 
 		CHECK_FOR_INTERRUPTS();
-		if (minute + 59 * USECS_PER_SEC > b)
-			hi = (int) floor_div(b - minute, USECS_PER_SEC);
-		mask = rule->seconds & (~UINT64CONST(0) << s) &
-			(~UINT64CONST(0) >> (63 - hi));
+		day_date(day, &y, &m, &d);
+		if (!(rule->months & (1U << m)) || !cron_day_matches(rule, day, d))
+			continue;
+		k = cron_times_before(rule, hi + 1) - cron_times_before(rule, lo);
+		if (k == 0)
+			continue;
 		if (n == 0)
-			*first = l;
-		n += pg_popcount64(mask);
-		*last = minute + pg_leftmost_one_pos64(mask) * USECS_PER_SEC;
-		l = cron_next_local(rule, minute + SECS_PER_MINUTE * USECS_PER_SEC, b);
+			*first = cron_next_local(rule, (start + lo) * USECS_PER_SEC,
+									 (start + hi) * USECS_PER_SEC);
+		*last = (start + cron_last_time(rule, hi)) * USECS_PER_SEC;
+		n += k;
 	}
 	return n;
 }
@@ -644,8 +709,8 @@ next_local(const ScheduleEval *ev, Timestamp from, Timestamp limit)
 
 /*
  * How many local times in [a, b] the rule matches, and the first and the
- * last, one match (cron: one matching minute) at a time.  For short spans:
- * the work grows with the matches.
+ * last, one match (cron: one day) at a time.  For short spans: the work
+ * grows with the matches (cron: with the days).
  */
 static int64
 walk_local(const ScheduleEval *ev, Timestamp a, Timestamp b,
