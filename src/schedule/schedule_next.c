@@ -36,6 +36,10 @@
  * Both ways, a firing computed one step at a time and a firing counted in a
  * span are the same instants.  Searches stop at a horizon of 100 years.
  *
+ * A span is counted, not walked, so that the work a catch-up does in a
+ * worker's transaction does not grow with how far back it reaches (a
+ * firing rescheduled to 4713 BC): see count_local.  The counts are exact.
+ *
  * IDENTIFICATION
  *	  src/schedule/schedule_next.c
  *
@@ -377,17 +381,27 @@ cron_next_local(const ScheduleRule *rule, Timestamp from, Timestamp limit)
 	}
 }
 
+/* A time of day (seconds) as hour, minute and second. */
+static inline void
+split_time(int tod, int *h, int *mi, int *s)
+{
+	*h = tod / SECS_PER_HOUR;
+	*mi = (tod / SECS_PER_MINUTE) % 60;
+	*s = tod % 60;
+}
+
 /* How many times of day before tod (seconds, 0..86400) a cron rule matches. */
 static int64
 cron_times_before(const ScheduleRule *rule, int tod)
 {
-	int			h = tod / SECS_PER_HOUR;
-	int			mi = (tod / SECS_PER_MINUTE) % 60;
-	int			s = tod % 60;
+	int			h,
+				mi,
+				s;
 	int64		nmin = pg_popcount64(rule->minutes);
 	int64		nsec = pg_popcount64(rule->seconds);
 	int64		n;
 
+	split_time(tod, &h, &mi, &s);
 	if (h >= 24)
 		return pg_popcount32(rule->hours) * nmin * nsec;
 	n = pg_popcount32(rule->hours & ((1U << h) - 1)) * nmin * nsec;
@@ -412,12 +426,14 @@ prev_bit(uint64 mask, int at)
 static int
 cron_last_time(const ScheduleRule *rule, int tod)
 {
-	int			h = tod / SECS_PER_HOUR;
-	int			mi = (tod / SECS_PER_MINUTE) % 60;
-	int			s = tod % 60;
 	int			top_s = pg_leftmost_one_pos64(rule->seconds);
 	int			top_mi = pg_leftmost_one_pos64(rule->minutes);
-	int			b;
+	int			h,
+				mi,
+				s,
+				b;
+
+	split_time(tod, &h, &mi, &s);
 
 	if (rule->hours & (1U << h))
 	{
