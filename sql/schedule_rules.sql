@@ -207,6 +207,72 @@ FROM (VALUES ('*/7 1-3 * * *'), ('0,30 2 * * *'), ('*/20 * * * *'), ('{"unit": "
      (VALUES ('America/New_York'), ('Europe/Berlin'), ('Australia/Lord_Howe')) AS z(zone)
 ORDER BY 1, 2;
 
+-- long spans are counted, not walked (issue 32): the days between a span's
+-- first and last are counted by arithmetic, so 6,700 years take
+-- milliseconds; they took minutes.  Every real second matches '* * * * * *'
+-- and every local date '30 2 * * *' (once, in a gap at its end); the
+-- counts are checked against that.
+SET statement_timeout = '5s';
+SELECT s.n = extract(epoch FROM timestamptz '2026-01-01 00:00+00' - timestamptz '4713-01-01 00:00+00 BC') + 1 AS every_second,
+       s.first_at, s.last_at
+FROM sched._schedule_span('* * * * * *', 'Europe/Berlin', '4713-01-01 00:00+00 BC', '4713-01-01 00:00+00 BC',
+                          '2026-01-01 00:00+00') s;
+SELECT s.n = date '2026-01-01' - date '4713-01-01 BC' AS every_day, s.first_at, s.last_at
+FROM sched._schedule_span('30 2 * * *', 'Europe/Berlin', '4713-01-01 00:00+00 BC', '4713-01-01 00:00+00 BC',
+                          '2025-12-31 22:59:59+00') s;
+SELECT s.n = (date '2026-01-01' - date '4713-01-01 BC') * 2 AS every_day_twice, s.first_at, s.last_at
+FROM sched._schedule_span('{"unit": "day", "at": ["02:30", "09:00"]}', 'America/New_York',
+                          '4713-01-01 00:00+00 BC', '4713-01-01 00:00+00 BC', '2026-01-01 05:00+00') s;
+-- the whole range of timestamps, and a zone whose rules go back as far
+SELECT * FROM sched._schedule_span('* * * * *', 'UTC', '4713-01-01 00:00+00 BC', '4713-01-01 00:00+00 BC',
+                                   '294276-12-31 23:59:59+00');
+SELECT * FROM sched._schedule_span('*/5 * * * * *', 'CET-1CEST,M3.5.0,M10.5.0/3', '4713-01-01 00:00+00 BC',
+                                   '4713-01-01 00:00+00 BC', '2026-01-01 00:00+00');
+SELECT * FROM sched._schedule_span('0 9 * 1-11 *', 'Europe/Berlin', '4713-01-01 00:00+00 BC', '4713-01-01 00:00+00 BC',
+                                   '294276-12-31 23:59:59+00');
+SELECT * FROM sched._schedule_span('{"unit": "hour", "every": 7, "at": [":00", ":59:59"]}', 'Europe/Berlin',
+                                   '4713-01-01 00:00+00 BC', '4713-01-01 00:00+00 BC', '2026-01-01 00:00+00');
+SELECT * FROM sched._schedule_span('{"unit": "month", "every": 7, "days": [29, 30, 31], "at": "09:00"}', 'UTC',
+                                   '4713-01-01 00:00+00 BC', '4713-01-01 00:00+00 BC', '2026-01-01 00:00+00');
+SELECT * FROM sched._schedule_span('{"unit": "workday", "every": 3, "at": ["08:00", "16:00"], "calendar": "test_cal"}',
+                                   'Europe/Berlin', '4713-01-01 00:00+00 BC', '4713-01-01 00:00+00 BC', '2026-01-01 00:00+00');
+RESET statement_timeout;
+
+-- and they count what sched.next_runs lists: spans of up to 10,000
+-- firings, across DST changes, leap days, whole periods of the rule (400
+-- years for a leap day) and, for workdays, holidays
+SELECT rule, zone, span.n AS span, listed.n AS listed,
+       span.first_at = listed.first_at AND span.last_at = listed.last_at AS same_ends
+FROM (VALUES
+	('* * * * *', 'Europe/Berlin', '2024-03-28 10:17:33+00', '2024-04-03 12:00+00'),
+	('*/7 * * * * *', 'Europe/Berlin', '2025-10-25 10:17:33+00', '2025-10-26 03:00+00'),
+	('15 2 * * *', 'Europe/Berlin', '2000-01-01 00:00+00', '2026-01-01 00:00+00'),
+	('30 2 * * 0', 'Europe/Berlin', '2000-01-05 13:00+00', '2026-01-01 00:00+00'),
+	('30 2 29 2 *', 'Europe/Berlin', '1000-01-01 00:00+00', '3000-01-01 00:00+00'),
+	('0 0 29 2 1', 'UTC', '0100-01-01 00:00+00', '2026-01-01 00:00+00'),
+	('0 9,17 1-7 * 1', 'America/New_York', '1990-01-01 00:00+00', '2026-01-01 00:00+00'),
+	('0 9 13 * 5', 'UTC', '1900-01-02 12:00+00', '2026-01-01 00:00+00'),
+	('0 0 31 */2 *', 'UTC', '1000-01-01 00:00+00', '2026-01-01 00:00+00'),
+	('0 */5 * * *', 'Europe/Berlin', '2023-01-01 00:00+00', '2024-01-01 00:00+00'),
+	('{"unit": "hour", "every": 3, "at": [":00", ":30:15"]}', 'Europe/Berlin', '2025-03-01 00:00+00', '2025-04-30 00:00+00'),
+	('{"unit": "hour", "every": 7, "at": [":59:59"]}', 'Europe/Berlin', '2025-03-02 00:00+00', '2025-11-30 00:00+00'),
+	('{"unit": "day", "every": 3, "at": ["02:30", "17:30"]}', 'Europe/Berlin', '1990-01-01 05:00+00', '2026-01-01 00:00+00'),
+	('{"unit": "week", "every": 2, "days": [1, 7], "at": "02:30"}', 'Europe/Berlin', '1950-01-01 00:00+00', '2026-01-01 00:00+00'),
+	('{"unit": "month", "every": 7, "days": [29, 30, 31], "at": "09:00"}', 'UTC', '1000-01-01 00:00+00', '2026-01-01 00:00+00'),
+	('{"unit": "month", "days": [31], "at": ["02:30", "03:00"]}', 'Europe/Berlin', '1500-01-01 00:00+00', '2026-01-01 00:00+00'),
+	('{"unit": "year", "every": 3, "months": [2], "days": [29]}', 'UTC', '0001-01-01 00:00+00', '2026-01-01 00:00+00'),
+	('{"unit": "workday", "at": "08:00"}', 'Europe/Berlin', '1990-01-01 00:00+00', '2026-01-01 00:00+00'),
+	('{"unit": "workday", "every": 3, "at": ["08:00", "16:00"], "calendar": "test_cal"}', 'Europe/Berlin',
+	 '2024-06-01 00:00+00', '2026-01-01 00:00+00')
+	) AS c(rule, zone, from_at, to_at),
+	LATERAL sched._schedule_span(c.rule, c.zone, c.from_at::timestamptz - interval '10 days',
+								 c.from_at::timestamptz, c.to_at::timestamptz) span,
+	LATERAL (SELECT count(*) AS n, min(r) AS first_at, max(r) AS last_at
+			 FROM sched._next_runs(c.rule, c.zone, c.from_at::timestamptz - interval '1 microsecond', 10000,
+								   c.from_at::timestamptz - interval '10 days') r
+			 WHERE r <= c.to_at::timestamptz) listed
+ORDER BY 1, 2;
+
 ----------------------------------------------------------------------------
 -- errors
 ----------------------------------------------------------------------------

@@ -233,6 +233,31 @@ REVOKE ALL ON ALL FUNCTIONS IN SCHEMA sched FROM regress_ds_sch;
 REVOKE ALL ON sched.schedules FROM regress_ds_sch;
 DROP ROLE regress_ds_sch;
 
+-- a firing moved into the far past (issue 32): its delivery counts the
+-- firings missed since then without walking them, in milliseconds (it
+-- took minutes, holding the delivering scanner), and exactly: under
+-- 'latest' every second since 4713 BC but the latest is missed
+SELECT sched.define_biz('sch_past', 'pull', ack_timeout => '1 hour');
+SELECT sched.define_schedule('sch_ancient', 'sch_past', '* * * * * *', time_zone => 'Europe/Berlin',
+                             starts_at => '4713-01-01 00:00+00 BC') > now() AS defined;
+SELECT sched.define_schedule('sch_ancient_none', 'sch_past', '{"unit": "hour", "at": [":00", ":30"]}',
+                             time_zone => 'Europe/Berlin', catch_up => 'none',
+                             starts_at => '4713-01-01 00:00+00 BC') > now() AS defined;
+SELECT sched.reschedule(id, '4713-01-01 00:00+00 BC') AS moved
+FROM sched.tasks WHERE schedule IN ('sch_ancient', 'sch_ancient_none') AND state = 'pending';
+SELECT wait_announced('sch_past');
+SET statement_timeout = '5s';
+SELECT schedule, run_at FROM sched.claim('sch_past', 10) ORDER BY schedule;
+RESET statement_timeout;
+SELECT name, runs, next_run_at <= now() AS made_due,
+       missed = extract(epoch FROM next_run_at - '4713-01-01 00:00+00 BC') - 1 AS missed_every_second_but_one
+FROM sched.schedules WHERE name = 'sch_ancient';
+SELECT name, runs, next_run_at > now() AS ahead,
+       missed = (SELECT s.n FROM sched._schedule_span(x.schedule, x.time_zone, x.starts_at, '4713-01-01 00:00:01+00 BC',
+                                                      x.next_run_at - interval '1 microsecond') s) AS missed_all
+FROM sched.schedules x WHERE name = 'sch_ancient_none';
+SELECT sched.drop_biz('sch_past', cancel_tasks => true) > 0 AS dropped;
+
 -- clean up
 SELECT sched.drop_biz('sch_notify', cancel_tasks => true) >= 0 AS dropped;
 SELECT sched.drop_biz('sch_other', cancel_tasks => true) >= 0 AS dropped;

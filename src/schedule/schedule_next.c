@@ -36,6 +36,10 @@
  * Both ways, a firing computed one step at a time and a firing counted in a
  * span are the same instants.  Searches stop at a horizon of 100 years.
  *
+ * A span is counted, not walked, so that the work a catch-up does in a
+ * worker's transaction does not grow with how far back it reaches (a
+ * firing rescheduled to 4713 BC): see count_local.  The counts are exact.
+ *
  * IDENTIFICATION
  *	  src/schedule/schedule_next.c
  *
@@ -377,35 +381,112 @@ cron_next_local(const ScheduleRule *rule, Timestamp from, Timestamp limit)
 	}
 }
 
+/* A time of day (seconds) as hour, minute and second. */
+static inline void
+split_time(int tod, int *h, int *mi, int *s)
+{
+	*h = tod / SECS_PER_HOUR;
+	*mi = (tod / SECS_PER_MINUTE) % 60;
+	*s = tod % 60;
+}
+
+/* How many times of day before tod (seconds, 0..86400) a cron rule matches. */
+static int64
+cron_times_before(const ScheduleRule *rule, int tod)
+{
+	int			h,
+				mi,
+				s;
+	int64		nmin = pg_popcount64(rule->minutes);
+	int64		nsec = pg_popcount64(rule->seconds);
+	int64		n;
+
+	split_time(tod, &h, &mi, &s);
+	if (h >= 24)
+		return pg_popcount32(rule->hours) * nmin * nsec;
+	n = pg_popcount32(rule->hours & ((1U << h) - 1)) * nmin * nsec;
+	if (rule->hours & (1U << h))
+	{
+		n += pg_popcount64(rule->minutes & ((UINT64CONST(1) << mi) - 1)) * nsec;
+		if (rule->minutes & (UINT64CONST(1) << mi))
+			n += pg_popcount64(rule->seconds & ((UINT64CONST(1) << s) - 1));
+	}
+	return n;
+}
+
+/* The highest bit set in mask at or below bit at (0..62), or -1. */
+static inline int
+prev_bit(uint64 mask, int at)
+{
+	mask &= (UINT64CONST(2) << at) - 1;
+	return mask ? pg_leftmost_one_pos64(mask) : -1;
+}
+
+/* The last time of day at or before tod (seconds) a cron rule matches, or -1. */
+static int
+cron_last_time(const ScheduleRule *rule, int tod)
+{
+	int			top_s = pg_leftmost_one_pos64(rule->seconds);
+	int			top_mi = pg_leftmost_one_pos64(rule->minutes);
+	int			h,
+				mi,
+				s,
+				b;
+
+	split_time(tod, &h, &mi, &s);
+
+	if (rule->hours & (1U << h))
+	{
+		if (rule->minutes & (UINT64CONST(1) << mi))
+		{
+			b = prev_bit(rule->seconds, s);
+			if (b >= 0)
+				return h * SECS_PER_HOUR + mi * SECS_PER_MINUTE + b;
+		}
+		if (mi > 0 && (b = prev_bit(rule->minutes, mi - 1)) >= 0)
+			return h * SECS_PER_HOUR + b * SECS_PER_MINUTE + top_s;
+	}
+	if (h == 0 || (b = prev_bit(rule->hours, h - 1)) < 0)
+		return -1;
+	return b * SECS_PER_HOUR + top_mi * SECS_PER_MINUTE + top_s;
+}
+
 /*
  * How many local times in [a, b] a cron rule matches, and the first and
- * the last.  It steps from matching minute to matching minute and counts
- * the seconds of each at once.
+ * the last: day by day, each day's count by arithmetic on the masks.  For
+ * short spans (the work grows with the days).
  */
 static int64
 cron_count_local(const ScheduleRule *rule, Timestamp a, Timestamp b,
 				 Timestamp *first, Timestamp *last)
 {
+	int64		sa = ceil_div(a, USECS_PER_SEC);
+	int64		sb = floor_div(b, USECS_PER_SEC);
+	int64		day;
 	int64		n = 0;
-	Timestamp	l = cron_next_local(rule, a, b);
 
-	while (l != DT_NOEND && l <= b)
+	for (day = floor_div(sa, SECS_PER_DAY); day * SECS_PER_DAY <= sb; day++)
 	{
-		int			s = (int) floor_mod(l / USECS_PER_SEC, 60);
-		Timestamp	minute = l - s * USECS_PER_SEC;
-		int			hi = 59;
-		uint64		mask;
+		int64		start = day * SECS_PER_DAY;
+		int			lo = (int) (Max(sa, start) - start);
+		int			hi = (int) (Min(sb, start + SECS_PER_DAY - 1) - start);
+		int64		k;
+		int			y,
+					m,
+					d;
 
 		CHECK_FOR_INTERRUPTS();
-		if (minute + 59 * USECS_PER_SEC > b)
-			hi = (int) floor_div(b - minute, USECS_PER_SEC);
-		mask = rule->seconds & (~UINT64CONST(0) << s) &
-			(~UINT64CONST(0) >> (63 - hi));
+		day_date(day, &y, &m, &d);
+		if (!(rule->months & (1U << m)) || !cron_day_matches(rule, day, d))
+			continue;
+		k = cron_times_before(rule, hi + 1) - cron_times_before(rule, lo);
+		if (k == 0)
+			continue;
 		if (n == 0)
-			*first = l;
-		n += pg_popcount64(mask);
-		*last = minute + pg_leftmost_one_pos64(mask) * USECS_PER_SEC;
-		l = cron_next_local(rule, minute + SECS_PER_MINUTE * USECS_PER_SEC, b);
+			*first = cron_next_local(rule, (start + lo) * USECS_PER_SEC,
+									 (start + hi) * USECS_PER_SEC);
+		*last = (start + cron_last_time(rule, hi)) * USECS_PER_SEC;
+		n += k;
 	}
 	return n;
 }
@@ -642,9 +723,13 @@ next_local(const ScheduleEval *ev, Timestamp from, Timestamp limit)
 	return rule_next_local(ev, from, limit);
 }
 
-/* How many local times in [a, b] the rule matches; the first and last. */
+/*
+ * How many local times in [a, b] the rule matches, and the first and the
+ * last, one match (cron: one day) at a time.  For short spans: the work
+ * grows with the matches (cron: with the days).
+ */
 static int64
-count_local(const ScheduleEval *ev, Timestamp a, Timestamp b,
+walk_local(const ScheduleEval *ev, Timestamp a, Timestamp b,
 			Timestamp *first, Timestamp *last)
 {
 	int64		n = 0;
@@ -662,6 +747,245 @@ count_local(const ScheduleEval *ev, Timestamp a, Timestamp b,
 			*first = l;
 		*last = l;
 		n++;
+	}
+	return n;
+}
+
+/*
+ * Counting long spans.  A local-time rule matches the same times of day in
+ * every day it matches at all (JSON unit hour: the same times past the hour
+ * in every hour it matches): a span is the rest of its first unit, a run of
+ * whole units and the start of its last, and only the whole units' matches
+ * must be counted without walking them.  Which units match repeats with a
+ * period (GREGORIAN_DAYS: the calendar repeats every 400 years, a whole
+ * number of weeks), so at most two periods of units are walked, whatever
+ * the span; workdays are counted by arithmetic on their index.
+ */
+
+/* Days in 400 Gregorian years (20871 weeks). */
+#define GREGORIAN_DAYS		INT64CONST(146097)
+
+/* Cron masks that restrict nothing: months 1-12, days of the month 1-31. */
+#define CRON_ALL_MONTHS		UINT64CONST(0x1FFE)
+#define CRON_ALL_MDAYS		UINT64CONST(0xFFFFFFFE)
+
+/* Sentinel of next_unit: no unit matches. */
+#define NO_UNIT				PG_INT64_MAX
+
+/* The unit a span is counted in, in microseconds: a day, or an hour. */
+static inline int64
+unit_usecs(const ScheduleEval *ev)
+{
+	if (ev->rule->kind == SCHEDULE_RULE && ev->rule->unit == SCHEDULE_UNIT_HOUR)
+		return USECS_PER_HOUR;
+	return USECS_PER_DAY;
+}
+
+/* How many times the rule matches in each unit it matches. */
+static int64
+unit_matches(const ScheduleEval *ev)
+{
+	const ScheduleRule *rule = ev->rule;
+
+	if (rule->kind == SCHEDULE_CRON)
+		return (int64) pg_popcount32(rule->hours) * pg_popcount64(rule->minutes) *
+			pg_popcount64(rule->seconds);
+	return ev->ntimes;
+}
+
+/* The last time the rule matches in a unit it matches, from the unit's start. */
+static int64
+unit_last_time(const ScheduleEval *ev)
+{
+	const ScheduleRule *rule = ev->rule;
+
+	if (rule->kind == SCHEDULE_CRON)
+		return ((int64) pg_leftmost_one_pos32(rule->hours) * SECS_PER_HOUR +
+				pg_leftmost_one_pos64(rule->minutes) * SECS_PER_MINUTE +
+				pg_leftmost_one_pos64(rule->seconds)) * USECS_PER_SEC;
+	return (int64) ev->times[ev->ntimes - 1] * USECS_PER_SEC;
+}
+
+static int64
+gcd64(int64 a, int64 b)
+{
+	while (b != 0)
+	{
+		int64		t = a % b;
+
+		a = b;
+		b = t;
+	}
+	return a;
+}
+
+/*
+ * After how many units the matching units repeat (workday rules, whose
+ * holidays do not repeat, are not asked).
+ */
+static int64
+unit_period(const ScheduleEval *ev)
+{
+	const ScheduleRule *rule = ev->rule;
+	int64		every = rule->every;
+
+	if (rule->kind == SCHEDULE_CRON)
+	{
+		/* the weekdays alone decide, or the calendar does */
+		if ((rule->months & CRON_ALL_MONTHS) == CRON_ALL_MONTHS &&
+			(rule->mdays & CRON_ALL_MDAYS) == CRON_ALL_MDAYS)
+			return 7;
+		return GREGORIAN_DAYS;
+	}
+	switch (rule->unit)
+	{
+		case SCHEDULE_UNIT_HOUR:
+		case SCHEDULE_UNIT_DAY:
+			return every;
+		case SCHEDULE_UNIT_WEEK:
+			return 7 * every;
+		case SCHEDULE_UNIT_MONTH:
+			/* every-th month, and the calendar: lcm(every, 4800) months */
+			return every / gcd64(every, 4800) * GREGORIAN_DAYS;
+		case SCHEDULE_UNIT_YEAR:
+			return every / gcd64(every, 400) * GREGORIAN_DAYS;
+		case SCHEDULE_UNIT_WORKDAY:
+			break;
+	}
+	elog(ERROR, "a workday rule has no period");
+	return 0;					/* keep compiler quiet */
+}
+
+/* The first unit in [u, u1] the rule matches, or NO_UNIT. */
+static int64
+next_unit(const ScheduleEval *ev, int64 u, int64 u1)
+{
+	int64		uu = unit_usecs(ev);
+	Timestamp	l;
+
+	if (u > u1)
+		return NO_UNIT;
+	l = next_local(ev, u * uu, u1 * uu + (uu - 1));
+	if (l == DT_NOEND || floor_div(l, uu) > u1)
+		return NO_UNIT;
+	return floor_div(l, uu);
+}
+
+/* How many units in [u0, u1] the rule matches, one at a time. */
+static int64
+walk_units(const ScheduleEval *ev, int64 u0, int64 u1, int64 *lastu)
+{
+	int64		n = 0;
+	int64		u;
+
+	for (u = next_unit(ev, u0, u1); u != NO_UNIT; u = next_unit(ev, u + 1, u1))
+	{
+		CHECK_FOR_INTERRUPTS();
+		*lastu = u;
+		n++;
+	}
+	return n;
+}
+
+/* Workdays in [origin, day): the index of day if it is one. */
+static int64
+workday_index(const ScheduleEval *ev, int64 day)
+{
+	return (weekdays_before(day) - weekdays_before(ev->origin)) -
+		(holidays_before(ev, day) - holidays_before(ev, ev->origin));
+}
+
+/*
+ * How many units in [u0, u1] (u0 < u1) the rule matches, and the last of
+ * them (when there is one).  The work is bounded by two or three periods.
+ */
+static int64
+count_units(const ScheduleEval *ev, int64 u0, int64 u1, int64 *lastu)
+{
+	int64		n = 0;
+	int64		p,
+				k;
+
+	if (ev->rule->kind == SCHEDULE_RULE && ev->rule->unit == SCHEDULE_UNIT_WORKDAY)
+	{
+		int64		every = ev->rule->every;
+		int64		i0,
+					i1;
+
+		/* the workdays have indexes i0 .. i1 - 1; every every-th fires */
+		u0 = Max(u0, ev->origin);
+		if (u1 < u0)
+			return 0;
+		i0 = workday_index(ev, u0);
+		i1 = workday_index(ev, u1 + 1);
+		n = ceil_div(i1, every) - ceil_div(i0, every);
+		if (n > 0)
+		{
+			/* the last one is at most "every" workdays (and holidays) back */
+			for (k = u1; rule_day_ok(ev, k) != k; k--)
+				CHECK_FOR_INTERRUPTS();
+			*lastu = k;
+		}
+		return n;
+	}
+
+	p = unit_period(ev);
+	k = (u1 - u0 + 1) / p;
+	if (k >= 2)
+	{
+		int64		per = walk_units(ev, u0, u0 + p - 1, lastu);
+
+		if (per == 0)
+			return 0;
+		n = (k - 1) * per;
+		u0 += (k - 1) * p;
+	}
+	/* the last period (or two) is walked, which finds the last unit too */
+	return n + walk_units(ev, u0, u1, lastu);
+}
+
+/*
+ * How many local times in [a, b] the rule matches, and the first and the
+ * last.  The work is bounded whatever the span: two units are walked, the
+ * whole units between counted by count_units.
+ */
+static int64
+count_local(const ScheduleEval *ev, Timestamp a, Timestamp b,
+			Timestamp *first, Timestamp *last)
+{
+	int64		uu = unit_usecs(ev);
+	int64		ua,
+				ub,
+				lastu = 0,
+				whole,
+				n,
+				k;
+	Timestamp	f = 0,
+				l = 0;
+
+	if (b < a)
+		return 0;
+	ua = floor_div(a, uu);
+	ub = floor_div(b, uu);
+	if (ub - ua < 2)
+		return walk_local(ev, a, b, first, last);
+
+	n = walk_local(ev, a, (ua + 1) * uu - 1, first, last);
+	whole = count_units(ev, ua + 1, ub - 1, &lastu);
+	if (whole > 0)
+	{
+		if (n == 0)
+			*first = next_local(ev, (ua + 1) * uu, ub * uu - 1);
+		*last = lastu * uu + unit_last_time(ev);
+		n += whole * unit_matches(ev);
+	}
+	k = walk_local(ev, ub * uu, b, &f, &l);
+	if (k > 0)
+	{
+		if (n == 0)
+			*first = f;
+		*last = l;
+		n += k;
 	}
 	return n;
 }
