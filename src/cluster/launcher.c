@@ -17,8 +17,11 @@
  * probe in each servable database without an entry, one at a time; the
  * probe connects, looks in pg_extension, takes an entry if it finds the
  * extension, and exits.  A database probed without the extension is not
- * probed again until the launcher restarts (its CREATE EXTENSION will take
- * the entry itself).
+ * probed again while it stays servable without an entry (its CREATE
+ * EXTENSION will take the entry itself); once it is not servable, or has
+ * an entry, that is forgotten, so that a database released (connections
+ * disallowed, made a template, taken out of delaysched.databases) and then
+ * allowed again is probed again, as at the launcher's start.
  *
  * How many workers.  Each database wants delaysched.workers scanners and
  * delaysched.http_workers HTTP workers.  The launcher grants them from a
@@ -123,7 +126,10 @@ static SeenDatabase *seen = NULL;
 static int	nseen = 0;
 static int	seen_size = 0;
 
-/* Databases probed without finding the extension, since the start. */
+/*
+ * Databases probed without finding the extension, that have stayed
+ * servable without an entry since.
+ */
 static Oid *probed_empty = NULL;
 static int	nprobed_empty = 0;
 static int	probed_empty_size = 0;
@@ -279,6 +285,29 @@ note_probed_empty(Oid dboid)
 			: repalloc(probed_empty, probed_empty_size * sizeof(Oid));
 	}
 	probed_empty[nprobed_empty++] = dboid;
+	ereport(DEBUG1,
+			(errmsg_internal("delaysched: database \"%s\" does not have the extension",
+							 seen_name(dboid))));
+}
+
+/*
+ * Forget that a database was probed empty once it is not servable (or
+ * gone), or has an entry (its CREATE EXTENSION took one): when it is
+ * servable again without an entry, a probe looks again.  Without this, a
+ * database created while the server runs (probed before its CREATE
+ * EXTENSION) and then released would never be served again until the
+ * launcher restarts.
+ */
+static void
+forget_probed_empty(void)
+{
+	int			kept = 0;
+
+	for (int i = 0; i < nprobed_empty; i++)
+		if (seen_servable(probed_empty[i]) &&
+			delaysched_find_database(probed_empty[i]) < 0)
+			probed_empty[kept++] = probed_empty[i];
+	nprobed_empty = kept;
 }
 
 /*
@@ -750,6 +779,7 @@ delaysched_launcher_main(Datum main_arg)
 		scan_databases();
 		pgstat_report_activity(STATE_IDLE, NULL);
 		reconcile_entries();
+		forget_probed_empty();
 		now = GetCurrentTimestamp();
 		next = launch(now);
 		probe_next();
