@@ -142,13 +142,17 @@ ok(DelayschedTest::poll_until($few,
 	q{SELECT count(*) FROM pg_stat_activity WHERE backend_type IN ('delaysched scanner', 'delaysched http')},
 	'4', 30), 'delaysched.max_workers = 4: four workers');
 
-# Other processes take the two slots left: a parallel worker each.
+# Other processes take the two slots left: a parallel worker each (a
+# query run by one, as force_parallel_mode, debug_parallel_query from 16,
+# has it).
+my $in_worker = $few->safe_psql('postgres', q{SELECT CASE WHEN current_setting('server_version_num')::int >= 160000
+                                              THEN 'debug_parallel_query' ELSE 'force_parallel_mode' END});
 my @holders;
 for (1 .. 2)
 {
 	my ($out, $err) = ('', '');
 	push @holders, IPC::Run::start(
-		[ 'psql', '-X', '-d', $few->connstr('postgres'), '-c', 'SET force_parallel_mode = on',
+		[ 'psql', '-X', '-d', $few->connstr('postgres'), '-c', "SET $in_worker = on",
 		  '-c', "SELECT pg_sleep(300), 'holder'" ],
 		'>', \$out, '2>', \$err);
 	ok(DelayschedTest::poll_until($few,
