@@ -204,6 +204,14 @@ typedef enum DatabaseWant
 	DATABASE_STOP				/* stop them; the entry is then given back */
 } DatabaseWant;
 
+/* Why a database served has no scanner running (sched.cluster says). */
+typedef enum DatabaseWaiting
+{
+	DATABASE_WAITING_NONE = 0,	/* it has its first scanner, or backs off */
+	DATABASE_WAITING_BUDGET,	/* delaysched.max_workers or max_worker_processes leave none */
+	DATABASE_WAITING_SLOT		/* the server has no background worker slot free */
+} DatabaseWaiting;
+
 /* One database served (or being stopped). */
 typedef struct DatabaseEntry
 {
@@ -224,6 +232,7 @@ typedef struct DatabaseEntry
 	/* The launcher's, for the sched.cluster view. */
 	int			scanners_granted;
 	int			http_granted;
+	DatabaseWaiting waiting;
 	int			failures;		/* workers that ended early in a row */
 	TimestampTz retry_at;		/* no worker starts before this */
 	TimestampTz served_since;

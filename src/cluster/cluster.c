@@ -75,6 +75,7 @@ delaysched_serve_database(Oid dboid)
 			entry->leaving_for = 0;
 			entry->scanners_granted = 0;
 			entry->http_granted = 0;
+			entry->waiting = DATABASE_WAITING_NONE;
 			entry->failures = 0;
 			entry->retry_at = 0;
 			entry->served_since = GetCurrentTimestamp();

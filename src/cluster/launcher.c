@@ -17,18 +17,37 @@
  * probe in each servable database without an entry, one at a time; the
  * probe connects, looks in pg_extension, takes an entry if it finds the
  * extension, and exits.  A database probed without the extension is not
- * probed again until the launcher restarts (its CREATE EXTENSION will take
- * the entry itself).
+ * probed again while it stays servable without an entry (its CREATE
+ * EXTENSION will take the entry itself); once it is not servable, or has
+ * an entry, that is forgotten, so that a database released (connections
+ * disallowed, made a template, taken out of delaysched.databases) and then
+ * allowed again is probed again, as at the launcher's start.
  *
  * How many workers.  Each database wants delaysched.workers scanners and
  * delaysched.http_workers HTTP workers.  The launcher grants them from a
  * budget, min(delaysched.max_workers, max_worker_processes - 2: one slot
  * for itself, one for a probe), in rounds: every database's first scanner,
  * then every database's first HTTP worker, then second scanners, and so on,
- * so that every database gets a scanner before any gets two.  Granted
- * workers that do not run are started; running ones beyond the grant are
- * stopped.  When the budget is short, or the postmaster has no slot left,
- * the log says so once, and again only when the figures change.
+ * so that every database gets a scanner before any gets two.  A database
+ * still to be probed counts in the first round too (a scanner's slot is
+ * kept for it, unstarted), so that after a restart the first databases
+ * found do not take the slots the probes of the others need.  Granted
+ * workers that do not run are started, in the same order; running ones
+ * beyond the grant are stopped.
+ *
+ * Slots held by others.  max_worker_processes is shared with the logical
+ * replication launcher, other extensions' workers and parallel queries, so
+ * the budget may promise slots that are not there.  When the postmaster
+ * refuses a worker a slot, the launcher takes the number of workers it
+ * holds then as a ceiling on the budget (slot_ceiling), so that the grant,
+ * in its order, decides which databases keep their workers: the last
+ * granted are stopped to give every database its first scanner.  When it
+ * refuses a probe, the ceiling is one fewer (but never below the first
+ * scanners), so that the probe gets a slot.  Every SLOT_RETRY_SECS the
+ * launcher tries for one slot more, and the ceiling rises when it gets it.
+ * When the budget or the slots are short the log says so once, and again
+ * only when the figures change; sched.cluster shows a database left
+ * without a scanner as waiting for budget or for a slot.
  *
  * Starting and stopping.  Workers are dynamic background workers that the
  * postmaster never restarts (BGW_NEVER_RESTART); the launcher does, about a
@@ -92,6 +111,8 @@
 #define EARLY_EXIT_SECS		10
 /* The longest a failing database waits before its workers start again. */
 #define MAX_BACKOFF_SECS	60
+/* How often the launcher tries for a slot above its ceiling. */
+#define SLOT_RETRY_SECS		10
 
 /* A worker this launcher started. */
 typedef struct Started
@@ -108,6 +129,7 @@ typedef struct EntryLocal
 	Started		scanners[DELAYSCHED_MAX_WORKERS];
 	Started		http[DELAYSCHED_MAX_HTTP_WORKERS];
 	int			reported_failures;	/* last figure logged */
+	DatabaseWaiting reported_waiting;	/* last logged */
 } EntryLocal;
 
 /* A database as the last look at pg_database saw it. */
@@ -123,7 +145,10 @@ static SeenDatabase *seen = NULL;
 static int	nseen = 0;
 static int	seen_size = 0;
 
-/* Databases probed without finding the extension, since the start. */
+/*
+ * Databases probed without finding the extension, that have stayed
+ * servable without an entry since.
+ */
 static Oid *probed_empty = NULL;
 static int	nprobed_empty = 0;
 static int	probed_empty_size = 0;
@@ -132,10 +157,25 @@ static int	probed_empty_size = 0;
 static BackgroundWorkerHandle *probe = NULL;
 static Oid	probe_oid = InvalidOid;
 
-/* The shortfall last logged: workers wanted, granted, started. */
+/*
+ * The most workers the launcher could hold when the postmaster last refused
+ * one a slot (see "Slots held by others" above); -1 while none is known.
+ * When it last tried for one more.
+ */
+static int	slot_ceiling = -1;
+static TimestampTz slot_tried_at = 0;
+
+/* The last database a probe found no slot for. */
+static Oid	probe_refused_oid = InvalidOid;
+
+/* The last round's databases to serve, and the workers it stopped. */
+static int	launched_active = 0;
+static int	launched_stopped = 0;
+
+/* The shortfall last logged: workers wanted, granted, and the ceiling. */
 static int	reported_wanted = -1;
 static int	reported_granted = -1;
-static bool reported_no_slot = false;
+static int	reported_ceiling = -1;
 
 /*
  * Register the launcher with the postmaster; called from _PG_init.
@@ -279,6 +319,49 @@ note_probed_empty(Oid dboid)
 			: repalloc(probed_empty, probed_empty_size * sizeof(Oid));
 	}
 	probed_empty[nprobed_empty++] = dboid;
+	ereport(DEBUG1,
+			(errmsg_internal("delaysched: database \"%s\" does not have the extension",
+							 seen_name(dboid))));
+}
+
+/* Is seen[i] a database still to be probed (servable, no entry, not found empty)? */
+static bool
+to_probe(int i)
+{
+	return seen[i].servable && !was_probed_empty(seen[i].oid) &&
+		delaysched_find_database(seen[i].oid) < 0;
+}
+
+/* How many databases are still to be probed. */
+static int
+count_to_probe(void)
+{
+	int			n = 0;
+
+	for (int i = 0; i < nseen; i++)
+		if (to_probe(i))
+			n++;
+	return n;
+}
+
+/*
+ * Forget that a database was probed empty once it is not servable (or
+ * gone), or has an entry (its CREATE EXTENSION took one): when it is
+ * servable again without an entry, a probe looks again.  Without this, a
+ * database created while the server runs (probed before its CREATE
+ * EXTENSION) and then released would never be served again until the
+ * launcher restarts.
+ */
+static void
+forget_probed_empty(void)
+{
+	int			kept = 0;
+
+	for (int i = 0; i < nprobed_empty; i++)
+		if (seen_servable(probed_empty[i]) &&
+			delaysched_find_database(probed_empty[i]) < 0)
+			probed_empty[kept++] = probed_empty[i];
+	nprobed_empty = kept;
 }
 
 /*
@@ -441,31 +524,40 @@ stop_entry(int d, bool give_back)
 }
 
 /*
- * Share the budget out between the databases to serve (active[], in entry
- * order), in rounds; sets scanners[] and http[] to each one's grant.
- * Returns how many workers were wanted in all.
+ * Share the budget out between the databases to serve (nactive of them, in
+ * entry order), in rounds; sets scanners[] and http[] to each one's grant.
+ * The first round keeps a scanner's place in the budget for each of the
+ * nprobe databases not found yet, after the first scanners of those
+ * found.  No more than ceiling workers are granted in all, if it is not -1
+ * (the slots the launcher can have).  Returns how many workers were wanted
+ * in all by the databases found.
  */
 static int
-grant(const int *active, int nactive, int budget, int *scanners, int *http)
+grant(int nactive, int nprobe, int budget, int ceiling, int *scanners, int *http)
 {
 	int			wanted = nactive * (delaysched_workers + delaysched_http_workers);
 	int			rounds = Max(delaysched_workers, delaysched_http_workers);
+	int			left = ceiling < 0 ? budget : Min(budget, ceiling);
 
 	for (int a = 0; a < nactive; a++)
 		scanners[a] = http[a] = 0;
-	for (int r = 0; r < rounds && budget > 0; r++)
+	for (int r = 0; r < rounds && budget > 0 && left > 0; r++)
 	{
-		for (int a = 0; a < nactive && budget > 0; a++)
+		for (int a = 0; a < nactive && budget > 0 && left > 0; a++)
 			if (r < delaysched_workers)
 			{
 				scanners[a]++;
 				budget--;
+				left--;
 			}
-		for (int a = 0; a < nactive && budget > 0; a++)
+		if (r == 0 && delaysched_workers > 0)
+			budget -= Min(budget, nprobe);
+		for (int a = 0; a < nactive && budget > 0 && left > 0; a++)
 			if (r < delaysched_http_workers)
 			{
 				http[a]++;
 				budget--;
+				left--;
 			}
 	}
 	return wanted;
@@ -512,55 +604,142 @@ start_one(Started *started, const char *function, const char *kind, int i,
 }
 
 /*
- * Start the granted workers of entry d that do not run, unless it backs
- * off.  False if the postmaster had no slot for one.
+ * Start the granted workers that do not run, in the grant's order (every
+ * database's first scanner, then every database's first HTTP worker, then
+ * second scanners, and so on), but not those of a database that backs off.
+ * Stops at the first the postmaster has no slot for: false then.
  */
 static bool
-fill_entry(int d, Oid dboid, int nscanners, int nhttp, TimestampTz now)
+fill(const int *active, const Oid *active_oid, int nactive,
+	 const int *scanners, const int *http, TimestampTz now)
 {
-	EntryLocal *local = &locals[d];
-	DatabasePids pids;
-	bool		may_start;
+	bool		may_start[DELAYSCHED_MAX_DATABASES];
+	int			rounds = Max(delaysched_workers, delaysched_http_workers);
 
 	LWLockAcquire(delaysched_cluster->lock, LW_SHARED);
-	may_start = now >= delaysched_cluster->databases[d].retry_at;
+	for (int a = 0; a < nactive; a++)
+		may_start[a] = now >= delaysched_cluster->databases[active[a]].retry_at;
 	LWLockRelease(delaysched_cluster->lock);
-	if (!may_start)
-		return true;
 
-	delaysched_database_pids(d, &pids);
-	for (int i = 0; i < nscanners; i++)
-		if (!running(pids.scanners[i], &local->scanners[i]) &&
-			!start_one(&local->scanners[i], "delaysched_scanner_main", "scanner", i, dboid, d, now))
-			return false;
-	for (int i = 0; i < nhttp; i++)
-		if (!running(pids.http[i], &local->http[i]) &&
-			!start_one(&local->http[i], "delaysched_http_main", "http", i, dboid, d, now))
-			return false;
+	for (int r = 0; r < rounds; r++)
+		for (int kind = 0; kind < 2; kind++)
+			for (int a = 0; a < nactive; a++)
+			{
+				int			d = active[a];
+				bool		scanner = (kind == 0);
+				DatabasePids pids;
+				Started    *started;
+
+				if (!may_start[a] || r >= (scanner ? scanners[a] : http[a]))
+					continue;
+				delaysched_database_pids(d, &pids);
+				started = scanner ? &locals[d].scanners[r] : &locals[d].http[r];
+				if (running(scanner ? pids.scanners[r] : pids.http[r], started))
+					continue;
+				if (!start_one(started,
+							   scanner ? "delaysched_scanner_main" : "delaysched_http_main",
+							   scanner ? "scanner" : "http", r, active_oid[a], d, now))
+					return false;
+			}
 	return true;
 }
 
 /*
+ * How many workers of every entry run or are about to: the slots of
+ * max_worker_processes the launcher holds (but a probe's).
+ */
+static int
+held_workers(void)
+{
+	int			held = 0;
+
+	for (int d = 0; d < delaysched_cluster->max_databases; d++)
+	{
+		DatabasePids pids;
+
+		if (!OidIsValid(locals[d].dboid))
+			continue;
+		delaysched_database_pids(d, &pids);
+		for (int i = 0; i < DELAYSCHED_MAX_WORKERS; i++)
+			if (running(pids.scanners[i], &locals[d].scanners[i]))
+				held++;
+		for (int i = 0; i < DELAYSCHED_MAX_HTTP_WORKERS; i++)
+			if (running(pids.http[i], &locals[d].http[i]))
+				held++;
+	}
+	return held;
+}
+
+/* Does the probe started last still hold its slot? */
+static bool
+probe_in_flight(void)
+{
+	pid_t		pid;
+
+	return probe != NULL && GetBackgroundWorkerPid(probe, &pid) != BGWH_STOPPED;
+}
+
+/*
  * Say once that not every worker wanted runs, and again only when the
- * figures change.
+ * figures change; by_slots if the slots, not the budget, hold it back.
  */
 static void
-report_shortfall(int wanted, int granted, int budget, bool no_slot)
+report_shortfall(int wanted, int granted, int budget, bool by_slots)
 {
-	if (granted < wanted && (wanted != reported_wanted || granted != reported_granted))
-		ereport(LOG,
-				(errmsg("delaysched: %d of the %d workers wanted run: max_worker_processes (%d) and delaysched.max_workers (%d) leave room for %d",
-						granted, wanted, max_worker_processes, delaysched_max_workers, budget),
-				 errdetail("Every database served has at least one scanner before any has two."),
-				 errhint("Raise max_worker_processes (a restart) or delaysched.max_workers, or lower delaysched.workers.")));
-	if (no_slot && !reported_no_slot)
-		ereport(LOG,
-				(errmsg("delaysched: the server had no background worker slot left for a delaysched worker"),
-				 errhint("Other extensions or parallel queries use max_worker_processes (%d) too; raise it.",
-						 max_worker_processes)));
+	if (granted < wanted &&
+		(wanted != reported_wanted || granted != reported_granted ||
+		 slot_ceiling != reported_ceiling))
+	{
+		if (by_slots)
+			ereport(LOG,
+					(errmsg("delaysched: %d of the %d workers wanted run: the server had background worker slots for only %d",
+							granted, wanted, slot_ceiling),
+					 errdetail("Other processes hold the rest of max_worker_processes (%d): the logical replication launcher, other extensions' workers, parallel queries.  Every database served has a scanner before any has two, as far as the slots go; the launcher tries for another slot every %d seconds.",
+							   max_worker_processes, SLOT_RETRY_SECS),
+					 errhint("Raise max_worker_processes (a restart).")));
+		else
+			ereport(LOG,
+					(errmsg("delaysched: %d of the %d workers wanted run: max_worker_processes (%d) and delaysched.max_workers (%d) leave room for %d",
+							granted, wanted, max_worker_processes, delaysched_max_workers, budget),
+					 errdetail("Every database served has at least one scanner before any has two."),
+					 errhint("Raise max_worker_processes (a restart) or delaysched.max_workers, or lower delaysched.workers.")));
+	}
 	reported_wanted = wanted;
 	reported_granted = granted;
-	reported_no_slot = no_slot;
+	reported_ceiling = slot_ceiling;
+}
+
+/*
+ * Entry d is left without a scanner for lack of budget or slots, or not
+ * (waiting): record it for sched.cluster, and say so when it changes.
+ */
+static void
+report_waiting(int d, Oid dboid, DatabaseWaiting waiting)
+{
+	LWLockAcquire(delaysched_cluster->lock, LW_EXCLUSIVE);
+	delaysched_cluster->databases[d].waiting = waiting;
+	LWLockRelease(delaysched_cluster->lock);
+	if (waiting == locals[d].reported_waiting)
+		return;
+	if (waiting == DATABASE_WAITING_BUDGET)
+		ereport(LOG,
+				(errmsg("delaysched: database \"%s\" waits for a scanner: the budget is spent",
+						seen_name(dboid)),
+				 errdetail("delaysched.max_workers (%d) and max_worker_processes (%d) leave room for fewer scanners than there are databases to serve.",
+						   delaysched_max_workers, max_worker_processes),
+				 errhint("Raise max_worker_processes (a restart) or delaysched.max_workers.")));
+	else if (waiting == DATABASE_WAITING_SLOT)
+		ereport(LOG,
+				(errmsg("delaysched: database \"%s\" waits for a scanner: the server has no background worker slot free",
+						seen_name(dboid)),
+				 errdetail("Other processes hold the slots of max_worker_processes (%d) that delaysched's budget counts on.",
+						   max_worker_processes),
+				 errhint("Raise max_worker_processes (a restart).")));
+	else if (locals[d].reported_waiting != DATABASE_WAITING_NONE)
+		ereport(LOG,
+				(errmsg("delaysched: database \"%s\" no longer waits for a scanner",
+						seen_name(dboid))));
+	locals[d].reported_waiting = waiting;
 }
 
 /* Say once per failure count that a database's workers keep ending early. */
@@ -585,8 +764,8 @@ report_failures(int d, Oid dboid)
 }
 
 /*
- * One round: stop what must stop, grant and start what must run, start a
- * probe if one is due.  Returns when to look again at the latest.
+ * One round: stop what must stop, grant and start what must run.  Returns
+ * when to look again at the latest.
  */
 static TimestampTz
 launch(TimestampTz now)
@@ -595,12 +774,20 @@ launch(TimestampTz now)
 	Oid			active_oid[DELAYSCHED_MAX_DATABASES];
 	int			scanners[DELAYSCHED_MAX_DATABASES];
 	int			http[DELAYSCHED_MAX_DATABASES];
+	int			shown_scanners[DELAYSCHED_MAX_DATABASES];
+	int			shown_http[DELAYSCHED_MAX_DATABASES];
+	int			budget_scanners[DELAYSCHED_MAX_DATABASES];
+	int			budget_http[DELAYSCHED_MAX_DATABASES];
 	int			nactive = 0;
 	int			budget = Min(delaysched_max_workers, max_worker_processes - 2);
+	int			tried;
+	int			budget_granted = 0;
+	int			tried_granted = 0;
+	int			nprobe = count_to_probe();
 	int			wanted;
 	int			granted = 0;
 	int			stopped = 0;
-	bool		no_slot = false;
+	bool		refused = false;
 	TimestampTz next = now + LAUNCHER_NAP_MS * (TimestampTz) 1000;
 	int			n = delaysched_cluster->max_databases;
 
@@ -642,16 +829,32 @@ launch(TimestampTz now)
 		nactive++;
 	}
 
-	wanted = grant(active, nactive, budget, scanners, http);
+	/*
+	 * The budget, under the ceiling the slots set (shown in sched.cluster
+	 * and the log); once every SLOT_RETRY_SECS, one worker more is tried
+	 * for: granted and started if the postmaster has a slot, but shown only
+	 * once it is had.
+	 */
+	tried = slot_ceiling;
+	if (slot_ceiling >= 0 && now - slot_tried_at >= SLOT_RETRY_SECS * USECS_PER_SEC)
+	{
+		tried = slot_ceiling + 1;
+		slot_tried_at = now;
+	}
+	(void) grant(nactive, nprobe, budget, -1, budget_scanners, budget_http);
+	wanted = grant(nactive, nprobe, budget, slot_ceiling, shown_scanners, shown_http);
+	(void) grant(nactive, nprobe, budget, tried, scanners, http);
 	for (int a = 0; a < nactive; a++)
 	{
 		DatabaseEntry *entry = &delaysched_cluster->databases[active[a]];
 
 		LWLockAcquire(delaysched_cluster->lock, LW_EXCLUSIVE);
-		entry->scanners_granted = scanners[a];
-		entry->http_granted = http[a];
+		entry->scanners_granted = shown_scanners[a];
+		entry->http_granted = shown_http[a];
 		LWLockRelease(delaysched_cluster->lock);
-		granted += scanners[a] + http[a];
+		granted += shown_scanners[a] + shown_http[a];
+		budget_granted += budget_scanners[a] + budget_http[a];
+		tried_granted += scanners[a] + http[a];
 	}
 	/*
 	 * Stop first, start next time: the slots of the workers stopped are the
@@ -660,20 +863,76 @@ launch(TimestampTz now)
 	 */
 	for (int a = 0; a < nactive; a++)
 		stopped += trim_entry(active[a], scanners[a], http[a]);
-	for (int a = 0; a < nactive && !no_slot && stopped == 0; a++)
-		no_slot = !fill_entry(active[a], active_oid[a], scanners[a], http[a], now);
-	report_shortfall(wanted, granted, budget, no_slot);
-	if (no_slot)
-		next = Min(next, now + LAUNCHER_NAP_MS * (TimestampTz) 1000);
+	if (stopped == 0)
+		refused = !fill(active, active_oid, nactive, scanners, http, now);
+
+	/*
+	 * The postmaster refused a slot: what the launcher holds now is the
+	 * ceiling (unless a probe holds one: it is about to give it back, and
+	 * its exit wakes the launcher).  Or it refused none: the launcher holds
+	 * what it tried for, and the ceiling, if any, rises to it.
+	 */
+	if (refused && probe_in_flight())
+		refused = false;
+	else if (refused)
+	{
+		slot_ceiling = held_workers();
+		slot_tried_at = now;
+	}
+	else if (slot_ceiling >= 0 && stopped == 0)
+	{
+		/*
+		 * fill() started every worker tried for: the ceiling rises to what
+		 * is held, and is gone once it holds back nothing.
+		 */
+		slot_ceiling = Max(slot_ceiling, held_workers());
+		if (tried_granted >= budget_granted)
+			slot_ceiling = -1;
+	}
+
+	/*
+	 * The shortfall, but not while a probe is due (it may find more), nor
+	 * when a slot was just refused (the next round, with the ceiling, has
+	 * the figures).
+	 */
+	if (nprobe == 0 && !refused)
+		report_shortfall(wanted, granted, budget, granted < budget_granted);
+
+	/* Which databases have no scanner for lack of budget or of slots. */
+	for (int a = 0; a < nactive; a++)
+	{
+		int			d = active[a];
+		DatabaseWaiting waiting = DATABASE_WAITING_NONE;
+
+		if (delaysched_workers == 0)
+			;					/* no database has a scanner to wait for */
+		else if (shown_scanners[a] == 0)
+			waiting = budget_scanners[a] > 0 ? DATABASE_WAITING_SLOT : DATABASE_WAITING_BUDGET;
+		else if (refused)
+		{
+			DatabasePids pids;
+
+			delaysched_database_pids(d, &pids);
+			if (!running(pids.scanners[0], &locals[d].scanners[0]))
+				waiting = DATABASE_WAITING_SLOT;
+		}
+		report_waiting(d, active_oid[a], waiting);
+	}
+	launched_active = nactive;
+	launched_stopped = stopped;
 	return next;
 }
 
 /*
  * Start a probe in the next servable database that has no entry and was
- * not found empty, if no probe is in flight.
+ * not found empty, if no probe is in flight and no worker the last round
+ * stopped is still on its way out (its slot is the probe's).  If the
+ * postmaster has no slot for it, lower the ceiling by one (never below a
+ * scanner for each database served), so that the next round stops the
+ * last-granted worker to make room.
  */
 static void
-probe_next(void)
+probe_next(TimestampTz now)
 {
 	if (probe != NULL)
 	{
@@ -686,13 +945,41 @@ probe_next(void)
 		if (delaysched_find_database(probe_oid) < 0)
 			note_probed_empty(probe_oid);
 	}
+	if (launched_stopped > 0)
+		return;
 	for (int i = 0; i < nseen; i++)
 	{
-		if (!seen[i].servable || was_probed_empty(seen[i].oid) ||
-			delaysched_find_database(seen[i].oid) >= 0)
+		int			held;
+		int			firsts;
+
+		if (!to_probe(i))
 			continue;
 		probe = start_worker("delaysched_probe_main", "probe", 0, seen[i].oid, -1);
 		probe_oid = seen[i].oid;
+		if (probe != NULL)
+		{
+			probe_refused_oid = InvalidOid;
+			return;
+		}
+
+		held = held_workers();
+		firsts = delaysched_workers > 0 ? launched_active : 0;
+		if (held - 1 >= firsts && (slot_ceiling < 0 || held - 1 < slot_ceiling))
+		{
+			slot_ceiling = held - 1;
+			slot_tried_at = now;
+			pg_atomic_write_u32(&delaysched_cluster->rescan, 1);
+		}
+		if (probe_refused_oid != seen[i].oid)
+			ereport(LOG,
+					(errmsg("delaysched: the server had no background worker slot free to look for the extension in database \"%s\"",
+							NameStr(seen[i].name)),
+					 held - 1 >= firsts
+					 ? errdetail("One of delaysched's %d workers is stopped to make room.", held)
+					 : errdetail("Other processes hold the slots of max_worker_processes (%d) that delaysched's workers, a scanner for each database served, leave.",
+								 max_worker_processes),
+					 errhint("Raise max_worker_processes (a restart).")));
+		probe_refused_oid = seen[i].oid;
 		return;
 	}
 }
@@ -750,9 +1037,10 @@ delaysched_launcher_main(Datum main_arg)
 		scan_databases();
 		pgstat_report_activity(STATE_IDLE, NULL);
 		reconcile_entries();
+		forget_probed_empty();
 		now = GetCurrentTimestamp();
 		next = launch(now);
-		probe_next();
+		probe_next(now);
 
 		now = GetCurrentTimestamp();
 		timeout_ms = next <= now ? 0 : (long) Min((next - now + 999) / 1000, LAUNCHER_NAP_MS);

@@ -279,6 +279,7 @@ delaysched_cluster_status(PG_FUNCTION_ARGS)
 		entry.leaving_for = delaysched_cluster->databases[d].leaving_for;
 		entry.scanners_granted = delaysched_cluster->databases[d].scanners_granted;
 		entry.http_granted = delaysched_cluster->databases[d].http_granted;
+		entry.waiting = delaysched_cluster->databases[d].waiting;
 		entry.failures = delaysched_cluster->databases[d].failures;
 		entry.retry_at = delaysched_cluster->databases[d].retry_at;
 		entry.served_since = delaysched_cluster->databases[d].served_since;
@@ -295,6 +296,10 @@ delaysched_cluster_status(PG_FUNCTION_ARGS)
 			state = "leaving";
 		else if (entry.retry_at > now && pids.nscanners == 0)
 			state = "backing off";
+		else if (entry.waiting == DATABASE_WAITING_SLOT && pids.nscanners == 0)
+			state = "waiting for a slot";
+		else if (entry.waiting == DATABASE_WAITING_BUDGET && pids.nscanners == 0)
+			state = "waiting for budget";
 		else
 			state = "served";
 
