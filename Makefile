@@ -56,13 +56,13 @@ EXTENSION = delaysched delaysched_router
 DATA = delaysched--0.1.sql delaysched--0.2.sql delaysched--0.1--0.2.sql delaysched_router--0.2.sql
 # The current version's scripts, built from schema/ (one source per section:
 # see schema/install.sql): the install is the tables followed by every
-# object file; an update notes the grants on the objects, changes the
+# object file; an update takes its locks, notes the grants on the objects, changes the
 # tables, makes the objects with the same files, and gives back the grants
 # it lost.  From 0.1 it runs the released 0.1 -> 0.2 script first, inside
 # the same notes, so that an update from 0.1 keeps its grants too.
 SCHEMA_OBJECTS = $(sort $(wildcard $(srcdir)/schema/objects/*.sql))
-KEEP_PRIVILEGES_SAVE = $(srcdir)/schema/update/keep-privileges-save.sql
-KEEP_PRIVILEGES_RESTORE = $(srcdir)/schema/update/keep-privileges-restore.sql
+UPDATE_BEGINS = $(srcdir)/schema/update/take-locks.sql $(srcdir)/schema/update/keep-privileges-save.sql
+UPDATE_ENDS = $(srcdir)/schema/update/keep-privileges-restore.sql
 DATA_built = delaysched--0.3.sql delaysched--0.2--0.3.sql delaysched--0.1--0.3.sql
 PGFILEDESC = "delaysched - delayed tasks delivered on time from inside PostgreSQL"
 
@@ -99,9 +99,9 @@ define concatenate_schema
 endef
 delaysched--0.3.sql: $(srcdir)/schema/install.sql $(SCHEMA_OBJECTS)
 	$(concatenate_schema)
-delaysched--0.2--0.3.sql: $(KEEP_PRIVILEGES_SAVE) $(srcdir)/schema/update/0.2--0.3.sql $(SCHEMA_OBJECTS) $(KEEP_PRIVILEGES_RESTORE)
+delaysched--0.2--0.3.sql: $(UPDATE_BEGINS) $(srcdir)/schema/update/0.2--0.3.sql $(SCHEMA_OBJECTS) $(UPDATE_ENDS)
 	$(concatenate_schema)
-delaysched--0.1--0.3.sql: $(KEEP_PRIVILEGES_SAVE) $(srcdir)/delaysched--0.1--0.2.sql $(srcdir)/schema/update/0.2--0.3.sql $(SCHEMA_OBJECTS) $(KEEP_PRIVILEGES_RESTORE)
+delaysched--0.1--0.3.sql: $(UPDATE_BEGINS) $(srcdir)/delaysched--0.1--0.2.sql $(srcdir)/schema/update/0.2--0.3.sql $(SCHEMA_OBJECTS) $(UPDATE_ENDS)
 	$(concatenate_schema)
 
 # PGXS tracks no header dependencies: rebuild every object when a header changes.

@@ -98,8 +98,9 @@ COMMENT ON VIEW sched._task_counts IS 'internal: every type''s tasks by state, c
  * are ready, or counted from the tables while they are not (after a server
  * start, on a standby).  Both branches test the one answer of
  * sched._type_counts(); the second is a one-time filter, so the tables
- * are not read when the gauges are ready.  sched.biz_stats reads it, and
- * the role reading that view needs EXECUTE on sched._type_counts(text[]).
+ * are not read when the gauges are ready.  sched.biz_stats reads it: the
+ * function runs as the role reading that view, and answers only about the
+ * types that role may read, the rows the view shows it.
  */
 CREATE OR REPLACE VIEW sched._counts AS
 	WITH c AS MATERIALIZED (

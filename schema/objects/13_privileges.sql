@@ -25,9 +25,17 @@ BEGIN
 	END LOOP;
 END
 $privileges$;
--- The views call it, as the role reading them: it only tells a role which
--- role it is running as (see src/caller.c).
-GRANT EXECUTE ON FUNCTION sched._caller() TO PUBLIC;
+-- The views call these as the role reading them (PostgreSQL checks EXECUTE
+-- on a function in a view against that role), so that SELECT on a view is
+-- all a role needs.  Each is safe to call directly with any arguments:
+-- sched._caller() only tells a role which role it is running as; the
+-- others answer only about the types the session's role may read
+-- (src/base/caller.c), or refuse a role that may not read their view
+-- (src/cluster/worker_views.c).
+GRANT EXECUTE ON FUNCTION sched._caller(),
+	sched._task_status(bigint, text, "char", timestamptz, int, timestamptz, text, boolean, boolean, int),
+	sched._tokens(text, float8, int), sched._type_counts(text[]),
+	sched._workers(), sched._cluster() TO PUBLIC;
 -- The cluster-wide view is for monitoring (src/worker_views.c checks it too).
 GRANT USAGE ON SCHEMA sched TO pg_monitor;
 GRANT SELECT ON sched.cluster TO pg_monitor;

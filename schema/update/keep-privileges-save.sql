@@ -11,12 +11,7 @@
  * (as aclexplode gives them, with the object's OID, signature and name), in a
  * setting local to the update's transaction; the restore gives back those
  * the update lost.
- *
- * It is the first file of every update script the Makefile builds, so it
- * holds the line psql stops at.
  */
-
-\echo Use "ALTER EXTENSION delaysched UPDATE TO '0.3'" to load this file. \quit
 
 SELECT pg_catalog.set_config('delaysched_update.granted', coalesce((
 	SELECT pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object(

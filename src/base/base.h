@@ -18,6 +18,7 @@
 
 #include "datatype/timestamp.h"
 #include "executor/spi.h"
+#include "fmgr.h"
 #include "lib/stringinfo.h"
 #include "utils/jsonb.h"
 
@@ -66,6 +67,23 @@ extern bool delaysched_extension_installed(void);
 extern bool delaysched_schema_ready(void);
 extern bool delaysched_run_in_transaction(const char *activity, void (*work) (void *), void *arg);
 extern void delaysched_setup_worker_session(void);
+
+/*
+ * Who calls (caller.c): the types the session's role may read, for the
+ * internal functions the views call and any role may call directly.
+ */
+typedef struct ReadableTypes
+{
+	bool		all;			/* every type: an administrator */
+	int			ntypes;
+	char	  **types;			/* else these, sorted */
+} ReadableTypes;
+
+extern Oid	delaysched_extension_owner(void);
+extern void delaysched_execute_as_owner(Oid owner, const char *sql, int nargs, Oid *types,
+										Datum *values);
+extern const ReadableTypes *delaysched_readable_types(FunctionCallInfo fcinfo);
+extern bool delaysched_may_read(const ReadableTypes *readable, const char *biz_type);
 
 /*
  * The NOTIFY payloads of deliveries and pull announcements, and the

@@ -7,6 +7,11 @@
  *		sched._cluster(): the launcher and every database served, for the
  *		sched.cluster view.
  *
+ * PostgreSQL checks EXECUTE on a function a view calls against the role
+ * reading the view, so both functions are executable by PUBLIC, and each
+ * checks for itself who may read it: sched._workers() a role that may
+ * read sched.workers, sched._cluster() superusers and pg_monitor.
+ *
  * IDENTIFICATION
  *	  src/cluster/worker_views.c
  *
@@ -15,6 +20,7 @@
 #include "postgres.h"
 
 #include "access/htup_details.h"
+#include "catalog/namespace.h"
 #include "catalog/pg_authid.h"
 #include "commands/dbcommands.h"
 #include "fmgr.h"
@@ -22,6 +28,7 @@
 #include "miscadmin.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/lsyscache.h"
 #include "utils/timestamp.h"
 
 #include "compat.h"
@@ -82,6 +89,20 @@ put_stopped(ReturnSetInfo *rsinfo, int worker, const char *role)
 }
 
 /*
+ * Refuse a current user that may not read view sched.<view>, as a query of
+ * the view would (the view's own check: inside a SECURITY DEFINER function
+ * it is the function's owner that must).
+ */
+static void
+require_view_privilege(const char *view)
+{
+	Oid			relid = get_relname_relid(view, get_namespace_oid("sched", false));
+
+	if (!OidIsValid(relid) || pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
+		aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_VIEW, view);
+}
+
+/*
  * sched._workers() RETURNS TABLE(worker int, pid int, role text, holds text,
  *		state text, last_tick timestamptz, delivered bigint, ticks bigint)
  *
@@ -99,8 +120,9 @@ put_stopped(ReturnSetInfo *rsinfo, int worker, const char *role)
  * handed over, C claimed" (requests started from scanners' hand-offs and
  * from its own claims).
  *
- * Takes workers_lock and each HTTP worker's lock (see Locks in base/shmem.h)
- * shared, one slot at a time; the counters are atomics, read without them.
+ * For a role that may read sched.workers.  Takes workers_lock and each
+ * HTTP worker's lock (see Locks in base/shmem.h) shared, one slot at a
+ * time; the counters are atomics, read without them.
  */
 Datum
 delaysched_worker_status(PG_FUNCTION_ARGS)
@@ -110,6 +132,7 @@ delaysched_worker_status(PG_FUNCTION_ARGS)
 	bool		served;
 
 	require_shared_memory();
+	require_view_privilege("workers");
 	InitMaterializedSRF(fcinfo, 0);
 	served = delaysched_current_database();
 

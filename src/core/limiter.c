@@ -55,6 +55,7 @@
 #include "utils/timestamp.h"
 
 #include "compat.h"
+#include "base/base.h"
 #include "base/guc.h"
 #include "base/shmem.h"
 #include "core/core.h"
@@ -524,7 +525,8 @@ delaysched_backlog_drained(const char *biz, uint64 marks)
  *
  * The tokens a type's bucket holds now (for sched.biz_stats): what a
  * delivery could take at once.  A bucket not used since the server started
- * is full.
+ * is full.  NULL for a type the session's role may not read (any role may
+ * call it: see base/caller.c).
  */
 Datum
 delaysched_tokens_sql(PG_FUNCTION_ARGS)
@@ -536,7 +538,8 @@ delaysched_tokens_sql(PG_FUNCTION_ARGS)
 	TypeBucket *entry;
 	BucketKey	key;
 
-	if (!(rate > 0) || burst < 1)
+	if (!(rate > 0) || burst < 1 ||
+		!delaysched_may_read(delaysched_readable_types(fcinfo), biz))
 		PG_RETURN_NULL();
 	make_key(&key, biz);
 	LWLockAcquire(limiter->lock, LW_SHARED);

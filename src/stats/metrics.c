@@ -587,7 +587,9 @@ delaysched_metric_samples_sql(PG_FUNCTION_ARGS)
  * types from shared memory (zeros for a type with none), and "counted":
  * whether the database's gauges are ready.  When they are not, the numbers
  * are not to be used (sched._counts counts the tables instead).  A caller
- * learns only of the types it names.
+ * learns only of the types it names, and of those only the ones the
+ * session's role may read: no row for the others (any role may call it:
+ * see base/caller.c).
  */
 Datum
 delaysched_type_counts_sql(PG_FUNCTION_ARGS)
@@ -598,6 +600,7 @@ delaysched_type_counts_sql(PG_FUNCTION_ARGS)
 	bool	   *element_nulls;
 	int			nelements;
 	bool		ready = delaysched_stats_ready(MyDatabaseId);
+	const ReadableTypes *readable = delaysched_readable_types(fcinfo);
 
 	InitMaterializedSRF(fcinfo, 0);
 	deconstruct_array(names, TEXTOID, -1, false, TYPALIGN_INT, &elements, &element_nulls, &nelements);
@@ -611,6 +614,8 @@ delaysched_type_counts_sql(PG_FUNCTION_ARGS)
 		if (element_nulls[i])
 			continue;
 		text_to_cstring_buffer(DatumGetTextPP(elements[i]), name, NAMEDATALEN);
+		if (!delaysched_may_read(readable, name))
+			continue;
 		if (ready)
 			(void) delaysched_stats_gauges(MyDatabaseId, name, gauges);
 		values[0] = elements[i];
