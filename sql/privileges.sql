@@ -24,7 +24,7 @@ WHERE p.pronamespace = 'sched'::regnamespace AND p.prosecdef AND p.proname ~ '^_
 -- and answer only about what the role may see (see hostile_role)
 SELECT p.oid::regprocedure AS public_function FROM pg_proc p
 WHERE p.pronamespace = 'sched'::regnamespace AND has_function_privilege('public', p.oid, 'EXECUTE')
-ORDER BY 1::text;
+ORDER BY p.oid::regprocedure::text COLLATE "C";
 SELECT count(*) AS functions,
        count(*) FILTER (WHERE has_function_privilege('public', p.oid, 'EXECUTE')) AS public_execute,
        count(*) FILTER (WHERE p.proacl IS NULL
