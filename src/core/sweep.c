@@ -62,13 +62,20 @@
 /*
  * The backstop: deliver up to "limit" pending tasks of the range behind its
  * pointer (added after their second was walked, left by a transaction that
- * held them, returned by a rollback, or released by sched.resume), second
- * by second in (run_at, id) order.  Rows that others hold are stepped over
- * and found again by a later sweep.
+ * held them, returned by a rollback, released by sched.resume, or a
+ * schedule's catch-up batch), second by second in (run_at, id) order.  Rows
+ * that others hold are stepped over and found again by a later sweep.
+ *
+ * A tick looks at WALK_MAX_SECONDS seconds at most, so that one range does
+ * not keep the others waiting; late tasks spread over more seconds than
+ * that (a catch-up batch of a per-second schedule: 1,000 firings in 1,000
+ * seconds) set *more, and the range is swept again at once instead of at
+ * the next regular sweep, which would deliver them at 64 a second.
  */
 int
 delaysched_deliver_late(const TickRequest *request, TimestampTz pointer, int limit,
-						int64 *notified, TimestampTz *first_lease, TimestampTz *late_from)
+						int64 *notified, TimestampTz *first_lease, TimestampTz *late_from,
+						bool *more)
 {
 	int			range = request->range;
 	TimestampTz now = request->now;
@@ -80,7 +87,8 @@ delaysched_deliver_late(const TickRequest *request, TimestampTz pointer, int lim
 	 * not (its row may be held), or at the pointer if there is none.
 	 */
 	*late_from = pointer;
-	for (int seconds = 0; n < limit && seconds < WALK_MAX_SECONDS; seconds++)
+	*more = false;
+	for (int seconds = 0; n < limit; seconds++)
 	{
 		TimestampTz next;
 		TimestampTz second;
@@ -88,6 +96,12 @@ delaysched_deliver_late(const TickRequest *request, TimestampTz pointer, int lim
 
 		if (!delaysched_first_pending_before(range, after, pointer, &next))
 			break;
+		if (seconds == WALK_MAX_SECONDS)
+		{
+			/* More late seconds than a tick looks at: sweep again at once. */
+			*more = true;
+			break;
+		}
 		if (seconds == 0)
 			*late_from = next;
 		second = delaysched_second_of(next);
@@ -123,10 +137,11 @@ lease_between(SPIPlanPtr plan, int range, TimestampTz from, TimestampTz to)
  * delaysched_deliver_late): expire the leases that ran out, purge range 0's
  * finished tasks past their retention, and say in *result when to sweep
  * again and where the next sweep starts.  "late" is how many late tasks
- * the tick took.  SPI connected, the range's row locked.
+ * the tick took, and late_more whether more were left for the next.  SPI
+ * connected, the range's row locked.
  */
 void
-delaysched_sweep(const TickRequest *request, int late, TickResult *result)
+delaysched_sweep(const TickRequest *request, int late, bool late_more, TickResult *result)
 {
 	Datum		values[6];
 	int			expired = 0;
@@ -190,8 +205,9 @@ delaysched_sweep(const TickRequest *request, int late, TickResult *result)
 		}
 	}
 
-	if (late >= request->batch || expired >= request->batch || purged >= request->batch)
-		result->next_sweep = request->now;	/* a full batch: again at once */
+	if (late >= request->batch || late_more ||
+		expired >= request->batch || purged >= request->batch)
+		result->next_sweep = request->now;	/* more to do: again at once */
 	else if (first <= request->now)
 	{
 		/* Leases ran out: when does the next? */

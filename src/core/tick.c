@@ -82,6 +82,7 @@ delaysched_tick(const TickRequest *request, TickResult *result)
 	TimestampTz first_lease = DT_NOEND;
 	TimestampTz walked_lease;
 	int			late = 0;
+	bool		late_more = false;
 
 	memset(result, 0, sizeof(*result));
 	result->next_due = DT_NOEND;
@@ -110,7 +111,7 @@ delaysched_tick(const TickRequest *request, TickResult *result)
 	 */
 	if (request->sweep)
 		late = delaysched_deliver_late(request, pointer, request->batch, &result->delivered,
-									   &first_lease, &result->late_from);
+									   &first_lease, &result->late_from, &late_more);
 	/*
 	 * After a backlog, in fair shares while other types wait, else a whole
 	 * batch a statement; otherwise a step a statement, so that the first
@@ -140,7 +141,7 @@ delaysched_tick(const TickRequest *request, TickResult *result)
 	result->next_sweep = first_lease;
 
 	if (request->sweep)
-		delaysched_sweep(request, late, result);
+		delaysched_sweep(request, late, late_more, result);
 
 	SPI_finish();
 }

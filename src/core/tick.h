@@ -167,7 +167,8 @@ extern TimestampTz delaysched_next_due_after(int range, TimestampTz now,
 /* The sweep (sweep.c). */
 extern int	delaysched_deliver_late(const TickRequest *request, TimestampTz pointer, int limit,
 									int64 *notified, TimestampTz *first_lease,
-									TimestampTz *late_from);
-extern void delaysched_sweep(const TickRequest *request, int late, TickResult *result);
+									TimestampTz *late_from, bool *more);
+extern void delaysched_sweep(const TickRequest *request, int late, bool late_more,
+							 TickResult *result);
 
 #endif							/* DELAYSCHED_TICK_H */
