@@ -126,7 +126,7 @@ test/bench/hooksink: test/bench/hooksink.c
 	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS)
 
 # Benchmarks (not tests): bench/run.sh; bench-smoke is the few-second run CI does.
-.PHONY: bench bench-compare bench-smoke bench-xmin bench-http bench-schedules bench-contention bench-contention-smoke bench-databases bench-databases-smoke bench-monitoring bench-monitoring-smoke bench-scale-out bench-scale-out-smoke
+.PHONY: bench bench-compare bench-smoke bench-xmin bench-http bench-schedules bench-contention bench-contention-smoke bench-databases bench-databases-smoke bench-monitoring bench-monitoring-smoke bench-catch-up bench-catch-up-smoke bench-scale-out bench-scale-out-smoke
 bench: all test-tools
 	bash bench/run.sh
 bench-compare: all test-tools
@@ -153,6 +153,11 @@ bench-monitoring: all test-tools
 	bash bench/monitoring.sh
 bench-monitoring-smoke: all test-tools
 	bash bench/monitoring.sh --smoke
+# catch_up => 'all': how fast a schedule's backlog is replayed.
+bench-catch-up: all
+	bash bench/catch_up.sh
+bench-catch-up-smoke: all
+	bash bench/catch_up.sh --smoke
 # delaysched_router against a node directly, and 1, 2, 3 nodes delivering.
 bench-scale-out: all
 	bash bench/scale_out.sh

@@ -326,7 +326,11 @@ CREATE TABLE sched.schedule (
 	-- when the current definition took the row (the clock after its lock):
 	-- a firing made before it belongs to an earlier definition, or to a
 	-- schedule dropped and defined again, and is cancelled, never sent
-	defined_at	 timestamptz NOT NULL DEFAULT pg_catalog.now()
+	defined_at	 timestamptz NOT NULL DEFAULT pg_catalog.now(),
+	-- when resume_schedule last let it fire again: a firing made before
+	-- it (one that pause_schedule stepped over while another transaction
+	-- held it) is a paused schedule's, and is cancelled, never sent
+	resumed_at	 timestamptz
 );
 COMMENT ON TABLE sched.schedule IS 'delaysched recurring schedules; change with sched.define_schedule and friends, read sched.schedules';
 CREATE INDEX schedule_biz_type_idx ON sched.schedule (biz_type);

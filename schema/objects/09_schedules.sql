@@ -130,7 +130,7 @@ BEGIN
 			   s.biz_type, runs.at, s.payload,
 			   -- never before the definition, even after a clock step back:
 			   -- an earlier firing is cancelled as an earlier definition's
-			   GREATEST(pg_catalog.clock_timestamp(), s.defined_at), s.name
+			   GREATEST(pg_catalog.clock_timestamp(), s.defined_at, s.resumed_at), s.name
 		FROM runs JOIN seqs ON seqs.k = runs.k
 		RETURNING id, run_at
 	)
@@ -225,6 +225,10 @@ BEGIN
 	v_current := s.task_id IS NOT DISTINCT FROM p_id;
 	IF NOT p_cancelled AND NOT v_current AND p_made_at < s.defined_at THEN
 		RETURN 'schedule_redefined: the schedule was redefined';
+	END IF;
+	IF NOT p_cancelled AND NOT v_current AND p_made_at < s.resumed_at THEN
+		-- Made before a pause that stepped over it; resume made its instant anew.
+		RETURN 'schedule_paused: the schedule was paused';
 	END IF;
 	IF p_cancelled THEN
 		-- Cancelled before delivery (sched.cancel): a missed firing.
@@ -578,6 +582,11 @@ BEGIN
 	IF NOT s.paused THEN
 		RETURN false;
 	END IF;
+	-- A pending firing that pause_schedule stepped over (another transaction
+	-- held it) is older than resumed_at: sched._fire_one cancels it when it
+	-- is delivered, since the firings made here stand for its instant.
+	s.resumed_at := clock_timestamp();
+	UPDATE sched.schedule x SET resumed_at = s.resumed_at WHERE x.name = s.name;
 	-- The firings missed while paused follow the catch-up policy.
 	m := sched._materialise(s, s.next_run_at, clock_timestamp(),
 							sched._door((hashtext(s.name)::bigint & 2147483647) * sched._bucket_count()));

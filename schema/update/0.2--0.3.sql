@@ -15,14 +15,16 @@
  * its tasks, schedules and grants.
  *
  * Since 0.2: sched.schedule has defined_at (a firing made before it is an
- * earlier definition's, cancelled when delivered); sched._fire_one takes the
- * firing's created_at.
+ * earlier definition's, cancelled when delivered) and resumed_at (the same
+ * for a firing made before the schedule was paused and resumed);
+ * sched._fire_one takes the firing's created_at.
  */
 
 -- A schedule defined before the update is taken as defined at the dawn of
 -- time: none of its firings is older than its definition.
 ALTER TABLE sched.schedule ADD COLUMN defined_at timestamptz NOT NULL DEFAULT '-infinity';
 ALTER TABLE sched.schedule ALTER COLUMN defined_at SET DEFAULT pg_catalog.now();
+ALTER TABLE sched.schedule ADD COLUMN resumed_at timestamptz;
 
 -- Takes an argument more (the firing's created_at): made anew below.
 DROP FUNCTION sched._fire_one(bigint, timestamptz, text, smallint, boolean, timestamptz);
