@@ -158,8 +158,9 @@ $$;
 COMMENT ON FUNCTION sched._cancel_firings(text, text, text) IS 'internal: cancel the pending firings of a schedule';
 
 /*
- * One firing of a schedule is being delivered for the first time (or was
- * cancelled before delivery, p_cancelled): count it, and make the next.
+ * One firing of schedule p_schedule of type p_biz_type is being delivered
+ * for the first time (or was cancelled before delivery, p_cancelled): count
+ * it, and make the next.
  * Returns why the firing must not be sent (the schedule is paused, the
  * previous firing is unfinished and overlap is not allowed, or a later
  * firing is due already, catch_up is 'latest' or 'none' and this firing
