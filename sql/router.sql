@@ -295,8 +295,30 @@ FROM router r FULL JOIN node n ON n.name = r.name
 WHERE r.sig IS DISTINCT FROM n.sig
 ORDER BY 2, 1;
 
+-- A router made at 0.2 and updated: what an administrator granted on
+-- drop_schedule(text) goes to drop_schedule(text, text); PUBLIC gets the
+-- new internal functions a routed call runs, not the public ones, and no
+-- longer reads sched.schedule_home.
 \c contrib_regression
 SET client_min_messages = warning;
+CREATE DATABASE regress_ds_router02;
+\c regress_ds_router02
+SET client_min_messages = warning;
+CREATE EXTENSION delaysched_router VERSION '0.2' CASCADE;
+GRANT USAGE ON SCHEMA sched TO regress_router_app;
+GRANT EXECUTE ON FUNCTION sched.drop_schedule(text), sched.pause_schedule(text) TO regress_router_app;
+ALTER EXTENSION delaysched_router UPDATE;
+SELECT extversion FROM pg_extension WHERE extname = 'delaysched_router';
+SELECT p.oid::regprocedure AS function,
+	   has_function_privilege('regress_router_app', p.oid, 'EXECUTE') AS app,
+	   has_function_privilege('regress_router_mallory', p.oid, 'EXECUTE') AS anyone
+FROM pg_proc p
+WHERE p.pronamespace = 'sched'::regnamespace AND p.proname ~ '^_?(drop|pause|resume)_schedule(_on)?$'
+ORDER BY 1::text;
+SELECT has_table_privilege('regress_router_mallory', 'sched.schedule_home', 'SELECT') AS anyone_reads_homes;
+\c contrib_regression
+SET client_min_messages = warning;
+DROP DATABASE regress_ds_router02 WITH (FORCE);
 DROP DATABASE regress_ds_router WITH (FORCE);
 DROP DATABASE regress_ds_node1 WITH (FORCE);
 DROP DATABASE regress_ds_node2 WITH (FORCE);
