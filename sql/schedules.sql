@@ -335,6 +335,18 @@ SELECT wait_until($$NOT EXISTS (SELECT FROM sched.tasks t WHERE t.schedule = 'sc
 SELECT count(*) AS crossed FROM sched.tasks t WHERE t.schedule = 'sch_every' AND t.payload->>'tick' <> right(t.biz_type, 1);
 SELECT sched.drop_biz('sch_tick_a', cancel_tasks => true) >= 0 AS dropped,
        sched.drop_biz('sch_tick_b', cancel_tasks => true) >= 0 AS dropped;
+-- and the HTTP workers' claim (their statement called here: this instance
+-- runs no HTTP worker) counts each firing under its own schedule
+SELECT sched.define_biz('sch_hook_a', 'http', url => 'http://127.0.0.1:9/a'),
+       sched.define_biz('sch_hook_b', 'http', url => 'http://127.0.0.1:9/b');
+SELECT sched.define_schedule('sch_hook', 'sch_hook_a', '@daily') > now() AS defined,
+       sched.define_schedule('sch_hook', 'sch_hook_b', '@daily') > now() AS defined;
+SELECT sched.reschedule(id, now()) AS due FROM sched.tasks WHERE schedule = 'sch_hook' ORDER BY biz_type;
+SELECT wait_until($$(SELECT count(*) FROM sched.task WHERE schedule = 'sch_hook' AND state = 'r') = 2$$);
+SELECT biz_type, schedule FROM sched._http_claim(5::smallint, 10, 100, '{}', '{}') ORDER BY biz_type;
+SELECT biz_type, runs, next_run_at > now() AS next_made FROM sched.schedules WHERE name = 'sch_hook' ORDER BY biz_type;
+SELECT sched.drop_biz('sch_hook_a', cancel_tasks => true) > 0 AS dropped,
+       sched.drop_biz('sch_hook_b', cancel_tasks => true) > 0 AS dropped;
 SELECT sched.drop_biz('sch_team_a', cancel_tasks => true) > 0 AS dropped,
        sched.drop_biz('sch_team_b', cancel_tasks => true) > 0 AS dropped;
 REVOKE ALL ON SCHEMA sched FROM regress_ds_team_a, regress_ds_team_b;
