@@ -63,7 +63,7 @@ DATA = delaysched--0.1.sql delaysched--0.2.sql delaysched--0.1--0.2.sql delaysch
 SCHEMA_OBJECTS = $(sort $(wildcard $(srcdir)/schema/objects/*.sql))
 UPDATE_BEGINS = $(srcdir)/schema/update/take-locks.sql $(srcdir)/schema/update/keep-privileges-save.sql
 UPDATE_ENDS = $(srcdir)/schema/update/keep-privileges-restore.sql
-DATA_built = delaysched--0.3.sql delaysched--0.2--0.3.sql delaysched--0.1--0.3.sql
+DATA_built = delaysched--0.3.sql delaysched--0.2--0.3.sql delaysched--0.1--0.3.sql delaysched_router--0.2--0.3.sql
 PGFILEDESC = "delaysched - delayed tasks delivered on time from inside PostgreSQL"
 
 REGRESS = setup api validation claim_ack privileges batch pause limits http schedule_rules schedules metrics statuses clock_steps catch_up hostile_role bad_input router
@@ -102,6 +102,11 @@ delaysched--0.3.sql: $(srcdir)/schema/install.sql $(SCHEMA_OBJECTS)
 delaysched--0.2--0.3.sql: $(UPDATE_BEGINS) $(srcdir)/schema/update/0.2--0.3.sql $(SCHEMA_OBJECTS) $(UPDATE_ENDS)
 	$(concatenate_schema)
 delaysched--0.1--0.3.sql: $(UPDATE_BEGINS) $(srcdir)/delaysched--0.1--0.2.sql $(srcdir)/schema/update/0.2--0.3.sql $(SCHEMA_OBJECTS) $(UPDATE_ENDS)
+	$(concatenate_schema)
+# The router has no 0.3 install script: CREATE EXTENSION runs the released
+# 0.2 script and this update (see schema/router/0.2--0.3.sql), which keeps
+# grants as the node's updates do.
+delaysched_router--0.2--0.3.sql: $(srcdir)/schema/router/update-begins.sql $(srcdir)/schema/update/keep-privileges-save.sql $(srcdir)/schema/router/0.2--0.3.sql $(UPDATE_ENDS)
 	$(concatenate_schema)
 
 # PGXS tracks no header dependencies: rebuild every object when a header changes.

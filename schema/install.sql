@@ -126,8 +126,9 @@ CREATE TABLE sched.finished (
 COMMENT ON TABLE sched.finished IS 'finished delaysched tasks, kept for delaysched.retention (dead ones for delaysched.dead_retention)';
 CREATE INDEX finished_finished_at_idx ON sched.finished (finished_at);
 CREATE INDEX finished_delivered_at_idx ON sched.finished (delivered_at);
--- A schedule's history (sched.tasks WHERE schedule = ...); firings only.
-CREATE INDEX finished_schedule_idx ON sched.finished (schedule, run_at) WHERE schedule IS NOT NULL;
+-- A schedule's history (sched.tasks WHERE schedule = ... AND biz_type =
+-- ...: a name is a schedule's within its type); firings only.
+CREATE INDEX finished_schedule_idx ON sched.finished (schedule, biz_type, run_at) WHERE schedule IS NOT NULL;
 
 -- One row per HTTP request made (src/http_worker.c), kept as long as the
 -- longer of delaysched.retention and delaysched.dead_retention.
@@ -270,9 +271,10 @@ END
 $install$;
 
 -- A schedule's firings name it (see sched.schedule); after the door column,
--- as ALTER EXTENSION UPDATE from 0.1 adds it.
+-- as ALTER EXTENSION UPDATE from 0.1 adds it.  A firing's schedule is the
+-- one of that name in the firing's own type.
 ALTER TABLE sched.task ADD COLUMN schedule text;
-CREATE INDEX task_schedule_idx ON sched.task (schedule) WHERE schedule IS NOT NULL;
+CREATE INDEX task_schedule_idx ON sched.task (schedule, biz_type) WHERE schedule IS NOT NULL;
 
 COMMENT ON FUNCTION sched._bucket_count() IS 'internal: number of delaysched task partitions';
 COMMENT ON FUNCTION sched._bucket(timestamptz) IS 'internal: the partition of a task due at run_at';
@@ -295,8 +297,12 @@ COMMENT ON TABLE sched.holidays IS 'holiday calendars of delaysched schedules: a
 SELECT pg_catalog.pg_extension_config_dump('sched.holidays', '');
 
 -- Recurring schedules (see the locking rules in schema/objects/09_schedules.sql).
+-- A name is a schedule's within its business type: the same name under
+-- another type is another schedule, so that names say nothing across types
+-- and no type's roles can take a name from another's (doc/schedules.md).
+-- The key leads with the name, for the calls that name no type.
 CREATE TABLE sched.schedule (
-	name		 text PRIMARY KEY,
+	name		 text NOT NULL,
 	biz_type	 text NOT NULL REFERENCES sched.biz (name),
 	rule		 text NOT NULL,
 	time_zone	 text NOT NULL,
@@ -330,7 +336,8 @@ CREATE TABLE sched.schedule (
 	-- when resume_schedule last let it fire again: a firing made before
 	-- it (one that pause_schedule stepped over while another transaction
 	-- held it) is a paused schedule's, and is cancelled, never sent
-	resumed_at	 timestamptz
+	resumed_at	 timestamptz,
+	PRIMARY KEY (name, biz_type)
 );
 COMMENT ON TABLE sched.schedule IS 'delaysched recurring schedules; change with sched.define_schedule and friends, read sched.schedules';
 CREATE INDEX schedule_biz_type_idx ON sched.schedule (biz_type);

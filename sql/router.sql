@@ -12,7 +12,7 @@ CREATE ROLE regress_router_app LOGIN;
 CREATE ROLE regress_router_mallory LOGIN;
 SELECT format('host=%s port=%s dbname=', split_part(current_setting('unix_socket_directories'), ',', 1),
 			  current_setting('port')) AS base \gset
-\set node_grants 'GRANT USAGE ON SCHEMA sched TO regress_router_app, regress_router_mallory; GRANT EXECUTE ON FUNCTION sched.add(text, timestamptz, jsonb, text), sched.ack(bigint), sched.claim(text, int) TO regress_router_app, regress_router_mallory; GRANT EXECUTE ON FUNCTION sched.define_schedule(text, text, text, jsonb, text, text, timestamptz, timestamptz, boolean), sched.drop_schedule(text) TO regress_router_app;'
+\set node_grants 'GRANT USAGE ON SCHEMA sched TO regress_router_app, regress_router_mallory; GRANT EXECUTE ON FUNCTION sched.add(text, timestamptz, jsonb, text), sched.ack(bigint), sched.claim(text, int) TO regress_router_app, regress_router_mallory; GRANT EXECUTE ON FUNCTION sched.define_schedule(text, text, text, jsonb, text, text, timestamptz, timestamptz, boolean), sched.drop_schedule(text, text) TO regress_router_app;'
 
 -- A router cannot live beside delaysched.  (Without the error's context:
 -- PostgreSQL 18 adds the script's statement and line to it.)
@@ -148,8 +148,20 @@ SELECT h.node = (sched._owner('', 'r_nightly')).node AS home_is_owner FROM sched
 SELECT sched.pause_schedule('r_nightly'), sched.resume_schedule('r_nightly');
 SELECT * FROM sched.next_runs('0 3 * * *', 'UTC', '2026-01-01', 2);
 SELECT pg_temp.try($$SELECT sched.define_schedule('r_bad', 'r_orders', 'not a rule')$$);
-SELECT sched.drop_schedule('r_nightly');
+-- Names are per type, as on a node: the same name under another type is
+-- another schedule, on the node where the name lives; by name alone, a
+-- call must say which.
+SELECT sched.define_biz('r_reports');
+SELECT sched.define_schedule('r_nightly', 'r_reports', '0 4 * * *') > now() AS defined;
+SELECT name, biz_type, schedule FROM sched.schedules ORDER BY biz_type;
+SELECT count(*) AS homes FROM sched.schedule_home;
+SELECT pg_temp.try($$SELECT sched.pause_schedule('r_nightly')$$);
+SELECT sched.pause_schedule('r_nightly', 'r_reports'), sched.resume_schedule('r_nightly', 'r_reports');
+SELECT sched.drop_schedule('r_nightly', 'r_reports');
+SELECT count(*) AS homes FROM sched.schedule_home;
+SELECT sched.drop_schedule('r_nightly'), sched.drop_schedule('r_nightly');
 SELECT count(*) FROM sched.schedule_home;
+SELECT sched.drop_biz('r_reports');
 
 -- A node that cannot be reached: adds without a key go to the other, its
 -- ids and keys fail naming it, administration changes no node.
@@ -180,17 +192,19 @@ SELECT count(*) FROM sched.biz_grant;
 SELECT sched.define_biz('r_orders', rate_limit => 6, burst => 3, max_concurrency => 1);
 SELECT count(*) FROM sched.biz_grant;
 GRANT EXECUTE ON FUNCTION sched.define_schedule(text, text, text, jsonb, text, text, timestamptz, timestamptz, boolean),
-	sched.drop_schedule(text) TO regress_router_app;
+	sched.drop_schedule(text, text) TO regress_router_app;
 SET ROLE regress_router_app;
 SELECT sched.add('r_orders', now() + interval '1 day') > 0 AS app_added;
 SELECT count(*) FROM sched.claim('r_orders', 5);
 -- a schedule defined and dropped by the application role (the router
 -- records where it lives for it)
 SELECT sched.define_schedule('r_app_schedule', 'r_orders', '@daily') > now() AS defined;
-SELECT count(*) FROM sched.schedule_home;
-SELECT sched.drop_schedule('r_app_schedule');
-SELECT count(*) FROM sched.schedule_home;
 RESET ROLE;
+SELECT count(*) FROM sched.schedule_home;
+SET ROLE regress_router_app;
+SELECT sched.drop_schedule('r_app_schedule');
+RESET ROLE;
+SELECT count(*) FROM sched.schedule_home;
 
 -- A hostile role: the router gives it nothing the nodes did not.
 SET ROLE regress_router_mallory;
@@ -202,7 +216,11 @@ SELECT pg_temp.try($$SELECT * FROM sched._node_state_at('dbname=regress_ds_node1
 SELECT pg_temp.try($$SELECT * FROM sched._ask_node('dbname=regress_ds_node1 user=postgres', 1)$$);
 -- (it records only what the node says: no such schedule, nothing recorded)
 SELECT pg_temp.try($$SELECT sched._set_schedule_home('r_evil')$$);
+-- (and reads no schedule's name: where names live is not every role's)
+SELECT pg_temp.try($$SELECT count(*) FROM sched.schedule_home$$);
+RESET ROLE;
 SELECT count(*) FROM sched.schedule_home;
+SET ROLE regress_router_mallory;
 SELECT pg_temp.try($$INSERT INTO sched.node_zero VALUES (true)$$);
 SELECT pg_temp.try($$UPDATE sched.node SET conninfo = 'dbname=x'$$);
 SELECT pg_temp.try($$INSERT INTO sched.biz (name, delivery) VALUES ('evil', 'notify')$$);
@@ -277,8 +295,30 @@ FROM router r FULL JOIN node n ON n.name = r.name
 WHERE r.sig IS DISTINCT FROM n.sig
 ORDER BY 2, 1;
 
+-- A router made at 0.2 and updated: what an administrator granted on
+-- drop_schedule(text) goes to drop_schedule(text, text); PUBLIC gets the
+-- new internal functions a routed call runs, not the public ones, and no
+-- longer reads sched.schedule_home.
 \c contrib_regression
 SET client_min_messages = warning;
+CREATE DATABASE regress_ds_router02;
+\c regress_ds_router02
+SET client_min_messages = warning;
+CREATE EXTENSION delaysched_router VERSION '0.2' CASCADE;
+GRANT USAGE ON SCHEMA sched TO regress_router_app;
+GRANT EXECUTE ON FUNCTION sched.drop_schedule(text), sched.pause_schedule(text) TO regress_router_app;
+ALTER EXTENSION delaysched_router UPDATE;
+SELECT extversion FROM pg_extension WHERE extname = 'delaysched_router';
+SELECT p.oid::regprocedure AS function,
+	   has_function_privilege('regress_router_app', p.oid, 'EXECUTE') AS app,
+	   has_function_privilege('regress_router_mallory', p.oid, 'EXECUTE') AS anyone
+FROM pg_proc p
+WHERE p.pronamespace = 'sched'::regnamespace AND p.proname ~ '^_?(drop|pause|resume)_schedule(_on)?$'
+ORDER BY 1::text;
+SELECT has_table_privilege('regress_router_mallory', 'sched.schedule_home', 'SELECT') AS anyone_reads_homes;
+\c contrib_regression
+SET client_min_messages = warning;
+DROP DATABASE regress_ds_router02 WITH (FORCE);
 DROP DATABASE regress_ds_router WITH (FORCE);
 DROP DATABASE regress_ds_node1 WITH (FORCE);
 DROP DATABASE regress_ds_node2 WITH (FORCE);

@@ -210,7 +210,8 @@ FROM sch_fingerprint f;
 CREATE ROLE regress_ds_sch NOLOGIN;
 GRANT USAGE ON SCHEMA sched TO regress_ds_sch;
 GRANT EXECUTE ON FUNCTION sched.define_schedule(text, text, text, jsonb, text, text, timestamptz, timestamptz, boolean),
-                          sched.drop_schedule(text), sched.pause_schedule(text), sched.resume_schedule(text)
+                          sched.drop_schedule(text, text), sched.pause_schedule(text, text),
+                          sched.resume_schedule(text, text)
       TO regress_ds_sch;
 GRANT SELECT ON sched.schedules TO regress_ds_sch;
 SET ROLE regress_ds_sch;
@@ -222,16 +223,137 @@ RESET ROLE;
 SELECT sched.grant_biz('sch_other', 'regress_ds_sch');
 SET ROLE regress_ds_sch;
 SELECT sched.define_schedule('sch_app', 'sch_other', '@daily') IS NOT NULL AS defined;
+-- (a name sch_notify has is another schedule in sch_other: no conflict)
 SELECT try($$SELECT sched.define_schedule('sch_daily', 'sch_other', '@daily')$$);
 SELECT sched.pause_schedule('sch_app') AS paused, sched.resume_schedule('sch_app') AS resumed;
-SELECT name FROM sched.schedules;
-SELECT sched.drop_schedule('sch_app') AS dropped;
+SELECT name, biz_type FROM sched.schedules ORDER BY name;
+SELECT sched.drop_schedule('sch_app') AS dropped, sched.drop_schedule('sch_daily') AS dropped_its_own;
 RESET ROLE;
 SELECT sched.revoke_biz('sch_other', 'regress_ds_sch');
 REVOKE ALL ON SCHEMA sched FROM regress_ds_sch;
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA sched FROM regress_ds_sch;
 REVOKE ALL ON sched.schedules FROM regress_ds_sch;
 DROP ROLE regress_ds_sch;
+
+-- names are per business type (issue 32): two roles, each allowed to
+-- schedule one type, both define "sch_nightly", and each works on its own:
+-- fired, counted, paused, resumed and dropped, its firings cancelled, each
+-- under its own schedule
+-- (answer(): a statement's value, or its error as try() gives it, with the detail)
+CREATE FUNCTION pg_temp.answer(q text) RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE
+	v text; st text; msg text; det text; hnt text;
+BEGIN
+	EXECUTE q INTO v;
+	RETURN coalesce(v, 'NULL');
+EXCEPTION WHEN OTHERS THEN
+	GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT,
+		det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
+	RETURN st || ': ' || msg || coalesce(' DETAIL: ' || nullif(det, ''), '') || coalesce(' HINT: ' || nullif(hnt, ''), '');
+END
+$$;
+SELECT sched.define_biz('sch_team_a', 'pull', ack_timeout => '1 hour');
+SELECT sched.define_biz('sch_team_b', 'pull', ack_timeout => '1 hour');
+CREATE ROLE regress_ds_team_a NOLOGIN;
+CREATE ROLE regress_ds_team_b NOLOGIN;
+GRANT USAGE ON SCHEMA sched TO regress_ds_team_a, regress_ds_team_b;
+GRANT EXECUTE ON FUNCTION sched.define_schedule(text, text, text, jsonb, text, text, timestamptz, timestamptz, boolean),
+                          sched.drop_schedule(text, text), sched.pause_schedule(text, text),
+                          sched.resume_schedule(text, text)
+      TO regress_ds_team_a, regress_ds_team_b;
+GRANT SELECT ON sched.schedules TO regress_ds_team_a, regress_ds_team_b;
+SELECT sched.grant_biz('sch_team_a', 'regress_ds_team_a'), sched.grant_biz('sch_team_b', 'regress_ds_team_b');
+SET ROLE regress_ds_team_a;
+SELECT sched.define_schedule('sch_nightly', 'sch_team_a', '0 3 * * *', '{"team": "a"}') > now() AS defined;
+SET ROLE regress_ds_team_b;
+SELECT sched.define_schedule('sch_nightly', 'sch_team_b', '0 4 * * *', '{"team": "b"}') > now() AS defined;
+SELECT sched.define_schedule('sch_only_b', 'sch_team_b', '@daily') > now() AS defined;
+SELECT name, biz_type, schedule FROM sched.schedules ORDER BY name;
+RESET ROLE;
+SELECT name, biz_type, schedule, payload FROM sched.schedules WHERE biz_type LIKE 'sch_team_%' ORDER BY name, biz_type;
+-- each firing, due now, is claimed from its own type and counted by its own schedule
+SELECT sched.reschedule(id, now()) AS due FROM sched.tasks WHERE schedule = 'sch_nightly' ORDER BY biz_type;
+SELECT biz_type, schedule, payload FROM sched.claim('sch_team_a');
+SELECT biz_type, runs, last_task_id IS NOT NULL AS fired FROM sched.schedules WHERE name = 'sch_nightly' ORDER BY biz_type;
+SELECT biz_type, schedule, payload FROM sched.claim('sch_team_b');
+SELECT biz_type, runs, last_task_id IS NOT NULL AS fired FROM sched.schedules WHERE name = 'sch_nightly' ORDER BY biz_type;
+-- team a pauses and resumes its own, by name alone: team b's stays as it was
+SET ROLE regress_ds_team_a;
+SELECT sched.pause_schedule('sch_nightly') AS paused;
+RESET ROLE;
+SELECT biz_type, paused, next_run_at IS NOT NULL AS next FROM sched.schedules WHERE name = 'sch_nightly' ORDER BY biz_type;
+SELECT biz_type, state, last_error FROM sched.tasks
+WHERE schedule = 'sch_nightly' AND finished_at IS NOT NULL ORDER BY biz_type, id;
+SELECT biz_type, count(*) AS pending FROM sched.tasks
+WHERE schedule = 'sch_nightly' AND state = 'pending' GROUP BY biz_type ORDER BY biz_type;
+SET ROLE regress_ds_team_a;
+SELECT sched.resume_schedule('sch_nightly') AS resumed;
+-- a name that exists only under a type the role may not change is
+-- answered exactly as a name that exists nowhere (the name aside)
+SELECT q, pg_temp.answer(format(q, 'sch_only_b')) AS theirs,
+       replace(pg_temp.answer(format(q, 'sch_only_b')), 'sch_only_b', 'sch_nowhere')
+         = pg_temp.answer(format(q, 'sch_nowhere')) AS same_as_nowhere
+FROM (VALUES ('SELECT sched.drop_schedule(%L)'),
+             ('SELECT sched.pause_schedule(%L)'),
+             ('SELECT sched.resume_schedule(%L)'),
+             ('SELECT sched.drop_schedule(%L, ''sch_team_b'')'),
+             ('SELECT sched.pause_schedule(%L, ''sch_team_b'')'),
+             ('SELECT sched.resume_schedule(%L, ''sch_team_b'')')) AS v(q);
+-- (and the name is free in its own type)
+SELECT sched.define_schedule('sch_only_b', 'sch_team_a', '@daily') > now() AS defined;
+SELECT sched.drop_schedule('sch_only_b') AS dropped, sched.drop_schedule('sch_only_b', 'sch_team_a') AS again;
+RESET ROLE;
+SELECT biz_type, paused, runs FROM sched.schedules WHERE name = 'sch_only_b';
+-- a name two types the caller may change both have: it must say which
+SELECT try($$SELECT sched.drop_schedule('sch_nightly')$$, true);
+SELECT try($$SELECT sched.pause_schedule('sch_nightly')$$, true);
+SELECT sched.pause_schedule('sch_nightly', 'sch_team_b') AS paused,
+       sched.resume_schedule('sch_nightly', 'sch_team_b') AS resumed;
+-- team b drops its own: team a's stays, with its pending firing
+SET ROLE regress_ds_team_b;
+SELECT sched.drop_schedule('sch_nightly') AS dropped, sched.drop_schedule('sch_nightly') AS again;
+RESET ROLE;
+SELECT name, biz_type, paused, runs FROM sched.schedules WHERE biz_type LIKE 'sch_team_%' ORDER BY name, biz_type;
+SELECT biz_type, state, last_error FROM sched.tasks
+WHERE schedule = 'sch_nightly' AND (finished_at IS NULL OR last_error LIKE 'schedule_%') ORDER BY biz_type, id;
+SELECT sched.drop_schedule('sch_nightly') AS dropped;
+-- the scanner delivers the firings of two same-named schedules of two
+-- types (in the same statements), and each schedule counts its own
+SELECT sched.define_biz('sch_tick_a'), sched.define_biz('sch_tick_b');
+SELECT sched.define_schedule('sch_every', 'sch_tick_a', 'every 1 second', '{"tick": "a"}') > now() AS defined,
+       sched.define_schedule('sch_every', 'sch_tick_b', 'every 1 second', '{"tick": "b"}') > now() AS defined;
+SELECT wait_until($$(SELECT count(*) FROM sched.schedules WHERE name = 'sch_every' AND runs >= 3) = 2$$);
+SELECT sched.drop_schedule('sch_every', 'sch_tick_a') AS dropped_a;
+-- (b's pending firing is made in the transaction that delivers the one before)
+SELECT s.biz_type, EXISTS (SELECT FROM sched.tasks t WHERE t.id = s.next_task AND t.state = 'pending') AS pending
+FROM (SELECT x.biz_type, (SELECT y.task_id FROM sched.schedule y WHERE y.name = x.name AND y.biz_type = x.biz_type) AS next_task
+      FROM sched.schedules x WHERE x.name = 'sch_every') s;
+SELECT sched.drop_schedule('sch_every') AS dropped_b;
+-- (a firing held by a delivery at the drop is cancelled once delivered)
+SELECT wait_until($$NOT EXISTS (SELECT FROM sched.tasks t WHERE t.schedule = 'sch_every' AND t.state = 'pending')$$);
+SELECT count(*) AS crossed FROM sched.tasks t WHERE t.schedule = 'sch_every' AND t.payload->>'tick' <> right(t.biz_type, 1);
+SELECT sched.drop_biz('sch_tick_a', cancel_tasks => true) >= 0 AS dropped,
+       sched.drop_biz('sch_tick_b', cancel_tasks => true) >= 0 AS dropped;
+-- and the HTTP workers' claim (their statement called here: this instance
+-- runs no HTTP worker) counts each firing under its own schedule
+SELECT sched.define_biz('sch_hook_a', 'http', url => 'http://127.0.0.1:9/a'),
+       sched.define_biz('sch_hook_b', 'http', url => 'http://127.0.0.1:9/b');
+SELECT sched.define_schedule('sch_hook', 'sch_hook_a', '@daily') > now() AS defined,
+       sched.define_schedule('sch_hook', 'sch_hook_b', '@daily') > now() AS defined;
+SELECT sched.reschedule(id, now()) AS due FROM sched.tasks WHERE schedule = 'sch_hook' ORDER BY biz_type;
+SELECT wait_until($$(SELECT count(*) FROM sched.task WHERE schedule = 'sch_hook' AND state = 'r') = 2$$);
+SELECT biz_type, schedule FROM sched._http_claim(5::smallint, 10, 100, '{}', '{}') ORDER BY biz_type;
+SELECT biz_type, runs, next_run_at > now() AS next_made FROM sched.schedules WHERE name = 'sch_hook' ORDER BY biz_type;
+SELECT sched.drop_biz('sch_hook_a', cancel_tasks => true) > 0 AS dropped,
+       sched.drop_biz('sch_hook_b', cancel_tasks => true) > 0 AS dropped;
+SELECT sched.drop_biz('sch_team_a', cancel_tasks => true) > 0 AS dropped,
+       sched.drop_biz('sch_team_b', cancel_tasks => true) > 0 AS dropped;
+REVOKE ALL ON SCHEMA sched FROM regress_ds_team_a, regress_ds_team_b;
+REVOKE ALL ON ALL FUNCTIONS IN SCHEMA sched FROM regress_ds_team_a, regress_ds_team_b;
+REVOKE ALL ON sched.schedules FROM regress_ds_team_a, regress_ds_team_b;
+DROP ROLE regress_ds_team_a;
+DROP ROLE regress_ds_team_b;
 
 -- a firing moved into the far past (issue 32): its delivery counts the
 -- firings missed since then without walking them, in milliseconds (it

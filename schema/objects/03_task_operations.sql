@@ -156,9 +156,9 @@ BEGIN
 		   pg_catalog.array_agg(stored.id) FILTER (WHERE stored.schedule IS NOT NULL AND stored.attempt = 0)
 	INTO v_done, v_firings FROM stored;
 	IF p_state = 'cancelled' AND v_firings IS NOT NULL THEN
-		FOR f IN SELECT x.id, x.run_at, x.schedule FROM sched.finished x
+		FOR f IN SELECT x.id, x.run_at, x.biz_type, x.schedule FROM sched.finished x
 				 WHERE x.id = ANY (v_firings) ORDER BY x.run_at LOOP
-			PERFORM sched._fire_one(f.id, f.run_at, f.schedule, sched._door(f.id), true);
+			PERFORM sched._fire_one(f.id, f.run_at, f.biz_type, f.schedule, sched._door(f.id), true);
 		END LOOP;
 	END IF;
 	IF pg_catalog.cardinality(v_done) > 0 THEN

@@ -316,7 +316,7 @@ BEGIN
 	-- next firings, and those not to be sent are cancelled, before the rest
 	-- are leased.
 	WITH chosen AS (
-		SELECT t.bucket, t.id, t.run_at, t.schedule, t.attempt FROM sched.task t
+		SELECT t.bucket, t.id, t.run_at, t.biz_type, t.schedule, t.attempt FROM sched.task t
 		WHERE t.biz_type = b.name AND t.state IN ('p', 'r') AND t.run_at <= v_now
 		ORDER BY t.run_at, t.id
 		LIMIT v_max
@@ -326,7 +326,7 @@ BEGIN
 		   pg_catalog.array_agg(c.bucket),
 		   CASE WHEN pg_catalog.bool_or(c.schedule IS NOT NULL AND c.attempt = 0) THEN
 			   sched._fired(pg_catalog.array_agg(c.id), pg_catalog.array_agg(c.bucket),
-							pg_catalog.array_agg(c.run_at),
+							pg_catalog.array_agg(c.run_at), pg_catalog.array_agg(c.biz_type),
 							pg_catalog.array_agg(CASE WHEN c.attempt = 0 THEN c.schedule END), v_now) END
 	INTO v_ids, v_buckets, v_skipped
 	FROM chosen c;

@@ -4,7 +4,13 @@
 
 /*
  * A schedule keeps one pending firing: an ordinary task of its business
- * type whose "schedule" column names it (task_id).  When that task is
+ * type whose "schedule" column names it (task_id).  A name is a schedule's
+ * within its business type (the key is both): the same name under another
+ * type is another schedule, and a firing's schedule is the one of its name
+ * in the firing's own type.  So a role that may change the schedules of one
+ * type can neither take a name from another type's roles nor learn which
+ * names another type uses: sched._schedule answers a schedule of a type the
+ * caller may not change as one that does not exist.  When that task is
  * first delivered (sched._fired, called by every path that delivers: the
  * scanner's tick, the drain, sched.claim, the HTTP workers' claim), the
  * next firing is made in the same transaction.  Catch-up after downtime,
@@ -150,7 +156,7 @@ COMMENT ON FUNCTION sched._insert_firings(sched.schedule, timestamptz, int, smal
  * a user's open transaction) is left to sched._fired, which cancels it
  * when it is delivered if the schedule has been dropped or replaced since.
  */
-CREATE OR REPLACE FUNCTION sched._cancel_firings(p_name text, p_reason text) RETURNS timestamptz
+CREATE OR REPLACE FUNCTION sched._cancel_firings(p_biz_type text, p_name text, p_reason text) RETURNS timestamptz
 LANGUAGE plpgsql
 AS $$
 DECLARE
@@ -160,7 +166,7 @@ BEGIN
 	FOR g IN
 		WITH held AS (
 			SELECT t.bucket, t.id, t.run_at FROM sched.task t
-			WHERE t.schedule = p_name AND t.state IN ('p', 'r')
+			WHERE t.schedule = p_name AND t.biz_type = p_biz_type AND t.state IN ('p', 'r')
 			FOR UPDATE SKIP LOCKED
 		)
 		SELECT held.bucket, pg_catalog.array_agg(held.id) AS ids, min(held.run_at) AS first
@@ -172,11 +178,12 @@ BEGIN
 	RETURN v_first;
 END
 $$;
-COMMENT ON FUNCTION sched._cancel_firings(text, text) IS 'internal: cancel the pending firings of a schedule';
+COMMENT ON FUNCTION sched._cancel_firings(text, text, text) IS 'internal: cancel the pending firings of a schedule';
 
 /*
- * One firing of a schedule is being delivered for the first time (or was
- * cancelled before delivery, p_cancelled): count it, and make the next.
+ * One firing of schedule p_schedule of type p_biz_type is being delivered
+ * for the first time (or was cancelled before delivery, p_cancelled): count
+ * it, and make the next.
  * Returns why the firing must not be sent (the schedule is paused, the
  * previous firing is unfinished and overlap is not allowed, or a later
  * firing is due already, catch_up is 'latest' or 'none' and this firing
@@ -191,7 +198,8 @@ COMMENT ON FUNCTION sched._cancel_firings(text, text) IS 'internal: cancel the p
  * old one that drop or define stepped over while another transaction held
  * it; it is cancelled and counted nowhere.
  */
-CREATE OR REPLACE FUNCTION sched._fire_one(p_id bigint, p_run_at timestamptz, p_schedule text, p_door smallint,
+CREATE OR REPLACE FUNCTION sched._fire_one(p_id bigint, p_run_at timestamptz, p_biz_type text, p_schedule text,
+								p_door smallint,
 								p_cancelled boolean DEFAULT false, p_now timestamptz DEFAULT NULL,
 								p_made_at timestamptz DEFAULT NULL)
 RETURNS text
@@ -207,12 +215,13 @@ DECLARE
 	m record;
 BEGIN
 	IF p_cancelled THEN
-		SELECT * INTO s FROM sched.schedule x WHERE x.name = p_schedule FOR UPDATE;
+		SELECT * INTO s FROM sched.schedule x WHERE x.name = p_schedule AND x.biz_type = p_biz_type FOR UPDATE;
 	ELSE
 		-- A delivering path never waits for a schedule that another
 		-- transaction is changing (define, pause, drop): the firing waits.
-		SELECT * INTO s FROM sched.schedule x WHERE x.name = p_schedule FOR UPDATE SKIP LOCKED;
-		IF NOT FOUND AND EXISTS (SELECT FROM sched.schedule x WHERE x.name = p_schedule) THEN
+		SELECT * INTO s FROM sched.schedule x WHERE x.name = p_schedule AND x.biz_type = p_biz_type
+			FOR UPDATE SKIP LOCKED;
+		IF NOT FOUND AND EXISTS (SELECT FROM sched.schedule x WHERE x.name = p_schedule AND x.biz_type = p_biz_type) THEN
 			RETURN 'deferred';
 		END IF;
 	END IF;
@@ -264,7 +273,7 @@ BEGIN
 		-- sched.resume_schedule starts from the earliest firing not sent.
 		UPDATE sched.schedule x SET next_run_at = LEAST(x.next_run_at, p_run_at), task_id = NULL,
 				updated_at = v_now
-			WHERE x.name = s.name;
+			WHERE x.name = s.name AND x.biz_type = s.biz_type;
 		RETURN v_skip;
 	END IF;
 
@@ -296,11 +305,11 @@ BEGIN
 			last_task_id = s.last_task_id, task_id = s.task_id, task_made_at = s.task_made_at,
 			next_run_at = s.next_run_at,
 			updated_at = v_now
-		WHERE x.name = s.name;
+		WHERE x.name = s.name AND x.biz_type = s.biz_type;
 	RETURN v_skip;
 END
 $$;
-COMMENT ON FUNCTION sched._fire_one(bigint, timestamptz, text, smallint, boolean, timestamptz, timestamptz) IS 'internal: count a firing of a schedule being delivered and make the next; returns why it must not be sent, or NULL';
+COMMENT ON FUNCTION sched._fire_one(bigint, timestamptz, text, text, smallint, boolean, timestamptz, timestamptz) IS 'internal: count a firing of a schedule being delivered and make the next; returns why it must not be sent, or NULL';
 
 /*
  * The firings among tasks being delivered for the first time: make each
@@ -309,7 +318,9 @@ COMMENT ON FUNCTION sched._fire_one(bigint, timestamptz, text, smallint, boolean
  * transaction is changing is not waited for but put off: pending again,
  * found by the next sweep.  Returns the ids not to send, cancelled or put
  * off.  Every path that delivers calls it in the delivering transaction,
- * after locking the tasks, with its clock (p_now; NULL: the clock itself).
+ * after locking the tasks, with its clock (p_now; NULL: the clock itself),
+ * and each task's type and schedule (NULL: not a firing, or not one to
+ * count).
  *
  * The common case is set-based, whatever the number of firings: a
  * schedule's pending firing delivered before its next instant is due, the
@@ -322,8 +333,8 @@ COMMENT ON FUNCTION sched._fire_one(bigint, timestamptz, text, smallint, boolean
  * goes through sched._fire_one, in run_at order: each is counted, and the
  * pending one last, so that last_task_id and last_run_at end at it.
  */
-CREATE OR REPLACE FUNCTION sched._fired(p_ids bigint[], p_buckets smallint[], p_run_ats timestamptz[], p_schedules text[],
-							 p_now timestamptz DEFAULT NULL)
+CREATE OR REPLACE FUNCTION sched._fired(p_ids bigint[], p_buckets smallint[], p_run_ats timestamptz[], p_biz_types text[],
+							 p_schedules text[], p_now timestamptz DEFAULT NULL)
 RETURNS bigint[]
 LANGUAGE plpgsql
 -- Called once per delivery statement, thousands of times a second in a
@@ -343,20 +354,21 @@ DECLARE
 	v_skipped bigint[] := '{}';
 BEGIN
 	WITH fired AS MATERIALIZED (
-		SELECT u.id, u.run_at, u.schedule, pg_catalog.count(*) OVER (PARTITION BY u.schedule) AS n
-		FROM unnest(p_ids, p_run_ats, p_schedules) AS u(id, run_at, schedule)
+		SELECT u.id, u.run_at, u.biz_type, u.schedule,
+			   pg_catalog.count(*) OVER (PARTITION BY u.schedule, u.biz_type) AS n
+		FROM unnest(p_ids, p_run_ats, p_biz_types, p_schedules) AS u(id, run_at, biz_type, schedule)
 		WHERE u.schedule IS NOT NULL
 	), locked AS MATERIALIZED (
 		SELECT x.name, x.biz_type, x.payload, x.task_id, x.paused, x.allow_overlap, x.ends_at,
 			   x.rule, x.time_zone, x.anchor
-		FROM sched.schedule x WHERE x.name IN (SELECT fired.schedule FROM fired)
-		ORDER BY x.name
+		FROM sched.schedule x WHERE (x.name, x.biz_type) IN (SELECT fired.schedule, fired.biz_type FROM fired)
+		ORDER BY x.name, x.biz_type
 		FOR UPDATE SKIP LOCKED
 	), simple AS MATERIALIZED (
 		SELECT fired.id AS fired_id, fired.run_at AS fired_at, l.name, l.biz_type, l.payload, n.next_at,
 			   sched._bucket(n.next_at) AS bucket
 		FROM fired
-		JOIN locked l ON l.name = fired.schedule AND l.task_id = fired.id,
+		JOIN locked l ON l.name = fired.schedule AND l.biz_type = fired.biz_type AND l.task_id = fired.id,
 		LATERAL (SELECT sched._schedule_next(l.rule, l.time_zone, l.anchor, fired.run_at) AS next_at) n
 		WHERE fired.n = 1 AND NOT l.paused AND l.allow_overlap
 		  AND n.next_at > v_now AND n.next_at <= coalesce(l.ends_at, 'infinity')
@@ -370,7 +382,7 @@ BEGIN
 		UPDATE sched.schedule x SET runs = x.runs + 1, last_run_at = GREATEST(x.last_run_at, made.fired_at),
 				last_task_id = made.fired_id, task_id = made.id, task_made_at = v_now,
 				next_run_at = made.next_at, updated_at = v_now
-		FROM made WHERE x.name = made.name
+		FROM made WHERE x.name = made.name AND x.biz_type = made.biz_type
 	)
 	SELECT pg_catalog.array_agg(made.fired_id), min(made.next_at),
 		   min(made.next_at) FILTER (WHERE made.next_at > pg_catalog.clock_timestamp() + interval '1 second'),
@@ -389,15 +401,15 @@ BEGIN
 	END IF;
 
 	FOR r IN
-		SELECT u.id, u.bucket, u.run_at, u.schedule
-		FROM unnest(p_ids, p_buckets, p_run_ats, p_schedules) AS u(id, bucket, run_at, schedule)
+		SELECT u.id, u.bucket, u.run_at, u.biz_type, u.schedule
+		FROM unnest(p_ids, p_buckets, p_run_ats, p_biz_types, p_schedules) AS u(id, bucket, run_at, biz_type, schedule)
 		WHERE u.schedule IS NOT NULL AND u.id <> ALL (coalesce(v_done, '{}'))
 		ORDER BY u.run_at, u.id
 	LOOP
 		-- (Apart, so that the bucket is a parameter: the generic plan then
 		-- opens one partition, not all of them.)
 		SELECT t.created_at INTO v_made_at FROM sched.task t WHERE t.bucket = r.bucket AND t.id = r.id;
-		v_reason := sched._fire_one(r.id, r.run_at, r.schedule, sched._door(r.id), false, v_now, v_made_at);
+		v_reason := sched._fire_one(r.id, r.run_at, r.biz_type, r.schedule, sched._door(r.id), false, v_now, v_made_at);
 		IF v_reason = 'deferred' THEN
 			-- Pending again as before this delivery, for a later sweep.
 			PERFORM sched._unlease(ARRAY[r.bucket], ARRAY[r.id], 'deferred');
@@ -410,29 +422,57 @@ BEGIN
 	RETURN v_skipped;
 END
 $$;
-COMMENT ON FUNCTION sched._fired(bigint[], smallint[], timestamptz[], text[], timestamptz) IS 'internal: make the next firings of the schedules whose firings are being delivered; returns the ids not to send';
+COMMENT ON FUNCTION sched._fired(bigint[], smallint[], timestamptz[], text[], text[], timestamptz) IS 'internal: make the next firings of the schedules whose firings are being delivered; returns the ids not to send';
 
-/* A schedule by name, locked, or an error naming it. */
-CREATE OR REPLACE FUNCTION sched._schedule(p_name text) RETURNS sched.schedule
+/*
+ * The schedule named p_name in business type p_biz_type, locked; or, with
+ * p_biz_type NULL, the one schedule of that name among the types the caller
+ * may change (every type, for administrators).  None the caller may change:
+ * with p_missing_ok a row of NULLs, else undefined_object; a schedule of
+ * a type the caller may not change is answered exactly as one that does
+ * not exist, so that names tell nothing across types.  Several: an error
+ * naming the caller's types that have one (ambiguous_parameter).  A caller
+ * naming a type it may not schedule at all is refused as by every function
+ * of that type, whatever the name, which tells nothing about schedules.
+ */
+CREATE OR REPLACE FUNCTION sched._schedule(p_name text, p_biz_type text, p_missing_ok boolean)
+RETURNS sched.schedule
 LANGUAGE plpgsql
 AS $$
 DECLARE
 	s sched.schedule;
+	v_types text[] := sched._granted_types('schedule');
+	v_found text[];
 BEGIN
 	PERFORM sched._require(p_name, 'name');
-	SELECT * INTO s FROM sched.schedule x WHERE x.name = p_name FOR UPDATE;
-	IF NOT FOUND THEN
+	IF p_biz_type IS NOT NULL THEN
+		IF v_types IS NOT NULL THEN
+			PERFORM sched._require_grant(p_biz_type, 'schedule');
+		END IF;
+	ELSE
+		SELECT pg_catalog.array_agg(x.biz_type ORDER BY x.biz_type) INTO v_found
+		FROM sched.schedule x
+		WHERE x.name = p_name AND (v_types IS NULL OR x.biz_type = ANY (v_types));
+		IF pg_catalog.cardinality(v_found) > 1 THEN
+			RAISE EXCEPTION 'schedule name "%" is ambiguous', sched._clip(p_name)
+				USING ERRCODE = 'ambiguous_parameter',
+					  DETAIL = pg_catalog.format('Business types with a schedule of that name: %s.',
+												 pg_catalog.array_to_string(v_found, ', ')),
+					  HINT = 'Pass biz_type to name one of them.';
+		END IF;
+		p_biz_type := v_found[1];
+	END IF;
+	-- (Gone since it was counted: not there, as if never found.)
+	SELECT * INTO s FROM sched.schedule x WHERE x.name = p_name AND x.biz_type = p_biz_type FOR UPDATE;
+	IF NOT FOUND AND NOT p_missing_ok THEN
 		RAISE EXCEPTION 'schedule "%" does not exist', sched._clip(p_name)
 			USING ERRCODE = 'undefined_object',
 				  HINT = 'The schedules are listed in sched.schedules.';
 	END IF;
-	IF NOT sched._caller_is_admin() THEN
-		PERFORM sched._require_grant(s.biz_type, 'schedule');
-	END IF;
 	RETURN s;
 END
 $$;
-COMMENT ON FUNCTION sched._schedule(text) IS 'internal: look up and lock a schedule the caller may change, or raise undefined_object';
+COMMENT ON FUNCTION sched._schedule(text, text, boolean) IS 'internal: look up and lock a schedule the caller may change, by name and type or by name alone; one of another type is answered as none';
 
 CREATE OR REPLACE FUNCTION sched.define_schedule(name text, biz_type text, schedule text, payload jsonb DEFAULT '{}',
 									  time_zone text DEFAULT 'UTC', catch_up text DEFAULT 'latest',
@@ -484,18 +524,18 @@ BEGIN
 			USING ERRCODE = 'invalid_parameter_value';
 	END IF;
 
-	SELECT * INTO v_old FROM sched.schedule x WHERE x.name = define_schedule.name FOR UPDATE;
+	-- The same name under another type is another schedule: nothing of it
+	-- is looked at, so that neither is in the way of the other.
+	SELECT * INTO v_old FROM sched.schedule x
+		WHERE x.name = define_schedule.name AND x.biz_type = define_schedule.biz_type FOR UPDATE;
 	-- Taken once the row is locked: every firing of an earlier definition
 	-- was made before it, every one of this definition after.
 	v_defined := clock_timestamp();
 	IF FOUND THEN
-		IF NOT sched._caller_is_admin() THEN
-			PERFORM sched._require_grant(v_old.biz_type, 'schedule');
-		END IF;
 		v_paused := v_old.paused;
 		-- The old definition's firings go; a replacement starts afresh.
-		UPDATE sched.schedule x SET task_id = NULL WHERE x.name = v_old.name;
-		PERFORM sched._cancel_firings(v_old.name, 'schedule_redefined: the schedule was redefined');
+		UPDATE sched.schedule x SET task_id = NULL WHERE x.name = v_old.name AND x.biz_type = v_old.biz_type;
+		PERFORM sched._cancel_firings(v_old.biz_type, v_old.name, 'schedule_redefined: the schedule was redefined');
 	END IF;
 
 	-- Without starts_at, the rule counts from the second of the definition
@@ -518,7 +558,7 @@ BEGIN
 		VALUES (name, biz_type, schedule, time_zone, payload, catch_up, allow_overlap,
 				v_paused, starts_at, ends_at, v_anchor, v_first, v_task, v_now, v_defined)
 	ON CONFLICT ON CONSTRAINT schedule_pkey DO UPDATE
-		SET biz_type = excluded.biz_type, rule = excluded.rule, time_zone = excluded.time_zone,
+		SET rule = excluded.rule, time_zone = excluded.time_zone,
 			payload = excluded.payload, catch_up = excluded.catch_up,
 			allow_overlap = excluded.allow_overlap, starts_at = excluded.starts_at,
 			ends_at = excluded.ends_at, anchor = excluded.anchor,
@@ -529,54 +569,58 @@ END
 $$;
 COMMENT ON FUNCTION sched.define_schedule(text, text, text, jsonb, text, text, timestamptz, timestamptz, boolean) IS 'create or replace a recurring schedule whose firings are tasks of a business type; returns its next firing time';
 
-CREATE OR REPLACE FUNCTION sched.drop_schedule(name text) RETURNS boolean
+/*
+ * drop_schedule, pause_schedule and resume_schedule name a schedule by its
+ * name and type, or by its name alone when it is the only one of that name
+ * among the types the caller may change (sched._schedule).
+ */
+CREATE OR REPLACE FUNCTION sched.drop_schedule(name text, biz_type text DEFAULT NULL) RETURNS boolean
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-#variable_conflict use_variable
 DECLARE
-	s sched.schedule;
+	s sched.schedule := sched._schedule(name, biz_type, true);
 BEGIN
-	PERFORM sched._require(name, 'name');
-	IF NOT EXISTS (SELECT FROM sched.schedule x WHERE x.name = drop_schedule.name) THEN
+	IF s.name IS NULL THEN
 		RETURN false;
 	END IF;
-	s := sched._schedule(name);
-	DELETE FROM sched.schedule x WHERE x.name = s.name;
-	PERFORM sched._cancel_firings(s.name, 'schedule_dropped: the schedule was dropped');
+	DELETE FROM sched.schedule x WHERE x.name = s.name AND x.biz_type = s.biz_type;
+	PERFORM sched._cancel_firings(s.biz_type, s.name, 'schedule_dropped: the schedule was dropped');
 	RETURN true;
 END
 $$;
-COMMENT ON FUNCTION sched.drop_schedule(text) IS 'drop a schedule and cancel its pending firing; false if there was no such schedule';
+COMMENT ON FUNCTION sched.drop_schedule(text, text) IS 'drop a schedule and cancel its pending firing (biz_type: of that type; NULL: the only one of that name the caller may change); false if there was no such schedule';
 
-CREATE OR REPLACE FUNCTION sched.pause_schedule(name text) RETURNS boolean
+CREATE OR REPLACE FUNCTION sched.pause_schedule(name text, biz_type text DEFAULT NULL) RETURNS boolean
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-	s sched.schedule := sched._schedule(name);
+	s sched.schedule := sched._schedule(name, biz_type, false);
 	v_first timestamptz;
 BEGIN
 	IF s.paused THEN
 		RETURN false;
 	END IF;
-	UPDATE sched.schedule x SET paused = true, task_id = NULL, updated_at = now() WHERE x.name = s.name;
-	v_first := sched._cancel_firings(s.name, 'schedule_paused: the schedule was paused');
-	UPDATE sched.schedule x SET next_run_at = LEAST(x.next_run_at, v_first) WHERE x.name = s.name;
+	UPDATE sched.schedule x SET paused = true, task_id = NULL, updated_at = now()
+		WHERE x.name = s.name AND x.biz_type = s.biz_type;
+	v_first := sched._cancel_firings(s.biz_type, s.name, 'schedule_paused: the schedule was paused');
+	UPDATE sched.schedule x SET next_run_at = LEAST(x.next_run_at, v_first)
+		WHERE x.name = s.name AND x.biz_type = s.biz_type;
 	RETURN true;
 END
 $$;
-COMMENT ON FUNCTION sched.pause_schedule(text) IS 'stop a schedule''s firings until sched.resume_schedule; false if it was paused already';
+COMMENT ON FUNCTION sched.pause_schedule(text, text) IS 'stop a schedule''s firings until sched.resume_schedule (biz_type: of that type; NULL: the only one of that name the caller may change); false if it was paused already';
 
-CREATE OR REPLACE FUNCTION sched.resume_schedule(name text) RETURNS boolean
+CREATE OR REPLACE FUNCTION sched.resume_schedule(name text, biz_type text DEFAULT NULL) RETURNS boolean
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-	s sched.schedule := sched._schedule(name);
+	s sched.schedule := sched._schedule(name, biz_type, false);
 	m record;
 BEGIN
 	IF NOT s.paused THEN
@@ -586,15 +630,15 @@ BEGIN
 	-- held it) is older than resumed_at: sched._fire_one cancels it when it
 	-- is delivered, since the firings made here stand for its instant.
 	s.resumed_at := clock_timestamp();
-	UPDATE sched.schedule x SET resumed_at = s.resumed_at WHERE x.name = s.name;
+	UPDATE sched.schedule x SET resumed_at = s.resumed_at WHERE x.name = s.name AND x.biz_type = s.biz_type;
 	-- The firings missed while paused follow the catch-up policy.
 	m := sched._materialise(s, s.next_run_at, clock_timestamp(),
 							sched._door((hashtext(s.name)::bigint & 2147483647) * sched._bucket_count()));
 	UPDATE sched.schedule x SET paused = false, task_id = m.task_id, task_made_at = clock_timestamp(),
 			next_run_at = m.next_run_at,
 			missed = x.missed + m.missed, updated_at = now()
-		WHERE x.name = s.name;
+		WHERE x.name = s.name AND x.biz_type = s.biz_type;
 	RETURN true;
 END
 $$;
-COMMENT ON FUNCTION sched.resume_schedule(text) IS 'let a paused schedule fire again, catching up as its catch_up says; false if it was not paused';
+COMMENT ON FUNCTION sched.resume_schedule(text, text) IS 'let a paused schedule fire again, catching up as its catch_up says (biz_type: of that type; NULL: the only one of that name the caller may change); false if it was not paused';

@@ -17,7 +17,9 @@
  * Since 0.2: sched.schedule has defined_at (a firing made before it is an
  * earlier definition's, cancelled when delivered) and resumed_at (the same
  * for a firing made before the schedule was paused and resumed);
- * sched._fire_one takes the firing's created_at.
+ * sched._fire_one takes the firing's created_at.  A schedule's name is its
+ * own within its business type (the key is the name and the type), so the
+ * functions that find a schedule or its firings take the type too.
  */
 
 -- A schedule defined before the update is taken as defined at the dawn of
@@ -28,3 +30,25 @@ ALTER TABLE sched.schedule ADD COLUMN resumed_at timestamptz;
 
 -- Takes an argument more (the firing's created_at): made anew below.
 DROP FUNCTION sched._fire_one(bigint, timestamptz, text, smallint, boolean, timestamptz);
+
+-- Names per business type: 0.2's names are unique, so the wider key holds
+-- them all.  The NOT NULL stays the column's own, as in a fresh install.
+ALTER TABLE sched.schedule ALTER COLUMN name SET NOT NULL,
+	DROP CONSTRAINT schedule_pkey,
+	ADD CONSTRAINT schedule_pkey PRIMARY KEY (name, biz_type);
+DROP INDEX sched.task_schedule_idx;
+CREATE INDEX task_schedule_idx ON sched.task (schedule, biz_type) WHERE schedule IS NOT NULL;
+DROP INDEX sched.finished_schedule_idx;
+CREATE INDEX finished_schedule_idx ON sched.finished (schedule, biz_type, run_at) WHERE schedule IS NOT NULL;
+
+-- Take the firing's or the schedule's business type, made anew below (as
+-- sched._fire_one above).  The grants on drop_schedule, pause_schedule and
+-- resume_schedule (text) go to their (text, text) by
+-- keep-privileges-restore.sql: the one function of each name, before and
+-- after.
+DROP FUNCTION sched._fired(bigint[], smallint[], timestamptz[], text[], timestamptz);
+DROP FUNCTION sched._cancel_firings(text, text);
+DROP FUNCTION sched._schedule(text);
+DROP FUNCTION sched.drop_schedule(text);
+DROP FUNCTION sched.pause_schedule(text);
+DROP FUNCTION sched.resume_schedule(text);

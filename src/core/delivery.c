@@ -41,6 +41,7 @@
 
 /* Column numbers of the delivery statement's rows. */
 #define DC_ID		1
+#define DC_BIZ_TYPE	2
 #define DC_RUN_AT	3
 #define DC_ATTEMPT	5
 #define DC_PULL		8
@@ -88,6 +89,7 @@ fire_schedules(SPITupleTable *rows, uint64 nrows, int bucket, TimestampTz now,
 								   DatumGetInt64(SPI_getbinval(tuple, desc, DC_ID, &isnull)),
 								   (int16) bucket,
 								   DatumGetTimestampTz(SPI_getbinval(tuple, desc, DC_RUN_AT, &isnull)),
+								   SPI_getbinval(tuple, desc, DC_BIZ_TYPE, &isnull),
 								   schedule);
 	}
 	delaysched_firings_fire(firings, now);
@@ -164,7 +166,7 @@ delaysched_run_delivery(SPIPlanPtr plan, Datum *values, char *nulls, int worker_
 			continue;
 		}
 
-		biz_type = TextDatumGetCString(SPI_getbinval(tuple, desc, 2, &isnull));
+		biz_type = TextDatumGetCString(SPI_getbinval(tuple, desc, DC_BIZ_TYPE, &isnull));
 		if (!pull && limited)
 		{
 			/* Parked for the drain, which the commit will wake. */

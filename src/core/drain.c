@@ -389,6 +389,7 @@ deliver(DrainType *t, TimestampTz stamp, int *skipped)
 								   DatumGetInt64(SPI_getbinval(tuple, desc, 1, &isnull)),
 								   DatumGetInt16(SPI_getbinval(tuple, desc, 6, &isnull)),
 								   DatumGetTimestampTz(SPI_getbinval(tuple, desc, 2, &isnull)),
+								   values[0],
 								   schedule);
 	}
 	delaysched_firings_fire(&firings, stamp);

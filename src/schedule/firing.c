@@ -45,10 +45,13 @@ delaysched_firings_init(FiringBatch *batch)
 	memset(batch, 0, sizeof(*batch));
 }
 
-/* Note a firing delivered for the first time (schedule is a text Datum). */
+/*
+ * Note a firing delivered for the first time (biz_type and schedule are text
+ * Datums: a schedule is known by its name within its type).
+ */
 void
 delaysched_firings_add(FiringBatch *batch, int64 id, int16 bucket, TimestampTz run_at,
-					   Datum schedule)
+					   Datum biz_type, Datum schedule)
 {
 	if (batch->n == batch->capacity)
 	{
@@ -59,6 +62,7 @@ delaysched_firings_add(FiringBatch *batch, int64 id, int16 bucket, TimestampTz r
 			batch->ids = palloc(sizeof(Datum) * capacity);
 			batch->buckets = palloc(sizeof(Datum) * capacity);
 			batch->run_ats = palloc(sizeof(Datum) * capacity);
+			batch->biz_types = palloc(sizeof(Datum) * capacity);
 			batch->schedules = palloc(sizeof(Datum) * capacity);
 		}
 		else
@@ -66,6 +70,7 @@ delaysched_firings_add(FiringBatch *batch, int64 id, int16 bucket, TimestampTz r
 			batch->ids = repalloc(batch->ids, sizeof(Datum) * capacity);
 			batch->buckets = repalloc(batch->buckets, sizeof(Datum) * capacity);
 			batch->run_ats = repalloc(batch->run_ats, sizeof(Datum) * capacity);
+			batch->biz_types = repalloc(batch->biz_types, sizeof(Datum) * capacity);
 			batch->schedules = repalloc(batch->schedules, sizeof(Datum) * capacity);
 		}
 		batch->capacity = capacity;
@@ -73,6 +78,7 @@ delaysched_firings_add(FiringBatch *batch, int64 id, int16 bucket, TimestampTz r
 	batch->ids[batch->n] = Int64GetDatum(id);
 	batch->buckets[batch->n] = Int16GetDatum(bucket);
 	batch->run_ats[batch->n] = TimestampTzGetDatum(run_at);
+	batch->biz_types[batch->n] = biz_type;
 	batch->schedules[batch->n] = schedule;
 	batch->n++;
 }
@@ -96,7 +102,7 @@ void
 delaysched_firings_fire(FiringBatch *batch, TimestampTz now)
 {
 	Oid			extension;
-	Datum		values[5];
+	Datum		values[6];
 	bool		isnull;
 	Datum		result;
 
@@ -107,10 +113,10 @@ delaysched_firings_fire(FiringBatch *batch, TimestampTz now)
 	if (plans.extension != extension)
 	{
 		Oid			types[] = {INT8ARRAYOID, INT2ARRAYOID, TIMESTAMPTZARRAYOID, TEXTARRAYOID,
-		TIMESTAMPTZOID};
+		TEXTARRAYOID, TIMESTAMPTZOID};
 
 		delaysched_free_plan(&plans.fired);
-		plans.fired = delaysched_prepare_kept("SELECT sched._fired($1, $2, $3, $4, $5)", 5, types);
+		plans.fired = delaysched_prepare_kept("SELECT sched._fired($1, $2, $3, $4, $5, $6)", 6, types);
 		plans.extension = extension;
 	}
 
@@ -120,9 +126,11 @@ delaysched_firings_fire(FiringBatch *batch, TimestampTz now)
 												true, TYPALIGN_SHORT));
 	values[2] = PointerGetDatum(construct_array(batch->run_ats, batch->n, TIMESTAMPTZOID, 8,
 												FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
-	values[3] = PointerGetDatum(construct_array(batch->schedules, batch->n, TEXTOID, -1,
+	values[3] = PointerGetDatum(construct_array(batch->biz_types, batch->n, TEXTOID, -1,
 												false, TYPALIGN_INT));
-	values[4] = TimestampTzGetDatum(now);
+	values[4] = PointerGetDatum(construct_array(batch->schedules, batch->n, TEXTOID, -1,
+												false, TYPALIGN_INT));
+	values[5] = TimestampTzGetDatum(now);
 	if (SPI_execute_plan(plans.fired, values, NULL, false, 1) != SPI_OK_SELECT ||
 		SPI_processed != 1)
 		elog(ERROR, "could not make the next firings of the schedules delivered");

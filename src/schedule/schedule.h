@@ -140,6 +140,7 @@ typedef struct FiringBatch
 	Datum	   *ids;
 	Datum	   *buckets;
 	Datum	   *run_ats;
+	Datum	   *biz_types;		/* a firing's schedule is its name in its type */
 	Datum	   *schedules;
 	int			nsuppressed;
 	int64	   *suppressed;		/* sorted: the ids not to send */
@@ -147,7 +148,7 @@ typedef struct FiringBatch
 
 extern void delaysched_firings_init(FiringBatch *batch);
 extern void delaysched_firings_add(FiringBatch *batch, int64 id, int16 bucket,
-								   TimestampTz run_at, Datum schedule);
+								   TimestampTz run_at, Datum biz_type, Datum schedule);
 extern void delaysched_firings_fire(FiringBatch *batch, TimestampTz now);
 extern bool delaysched_firing_suppressed(const FiringBatch *batch, int64 id);
 

@@ -288,6 +288,8 @@ $node->safe_psql('grants02', q{
 	GRANT EXECUTE ON FUNCTION sched._task_status TO g02_worker;
 	GRANT EXECUTE ON FUNCTION sched.claim(text, int) TO g02_worker;
 	GRANT EXECUTE ON FUNCTION sched.next_runs(text, text, timestamptz, int, timestamptz) TO PUBLIC;
+	GRANT EXECUTE ON FUNCTION sched.drop_schedule(text), sched.pause_schedule(text), sched.resume_schedule(text)
+		TO g02_worker;
 });
 my $public_at_02 = public_functions();
 $node->safe_psql('grants02', 'ALTER EXTENSION delaysched UPDATE');
@@ -296,6 +298,12 @@ is($node->safe_psql('grants02', "SET ROLE g02_worker; SELECT count(*) FROM sched
 is($node->safe_psql('grants02', "SET ROLE g02_worker; SELECT payload FROM sched.claim('g02_pull')"),
 	'{"due": true}', 'and still consumes them');
 is($node->safe_psql('grants02', "SELECT count(*) FROM sched.biz_grant"), '2', 'its grants on the type are kept');
+is($node->safe_psql('grants02', q{
+	SELECT string_agg(p.oid::regprocedure::text, ' ' ORDER BY p.proname) FROM pg_proc p
+	WHERE p.pronamespace = 'sched'::regnamespace AND p.proname LIKE '%\\_schedule'
+	  AND has_function_privilege('g02_worker', p.oid, 'EXECUTE')}),
+	'sched.drop_schedule(text,text) sched.pause_schedule(text,text) sched.resume_schedule(text,text)',
+	'the grants on drop, pause and resume_schedule (text) went to their (text, text), which name the type too');
 is($node->safe_psql('grants02', "SET ROLE g02_nobody; SELECT count(*) FROM sched.next_runs('every 1 hour', n => 3)"),
 	'3', 'what PUBLIC was granted at 0.2 stays granted');
 is(public_functions(), '_caller,_cluster,_task_status,_tokens,_type_counts,_workers,next_runs',
