@@ -16,7 +16,8 @@
  *
  * Since 0.2: sched.schedule has defined_at (a firing made before it is an
  * earlier definition's, cancelled when delivered); sched._fire_one takes the
- * firing's created_at.
+ * firing's created_at; sched._prepared_tally holds a prepared transaction's
+ * numbers until it commits.
  */
 
 -- A schedule defined before the update is taken as defined at the dawn of
@@ -26,3 +27,14 @@ ALTER TABLE sched.schedule ALTER COLUMN defined_at SET DEFAULT pg_catalog.now();
 
 -- Takes an argument more (the firing's created_at): made anew below.
 DROP FUNCTION sched._fire_one(bigint, timestamptz, text, smallint, boolean, timestamptz);
+
+-- A prepared transaction's numbers, counted once it commits (as in
+-- schema/install.sql).
+CREATE TABLE sched._prepared_tally (
+	xact		 xid8 NOT NULL,	-- the prepared transaction
+	biz_type	 text NOT NULL,
+	layout		 int NOT NULL,	-- the layout of slots (STATS_SLOT_LAYOUT)
+	slots		 bigint[] NOT NULL,	-- one number per slot of src/stats/stats.h
+	PRIMARY KEY (xact, biz_type)
+);
+COMMENT ON TABLE sched._prepared_tally IS 'internal: the numbers of prepared transactions, added to the counters once committed';
