@@ -5,7 +5,8 @@
 # prepared transaction survives a restart; the counters start from zero at
 # a server start, so the restart's part is counted from zero).  An ordinary
 # role with the 'schedule' grant prepares one of them: its bookkeeping must
-# not fail, and that role cannot write the counters' table itself.  The
+# not fail, and that role cannot write the counters' table itself; nor
+# must a transaction made read-only after its adds fail to prepare.  The
 # gauges are counted again after either end and agree with the tables.
 use strict;
 use warnings;
@@ -90,6 +91,20 @@ my ($rc, $out, $err) = $node->psql('postgres',
 	extra_params => [ '-U', 'x_app' ]);
 like($err, qr/permission denied/, 'an ordinary role cannot forge a prepared transaction\'s numbers');
 is(sql('SELECT count(*) FROM sched._prepared_tally'), '0', 'no numbers left waiting');
+
+# Made read-only after its adds (which PostgreSQL allows): its PREPARE must
+# not fail for the bookkeeping, and its adds count once committed.
+sql(q{SELECT sched.define_biz('x_read_only');
+	BEGIN;
+	SELECT sched.add('x_read_only', now() + interval '1 day') FROM generate_series(1, 3);
+	SET TRANSACTION READ ONLY;
+	PREPARE TRANSACTION 'x_read_only'});
+sql("COMMIT PREPARED 'x_read_only'");
+ok(DelayschedTest::poll_until($node,
+		q{SELECT substring(sched.metrics() FROM
+			'delaysched_tasks_added_total\{database="postgres",biz_type="x_read_only"\} (\d+)')},
+		'3', 30),
+	'a transaction made read-only after its adds prepares, and its adds count once committed');
 
 # Prepared, the server restarted, then committed: its seven count (from
 # zero, where the counters start after a restart).
