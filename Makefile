@@ -47,6 +47,7 @@ OBJS = \
 	src/schedule/schedule_sql.o \
 	src/stats/metrics.o \
 	src/stats/stats.o \
+	src/stats/stats_prepared.o \
 	src/stats/stats_recount.o \
 	src/stats/stats_tally.o \
 	src/stats/task_status.o

@@ -14,6 +14,7 @@
  *	 sched.biz_grant		which role may schedule, consume or read which type
  *	 sched.schedule		recurring schedules, each with one pending firing
  *	 sched.holidays		holiday calendars of "workday" schedule rules
+ *	 sched._prepared_tally	a prepared transaction's numbers, until it commits
  *
  * States in sched.task.state ("char"):
  *	 'p'  pending, not yet due or not yet seen by the scanner
@@ -342,3 +343,18 @@ CREATE TABLE sched.schedule (
 COMMENT ON TABLE sched.schedule IS 'delaysched recurring schedules; change with sched.define_schedule and friends, read sched.schedules';
 CREATE INDEX schedule_biz_type_idx ON sched.schedule (biz_type);
 SELECT pg_catalog.pg_extension_config_dump('sched.schedule', '');
+
+-- The numbers (counters and histograms) of a prepared transaction, written
+-- as part of it at PREPARE TRANSACTION instead of added to shared memory:
+-- COMMIT PREPARED makes them visible, ROLLBACK PREPARED takes them away,
+-- and scanner worker 0 adds the committed ones to the counters and deletes
+-- them (src/stats/stats_prepared.c).  Not dumped: the counters start from
+-- zero in a restored database, and no prepared transaction is dumped.
+CREATE TABLE sched._prepared_tally (
+	xact		 xid8 NOT NULL,	-- the prepared transaction
+	biz_type	 text NOT NULL,
+	layout		 int NOT NULL,	-- the layout of slots (STATS_SLOT_LAYOUT)
+	slots		 bigint[] NOT NULL,	-- one number per slot of src/stats/stats.h
+	PRIMARY KEY (xact, biz_type)
+);
+COMMENT ON TABLE sched._prepared_tally IS 'internal: the numbers of prepared transactions, added to the counters once committed';

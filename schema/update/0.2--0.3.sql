@@ -20,6 +20,8 @@
  * sched._fire_one takes the firing's created_at.  A schedule's name is its
  * own within its business type (the key is the name and the type), so the
  * functions that find a schedule or its firings take the type too.
+ * sched._prepared_tally holds a prepared transaction's numbers until it
+ * commits.
  */
 
 -- A schedule defined before the update is taken as defined at the dawn of
@@ -52,3 +54,14 @@ DROP FUNCTION sched._schedule(text);
 DROP FUNCTION sched.drop_schedule(text);
 DROP FUNCTION sched.pause_schedule(text);
 DROP FUNCTION sched.resume_schedule(text);
+
+-- A prepared transaction's numbers, counted once it commits (as in
+-- schema/install.sql).
+CREATE TABLE sched._prepared_tally (
+	xact		 xid8 NOT NULL,	-- the prepared transaction
+	biz_type	 text NOT NULL,
+	layout		 int NOT NULL,	-- the layout of slots (STATS_SLOT_LAYOUT)
+	slots		 bigint[] NOT NULL,	-- one number per slot of src/stats/stats.h
+	PRIMARY KEY (xact, biz_type)
+);
+COMMENT ON TABLE sched._prepared_tally IS 'internal: the numbers of prepared transactions, added to the counters once committed';

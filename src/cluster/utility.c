@@ -21,7 +21,9 @@
  * sees.  COMMIT PREPARED runs in the database where the transaction was
  * prepared; once it has committed, the hook looks whether the extension
  * is there now and the database not served (serve it when the statement's
- * own transaction commits), or the other way round (stop serving it).
+ * own transaction commits), or the other way round (stop serving it).  It
+ * also marks the database's numbers: the transaction's counters, kept in a
+ * table until it committed, are to be counted (stats/stats_prepared.c).
  *
  * Databases.  Some commands fail while any other session is connected to
  * the database they name: DROP DATABASE (without FORCE), ALTER DATABASE ...
@@ -70,6 +72,7 @@
 #include "base/guc.h"
 #include "base/shmem.h"
 #include "cluster/cluster.h"
+#include "stats/stats.h"
 
 /* How long a command waits for a database's workers to exit. */
 #define LEAVE_WAIT_MS		5000
@@ -276,6 +279,9 @@ after_commit_prepared(void)
 	 */
 	InvalidateCatalogSnapshot();
 	installed = OidIsValid(get_extension_oid("delaysched", true));
+	/* Its numbers, if it had any, wait to be counted (stats_prepared.c). */
+	if (installed)
+		delaysched_stats_mark_fold(MyDatabaseId);
 	if (installed && !served && listed_here())
 		after_commit(AT_COMMIT_SERVE, false);
 	else if (!installed && served)

@@ -679,9 +679,15 @@ delaysched_scanner_main(Datum main_arg)
 		}
 
 		now = GetCurrentTimestamp();
-		/* Are this database's gauges to be counted?  (stats_recount.c) */
+		/*
+		 * Are this database's gauges to be counted (stats_recount.c), or
+		 * prepared transactions' numbers to be added (stats_prepared.c)?
+		 */
 		if (my_index == 0)
+		{
 			delaysched_stats_recount_if_needed();
+			delaysched_prepared_fold_if_needed();
+		}
 		if (my_index == 0 && now >= next_horizon_check)
 		{
 			/* Has anything held back the horizon too long?  (horizon.c) */

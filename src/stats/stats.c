@@ -7,10 +7,12 @@
  * One hash table, keyed by (database, type).  Each database with numbers
  * also has an entry of its own, with the empty name, that holds its flags:
  * "ready" (its gauges were counted; see stats_recount.c), "stale" (they
- * must be counted again) and "full" (a type found no room, so its gauges
- * are missing: the database stays not ready).  delaysched.max_stats_types
- * bounds the types of every database together; the databases' own entries
- * come on top (delaysched.max_databases of them).
+ * must be counted again), "full" (a type found no room, so its gauges
+ * are missing: the database stays not ready) and "fold" (committed
+ * numbers of prepared transactions may wait in their table; see
+ * stats_prepared.c).  delaysched.max_stats_types bounds the types of every
+ * database together; the databases' own entries come on top
+ * (delaysched.max_databases of them).
  *
  * Locking: one LWLock, the stats lock; see Locks in base/shmem.h.
  *
@@ -46,6 +48,7 @@ typedef struct StatsEntry
 	pg_atomic_uint32 ready;		/* database entry: gauges counted */
 	pg_atomic_uint32 stale;		/* database entry: count again */
 	pg_atomic_uint32 full;		/* database entry: a type had no room */
+	pg_atomic_uint32 fold;		/* database entry: prepared numbers may wait */
 	pg_atomic_uint64 v[SS_COUNT];
 } StatsEntry;
 
@@ -168,6 +171,8 @@ find_or_make(Oid dboid, const char *name)
 	pg_atomic_init_u32(&entry->ready, 0);
 	pg_atomic_init_u32(&entry->stale, 0);
 	pg_atomic_init_u32(&entry->full, 0);
+	/* A database's first look after a server start: numbers left behind? */
+	pg_atomic_init_u32(&entry->fold, is_type ? 0 : 1);
 	for (int i = 0; i < SS_COUNT; i++)
 		pg_atomic_init_u64(&entry->v[i], 0);
 	if (is_type)
@@ -343,6 +348,51 @@ delaysched_stats_claim_count(Oid dboid)
 			pg_atomic_write_u32(&db->stale, 0);
 		}
 	}
+	LWLockRelease(stats->lock);
+	return need;
+}
+
+/*
+ * A transaction prepared in database dboid has committed (COMMIT
+ * PREPARED): its numbers wait in sched._prepared_tally for scanner worker 0
+ * to add them (stats_prepared.c).
+ */
+void
+delaysched_stats_mark_fold(Oid dboid)
+{
+	StatsEntry *db;
+
+	LWLockAcquire(stats->lock, LW_EXCLUSIVE);
+	db = find_or_make(dboid, "");
+	if (db != NULL)
+		pg_atomic_write_u32(&db->fold, 1);
+	LWLockRelease(stats->lock);
+}
+
+/*
+ * May committed numbers of prepared transactions wait in database dboid
+ * (marked since the last look, or never looked since the server started)?
+ * If so the mark is cleared: one made from now on asks for another look.
+ */
+bool
+delaysched_stats_claim_fold(Oid dboid)
+{
+	StatsEntry *db;
+	bool		need;
+
+	/* The common case, at every turn of worker 0's loop: nothing to do. */
+	LWLockAcquire(stats->lock, LW_SHARED);
+	db = find(dboid, "");
+	if (db != NULL && pg_atomic_read_u32(&db->fold) == 0)
+	{
+		LWLockRelease(stats->lock);
+		return false;
+	}
+	LWLockRelease(stats->lock);
+
+	LWLockAcquire(stats->lock, LW_EXCLUSIVE);
+	db = find_or_make(dboid, "");
+	need = db != NULL && pg_atomic_exchange_u32(&db->fold, 0) != 0;
 	LWLockRelease(stats->lock);
 	return need;
 }

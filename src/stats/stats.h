@@ -25,6 +25,10 @@
  * gauges are marked stale (stats_recount.c).  Until then the database's
  * gauges are not "ready", and sched.biz_stats counts the tables instead.
  *
+ * A transaction that is prepared (PREPARE TRANSACTION) adds nothing then:
+ * its numbers go into a table as part of it, and count once COMMIT
+ * PREPARED has made them visible (stats_prepared.c).
+ *
  * Counters survive a worker's restart (they are in shared memory) and
  * start from zero at a server start, as Prometheus expects of a counter.
  *
@@ -91,6 +95,13 @@ typedef enum StatsSlot
 	SS_COUNT = SS_HTTP_FIRST + STATS_HTTP_CLASSES * STATS_HTTP_OUTCOMES
 } StatsSlot;
 
+/*
+ * The version of the slots' order above, stored with a prepared
+ * transaction's numbers (sched._prepared_tally), which may be committed
+ * after a restart with another library: change it with the order.
+ */
+#define STATS_SLOT_LAYOUT	1
+
 /* A type's delivery kind as stored (0: not known yet). */
 #define STATS_KIND_NOTIFY	'n'
 #define STATS_KIND_PULL		'p'
@@ -113,6 +124,8 @@ extern List *delaysched_stats_copy(Oid dboid);
 extern bool delaysched_stats_ready(Oid dboid);
 extern void delaysched_stats_mark_stale(Oid dboid);
 extern bool delaysched_stats_claim_count(Oid dboid);
+extern void delaysched_stats_mark_fold(Oid dboid);
+extern bool delaysched_stats_claim_fold(Oid dboid);
 extern bool delaysched_stats_full(Oid dboid);
 extern bool delaysched_stats_gauges(Oid dboid, const char *biz_type, int64 *gauges);
 extern void delaysched_stats_install(Oid dboid, List *counts);
@@ -127,6 +140,10 @@ extern const char *const delaysched_http_outcome_names[];
 /* The transaction's tally (stats_tally.c). */
 extern void delaysched_tally_init(void);
 extern int64 *delaysched_tally_slots(const char *biz_type);
+
+/* A prepared transaction's numbers, until it commits (stats_prepared.c). */
+extern bool delaysched_prepared_save(List *tallies);
+extern void delaysched_prepared_fold_if_needed(void);
 
 /* The count that makes a database's gauges right (stats_recount.c). */
 extern void delaysched_stats_recount_if_needed(void);

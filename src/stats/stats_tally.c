@@ -9,10 +9,12 @@
  * StatsSlot array of deltas, kept in this backend.  When a subtransaction
  * commits, its entries join its parent's; when it aborts, they go.  When
  * the top transaction commits, every entry is added to shared memory (at
- * PRE_COMMIT: see tally_xact_callback); when it aborts, they go.  A transaction that is prepared (two-phase
- * commit) adds its counters at PREPARE, and marks its database's gauges
- * stale: they are counted again once it has committed or rolled back
- * (the count waits for its locks; see stats_recount.c).
+ * PRE_COMMIT: see tally_xact_callback); when it aborts, they go.  A
+ * transaction that is prepared (two-phase commit) adds nothing at PREPARE:
+ * its counters go into a table as part of it, to count only if it commits
+ * (stats_prepared.c), and its database's gauges are marked stale: they are
+ * counted again once it has committed or rolled back (the count waits for
+ * its locks; see stats_recount.c).
  *
  * The triggers (sched._stats_trigger(), AFTER ROW, one per table) see
  * every change of a task's state, whichever statement makes it:
@@ -132,6 +134,16 @@ forget_all(void)
  */
 static List *published = NIL;
 
+/* Does a tally change a gauge? */
+static bool
+changes_gauges(const Tally *tally)
+{
+	for (int i = SS_STATE_PENDING; i <= SS_KEPT_CANCELLED; i++)
+		if (tally->v[i] != 0)
+			return true;
+	return false;
+}
+
 /*
  * Add every tally to shared memory, and forget them; with keep, remember
  * what was added (see "published").  Must not fail but for lack of memory.
@@ -149,8 +161,7 @@ publish_all(bool prepared, bool keep)
 	while ((tally = hash_seq_search(&scan)) != NULL)
 	{
 		delaysched_stats_add(MyDatabaseId, tally->key.biz_type, tally->kind, tally->v);
-		for (int i = SS_STATE_PENDING; i <= SS_KEPT_CANCELLED; i++)
-			gauges |= tally->v[i] != 0;
+		gauges |= changes_gauges(tally);
 		if (keep)
 		{
 			MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
@@ -186,11 +197,53 @@ unpublish_all(void)
 }
 
 /*
+ * Saved at PRE_PREPARE (stats_prepared.c), the tallies of a transaction
+ * that changed a gauge or a type's delivery kind: counted again once it
+ * has ended (marked stale at PREPARE).
+ */
+static bool saved_changes = false;
+
+/*
+ * PRE_PREPARE: the tallies go into sched._prepared_tally, as part of the
+ * transaction, and are forgotten here.  If the table is not there yet (an
+ * extension not updated), they stay, to be added at PREPARE.
+ */
+static void
+save_all(void)
+{
+	HASH_SEQ_STATUS scan;
+	Tally	   *tally;
+	List	   *copies = NIL;
+	bool		changes = false;
+
+	if (hash_get_num_entries(tallies) == 0)
+		return;
+	hash_seq_init(&scan, tallies);
+	while ((tally = hash_seq_search(&scan)) != NULL)
+	{
+		StatsCopy  *copy = palloc(sizeof(StatsCopy));
+
+		strlcpy(copy->biz_type, tally->key.biz_type, NAMEDATALEN);
+		copy->kind = tally->kind;
+		memcpy(copy->v, tally->v, sizeof(copy->v));
+		copies = lappend(copies, copy);
+		changes |= tally->kind != 0 || changes_gauges(tally);
+	}
+	if (delaysched_prepared_save(copies))
+	{
+		saved_changes = changes;
+		forget_all();
+	}
+	list_free_deep(copies);
+}
+
+/*
  * The tallies are added at PRE_COMMIT, while the transaction still holds
  * its locks and before its changes become visible: whoever sees a change
  * committed finds it counted (sched.tasks.status reads the gauges), and
  * the count of stats_recount.c, which waits for those locks, never misses
  * one.  Should the commit fail after that, they are taken back at ABORT.
+ * A prepared transaction's are saved at PRE_PREPARE, at the same point.
  */
 static void
 tally_xact_callback(XactEvent event, void *arg)
@@ -206,13 +259,21 @@ tally_xact_callback(XactEvent event, void *arg)
 			list_free_deep(published);
 			published = NIL;
 			break;
+		case XACT_EVENT_PRE_PREPARE:
+			save_all();
+			break;
 		case XACT_EVENT_PREPARE:
+			/* (Only if they could not be saved: counted now, as 0.2 did.) */
 			publish_all(true, false);
+			if (saved_changes)
+				delaysched_stats_mark_stale(MyDatabaseId);
+			saved_changes = false;
 			break;
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
 			unpublish_all();
 			forget_all();
+			saved_changes = false;
 			break;
 		default:
 			break;
