@@ -247,7 +247,11 @@ is(scalar(keys %big_seen), $big_n, 'each instant once');
 is(scalar(grep { $big[$_]{run_at_us} <= $big[$_ - 1]{run_at_us} } 1 .. $#big), 0, 'in order');
 ok(DelayschedTest::poll_until($node, qq{
 	SELECT count(*) FROM sched.tasks WHERE schedule = 'big_all' AND state = 'delivered'
-	  AND run_at <= to_timestamp($big_from) + interval '2 hours'}, $big_n, 30), 'all of them delivered');
+	  AND run_at <= to_timestamp($big_from) + interval '2 hours'}, $big_n, 30), 'all of them delivered')
+  or diag($node->safe_psql('postgres', qq{
+	SELECT state, count(*), min(run_at), max(run_at), min(last_error), max(attempt) FROM sched.tasks
+	WHERE schedule = 'big_all' GROUP BY state}), "\n", $node->safe_psql('postgres',
+	"SELECT runs, missed, last_run_at, next_run_at, paused FROM sched.schedules WHERE name = 'big_all'"));
 my ($big_runs, $big_missed) = split /\|/, $node->safe_psql('postgres', qq{
 	SELECT runs - (SELECT count(*) FROM sched.tasks WHERE schedule = 'big_all' AND state = 'delivered'
 				   AND run_at > to_timestamp($big_from) + interval '2 hours'), missed
