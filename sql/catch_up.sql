@@ -74,6 +74,18 @@ FROM sched.tasks t WHERE t.schedule = 'cub_all' AND t.state = 'delivered';
 SELECT s.runs, s.missed, s.next_run_at = :'s'::timestamptz + interval '1 second' AS next_is_ahead,
 	   s.last_run_at = :'s'::timestamptz AS last_is_now
 FROM sched.schedules s WHERE s.name = 'cub_all';
+
+-- The pending firing (S + 1 s) moved back 10 seconds, behind instants
+-- delivered already: it goes out (as moved), and the schedule goes on
+-- after the last instant delivered, S, making none of those again.
+SELECT sched.reschedule(t.id, :'s'::timestamptz - interval '10 seconds') AS moved_back
+FROM sched.tasks t WHERE t.schedule = 'cub_all' AND t.state = 'pending';
+SELECT sum(t.delivered) AS delivered
+FROM sched.pointer p, LATERAL sched._tick(p.range_id::smallint, :'s'::timestamptz + interval '0.5 seconds',
+										  1000, true, 3600, 3600, NULL, NULL) AS t;
+SELECT count(*) FILTER (WHERE t.state = 'delivered') AS sent, count(DISTINCT t.run_at) AS instants,
+	   max(t.run_at) FILTER (WHERE t.state = 'pending') = :'s'::timestamptz + interval '1 second' AS next_after_s
+FROM sched.tasks t WHERE t.schedule = 'cub_all';
 ROLLBACK;
 
 SELECT sched.drop_biz('cub') AS unfinished;

@@ -292,6 +292,11 @@ BEGIN
 
 	IF v_current THEN
 		v_from := CASE WHEN v_skip LIKE 'skipped: a later%' THEN p_run_at ELSE v_next END;
+		IF v_from <= s.last_run_at THEN
+			-- The firing was moved back (sched.reschedule) behind instants
+			-- delivered already: go on after them, never make one again.
+			v_from := sched._schedule_next(s.rule, s.time_zone, s.anchor, s.last_run_at);
+		END IF;
 		m := sched._materialise(s, v_from, v_now, p_door);
 		s.task_id := m.task_id;
 		s.task_made_at := v_now;
