@@ -25,9 +25,11 @@
 # partition, by a plan its session had made while the partition was empty
 # (a queue's partition between bursts, vacuumed down to no pages), and its
 # notifications, sent between its statements, waited for them.  So before
-# each burst the table is vacuumed and a session acknowledges a few tasks;
-# once the burst is delivered, it acknowledges some of the burst's tasks
-# and counts the rows it read by sequential scans of task partitions.
+# each burst the table is vacuumed, the consumer acknowledges a task of a
+# trickle (as one with other traffic would) and a second session a few
+# tasks; once the burst is delivered, that session acknowledges some of the
+# burst's tasks and counts the rows it read by sequential scans of task
+# partitions.
 #
 # Always checked: every task delivered once (attempt 1, no duplicate, none
 # missing) and acknowledged, each burst within a deadline of 30 s (which a
@@ -68,6 +70,7 @@ $node->safe_psql('postgres', q{
 	SELECT sched.define_biz('bystander', ack_timeout => '1 hour');
 	SELECT sched.define_biz('paced', ack_timeout => '1 hour', rate_limit => 1000);
 	SELECT sched.define_biz('probe', ack_timeout => '1 hour');
+	SELECT sched.define_biz('trickle', ack_timeout => '1 hour');
 });
 
 # --- the consumer: dslisten acknowledging in batches, its lines parsed here ---
@@ -79,7 +82,7 @@ my $receipts = $node->basedir . '/receipts';
 my $err = '';
 my $listener = IPC::Run::start(
 	[ $ENV{DSLISTEN} // 'test/dslisten', '--ack-batch', '500',
-	  $node->connstr('postgres'), 'burst', 'paced' ],
+	  $node->connstr('postgres'), 'burst', 'paced', 'trickle' ],
 	'<', \undef, '>', $receipts, '2>', \$err);
 open my $receipts_fh, '<', $receipts or die "cannot read $receipts: $!";
 my $partial = '';
@@ -252,12 +255,18 @@ sub delivered_probes
 	return @ids;
 }
 
-# Before burst $burst: vacuum, and let the probe session make its plans.
+# Before burst $burst: vacuum, and let the probe session and the consumer
+# make their plans (the consumer acknowledges a task of a trickle, as a
+# consumer with other traffic does).
 sub probe_before
 {
 	my ($burst) = @_;
 	$node->safe_psql('postgres', 'VACUUM sched.task');
+	add_tasks('trickle', 1, $burst, 'clock_timestamp()');
 	add_tasks('probe', 6, -$burst, 'clock_timestamp()');
+	my $until = time + $deadline_s;
+	usleep(20_000) until time > $until || $node->safe_psql('postgres', q{
+		SELECT NOT EXISTS (SELECT FROM sched.task WHERE biz_type = 'trickle')}) eq 't';
 	my @warm = delivered_probes(-$burst, 6);
 	$probe->query_safe("SELECT sched.ack($_)") for @warm[0 .. 4];
 	$probe->query_safe("SELECT sched.ack_many('{$warm[5]}')");
@@ -351,9 +360,10 @@ for my $round (1 .. $rounds)
 		}
 		# Keep the finished table small for the next bursts.
 		$node->safe_psql('postgres', q{
-			DELETE FROM sched.finished WHERE biz_type IN ('burst', 'paced', 'probe')});
+			DELETE FROM sched.finished WHERE biz_type IN ('burst', 'paced', 'probe', 'trickle')});
 		delete $got{"burst:$burst_no"};
 		delete $got{"paced:$burst_no"};
+		delete $got{"trickle:$burst_no"};
 	}
 }
 
