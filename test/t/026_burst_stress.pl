@@ -246,12 +246,12 @@ sub delivered_probes
 	my $sql = qq{SELECT string_agg(id::text, ',' ORDER BY id) FROM sched.task
 		WHERE biz_type = 'probe' AND state = 'd' AND payload->>'b' = '$burst'};
 	my $until = time + $deadline_s;
-	my @ids;
-	do
+	my @ids = split /,/, $node->safe_psql('postgres', $sql);
+	while (@ids < $n && time < $until)
 	{
-		usleep(20_000) if @ids;
+		usleep(20_000);
 		@ids = split /,/, $node->safe_psql('postgres', $sql);
-	} while (@ids < $n && time < $until);
+	}
 	return @ids;
 }
 
@@ -272,11 +272,12 @@ sub probe_before
 	$probe->query_safe("SELECT sched.ack_many('{$warm[5]}')");
 }
 
-# After burst $burst (due at epoch $due) was added: acknowledge 4 tasks due
-# with it, once delivered; the rows read by sequential scans meanwhile.
+# After burst $burst was added, with 4 probe tasks due with it: acknowledge
+# them once delivered; the rows read by sequential scans meanwhile (undef if
+# they were not delivered in time).
 sub probe_after
 {
-	my ($burst, $due) = @_;
+	my ($burst) = @_;
 	my @ids = delivered_probes($burst, 4);
 	return undef unless @ids == 4;
 	my $out = $probe->query_safe(qq{
@@ -311,7 +312,7 @@ for my $round (1 .. $rounds)
 		clock_steps() if $shape eq 'clock';
 		my ($ref, $start_ref, $due) = add_burst($shape, $burst_no);
 		add_tasks('probe', 4, $burst_no, "to_timestamp($due)");
-		my $probe_read = probe_after($burst_no, $due);
+		my $probe_read = probe_after($burst_no);
 		my $paced = 0;
 		if ($shape eq 'clock')
 		{
