@@ -3,7 +3,7 @@
  *		A LISTEN client for delaysched: the demo's display, the TAP tests'
  *		receiver and a reference consumer.
  *
- *	usage: dslisten [--ack] [--pretty] [--count N] [--timeout SECONDS]
+ *	usage: dslisten [--ack | --ack-batch N] [--pretty] [--count N] [--timeout SECONDS]
  *					CONNINFO CHANNEL [CHANNEL ...]
  *
  * It LISTENs on the channels, prints "listening" once they are set up, then
@@ -15,7 +15,11 @@
  * machine's clock) and LATENESS_US the receipt time minus the task's run_at
  * ("-" for a notification without run_at, such as a pull announcement).
  * --pretty prints the same for people.  --ack acknowledges each task with
- * sched.ack(id) on the same connection after printing it.  It exits 0 after
+ * sched.ack(id) on the same connection after printing it.  --ack-batch N
+ * acknowledges as a consumer that works in batches does: the ids collect,
+ * and one sched.ack_many goes on the same connection when N have, or when
+ * no further notification is waiting (so a batch never waits for more to
+ * come).  It exits 0 after
  * --count notifications, 2 when --timeout passes first, 1 on errors.
  */
 #include <ctype.h>
@@ -145,10 +149,69 @@ acknowledge(PGconn *conn, const char *payload)
 	PQclear(res);
 }
 
+/* The ids waiting for sched.ack_many (--ack-batch), as "1,2,3". */
+static char *batch_ids = NULL;
+static size_t batch_len = 0;
+static size_t batch_cap = 0;
+static long batch_count = 0;
+
+static void
+collect_ack(const char *payload)
+{
+	const char *id = json_value(payload, "id");
+	char		id_text[32];
+	int			len;
+
+	if (id == NULL || !isdigit((unsigned char) *id))
+		return;
+	len = snprintf(id_text, sizeof(id_text), "%s%lld", batch_len > 0 ? "," : "", atoll(id));
+	if (batch_len + len + 1 > batch_cap)
+	{
+		batch_cap = (batch_cap + len + 1) * 2;
+		batch_ids = realloc(batch_ids, batch_cap);
+		if (batch_ids == NULL)
+		{
+			fprintf(stderr, "dslisten: out of memory\n");
+			exit(1);
+		}
+	}
+	memcpy(batch_ids + batch_len, id_text, len + 1);
+	batch_len += len;
+	batch_count++;
+}
+
+/* Acknowledge the collected ids with one sched.ack_many, if there are any. */
+static void
+acknowledge_batch(PGconn *conn)
+{
+	char	   *array;
+	const char *params[1];
+	PGresult   *res;
+
+	if (batch_count == 0)
+		return;
+	array = malloc(batch_len + 3);
+	if (array == NULL)
+	{
+		fprintf(stderr, "dslisten: out of memory\n");
+		exit(1);
+	}
+	snprintf(array, batch_len + 3, "{%s}", batch_ids);
+	params[0] = array;
+	res = PQexecParams(conn, "SELECT sched.ack_many($1::bigint[])", 1, NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK)
+		fprintf(stderr, "dslisten: ack_many of %ld ids failed: %s", batch_count, PQerrorMessage(conn));
+	PQclear(res);
+	free(array);
+	batch_len = 0;
+	batch_ids[0] = '\0';
+	batch_count = 0;
+}
+
 static void
 usage(void)
 {
-	fprintf(stderr, "usage: dslisten [--ack] [--pretty] [--count N] [--timeout SECONDS] CONNINFO CHANNEL [CHANNEL ...]\n");
+	fprintf(stderr, "usage: dslisten [--ack | --ack-batch N] [--pretty] [--count N] [--timeout SECONDS] CONNINFO CHANNEL [CHANNEL ...]\n");
 	exit(1);
 }
 
@@ -156,6 +219,7 @@ int
 main(int argc, char **argv)
 {
 	bool		ack = false;
+	long		ack_batch = 0;
 	bool		pretty = false;
 	long		count = -1;
 	double		timeout_s = -1;
@@ -168,6 +232,12 @@ main(int argc, char **argv)
 	{
 		if (strcmp(argv[i], "--ack") == 0)
 			ack = true;
+		else if (strcmp(argv[i], "--ack-batch") == 0 && i + 1 < argc)
+		{
+			ack_batch = atol(argv[++i]);
+			if (ack_batch < 1)
+				usage();
+		}
 		else if (strcmp(argv[i], "--pretty") == 0)
 			pretty = true;
 		else if (strcmp(argv[i], "--count") == 0 && i + 1 < argc)
@@ -208,6 +278,7 @@ main(int argc, char **argv)
 	deadline = timeout_s >= 0 ? now_us() + (usec_t) (timeout_s * 1e6) : -1;
 	while (count < 0 || received < count)
 	{
+		bool		acked = false;
 		int			sock = PQsocket(conn);
 		fd_set		input;
 		struct timeval tv;
@@ -236,16 +307,34 @@ main(int argc, char **argv)
 			fprintf(stderr, "dslisten: %s", PQerrorMessage(conn));
 			return 1;
 		}
-		while ((n = PQnotifies(conn)) != NULL)
+		do
 		{
-			usec_t		at = now_us();
+			while ((n = PQnotifies(conn)) != NULL)
+			{
+				usec_t		at = now_us();
 
-			print_notification(n, at, pretty);
-			if (ack)
-				acknowledge(conn, n->extra);
-			PQfreemem(n);
-			received++;
-		}
+				print_notification(n, at, pretty);
+				if (ack)
+					acknowledge(conn, n->extra);
+				else if (ack_batch > 0)
+				{
+					collect_ack(n->extra);
+					if (batch_count >= ack_batch)
+						acknowledge_batch(conn);
+				}
+				PQfreemem(n);
+				received++;
+			}
+
+			/*
+			 * Nothing more waiting: the batch goes as it is.  What arrives
+			 * meanwhile libpq reads with the answer and queues, off the
+			 * socket, so look at its queue again before waiting on the
+			 * socket.
+			 */
+			acked = batch_count > 0;
+			acknowledge_batch(conn);
+		} while (acked);
 	}
 	PQfinish(conn);
 	return 0;

@@ -274,6 +274,8 @@ COMMENT ON FUNCTION sched.nack(bigint, interval, text) IS 'report a failed deliv
 CREATE OR REPLACE FUNCTION sched._claim(p_biz text, p_max int)
 RETURNS TABLE(id bigint, biz_type text, run_at timestamptz, payload jsonb, attempt int, schedule text)
 LANGUAGE plpgsql
+-- By index, whatever the statistics say (see sched._lock).
+SET enable_seqscan = off
 AS $$
 #variable_conflict use_column
 DECLARE
