@@ -298,17 +298,27 @@ delaysched_stats_ready(Oid dboid)
 	return ready;
 }
 
-/* The gauges of database dboid must be counted again (stats_recount.c). */
-void
-delaysched_stats_mark_stale(Oid dboid)
+/*
+ * Set a flag of database dboid's entry (made if need be): the one at
+ * flag_offset in StatsEntry, stale or fold.  Worker 0 claims it.
+ */
+static void
+mark_database(Oid dboid, size_t flag_offset)
 {
 	StatsEntry *db;
 
 	LWLockAcquire(stats->lock, LW_EXCLUSIVE);
 	db = find_or_make(dboid, "");
 	if (db != NULL)
-		pg_atomic_write_u32(&db->stale, 1);
+		pg_atomic_write_u32((pg_atomic_uint32 *) ((char *) db + flag_offset), 1);
 	LWLockRelease(stats->lock);
+}
+
+/* The gauges of database dboid must be counted again (stats_recount.c). */
+void
+delaysched_stats_mark_stale(Oid dboid)
+{
+	mark_database(dboid, offsetof(StatsEntry, stale));
 }
 
 /*
@@ -360,13 +370,7 @@ delaysched_stats_claim_count(Oid dboid)
 void
 delaysched_stats_mark_fold(Oid dboid)
 {
-	StatsEntry *db;
-
-	LWLockAcquire(stats->lock, LW_EXCLUSIVE);
-	db = find_or_make(dboid, "");
-	if (db != NULL)
-		pg_atomic_write_u32(&db->fold, 1);
-	LWLockRelease(stats->lock);
+	mark_database(dboid, offsetof(StatsEntry, fold));
 }
 
 /*
