@@ -45,6 +45,10 @@ OBJS = \
 	src/schedule/schedule_next.o \
 	src/schedule/schedule_parse.o \
 	src/schedule/schedule_sql.o \
+	src/sql/sql_command.o \
+	src/sql/sql_run.o \
+	src/sql/sql_signal.o \
+	src/sql/sql_worker.o \
 	src/stats/metrics.o \
 	src/stats/stats.o \
 	src/stats/stats_prepared.o \

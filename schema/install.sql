@@ -10,7 +10,7 @@
  *	 sched.finished		done, dead and cancelled tasks, kept for the retention
  *	 sched.dedupe			(biz_type, dedupe_key) of unfinished tasks
  *	 sched.pointer			the persisted time pointer of every range
- *	 sched.attempt			every HTTP attempt: status, error, duration
+ *	 sched.attempt			every HTTP attempt and SQL job run: status, error, duration
  *	 sched.biz_grant		which role may schedule, consume or read which type
  *	 sched.schedule		recurring schedules, each with one pending firing
  *	 sched.holidays		holiday calendars of "workday" schedule rules
@@ -122,7 +122,12 @@ CREATE TABLE sched.finished (
 	delivered_at timestamptz,
 	finished_at	 timestamptz NOT NULL,
 	last_error	 text,
-	schedule	 text			-- the schedule that made it, if a firing
+	schedule	 text,			-- the schedule that made it, if a firing
+	-- delivery 'sql' only (NULL otherwise): the job's command and the role
+	-- it runs as; run_now: made by sched.run_now, not by the schedule's rule
+	command		 text,
+	run_as		 regrole,
+	run_now		 boolean
 );
 COMMENT ON TABLE sched.finished IS 'finished delaysched tasks, kept for delaysched.retention (dead ones for delaysched.dead_retention)';
 CREATE INDEX finished_finished_at_idx ON sched.finished (finished_at);
@@ -131,7 +136,8 @@ CREATE INDEX finished_delivered_at_idx ON sched.finished (delivered_at);
 -- ...: a name is a schedule's within its type); firings only.
 CREATE INDEX finished_schedule_idx ON sched.finished (schedule, biz_type, run_at) WHERE schedule IS NOT NULL;
 
--- One row per HTTP request made (src/http_worker.c), kept as long as the
+-- One row per HTTP request made (src/http/http_worker.c) and per SQL job
+-- run (src/sql/sql_worker.c), kept as long as the
 -- longer of delaysched.retention and delaysched.dead_retention.
 CREATE TABLE sched.attempt (
 	task_id		 bigint NOT NULL,
@@ -141,9 +147,14 @@ CREATE TABLE sched.attempt (
 	duration	 interval NOT NULL,
 	http_status	 int,
 	error		 text,
-	outcome		 text NOT NULL CHECK (outcome IN ('done', 'retry', 'dead', 'requeued', 'stale'))
+	outcome		 text NOT NULL,
+	-- SQL jobs: the SQLSTATE of a failed run, the rows its last statement processed
+	sqlstate	 text,
+	rows		 bigint,
+	CONSTRAINT attempt_outcome_check
+		CHECK (outcome IN ('done', 'retry', 'dead', 'requeued', 'stale', 'cancelled'))
 );
-COMMENT ON TABLE sched.attempt IS 'every HTTP request delaysched made, with its status, error and duration; read sched.attempts instead';
+COMMENT ON TABLE sched.attempt IS 'every HTTP request and SQL job run delaysched made, with its status, error and duration; read sched.attempts instead';
 CREATE INDEX attempt_task_idx ON sched.attempt (task_id, attempt);
 -- Rows arrive in started_at order: a BRIN index finds the old ones to purge.
 CREATE INDEX attempt_started_at_idx ON sched.attempt USING brin (started_at);
@@ -276,6 +287,11 @@ $install$;
 -- one of that name in the firing's own type.
 ALTER TABLE sched.task ADD COLUMN schedule text;
 CREATE INDEX task_schedule_idx ON sched.task (schedule, biz_type) WHERE schedule IS NOT NULL;
+-- SQL jobs (delivery 'sql'): the command, the role it runs as (the one
+-- that added it), and whether sched.run_now made it (a firing outside the
+-- schedule's rule, which its schedule does not count).  As ALTER EXTENSION
+-- UPDATE from 0.2 adds them.
+ALTER TABLE sched.task ADD COLUMN command text, ADD COLUMN run_as regrole, ADD COLUMN run_now boolean;
 
 COMMENT ON FUNCTION sched._bucket_count() IS 'internal: number of delaysched task partitions';
 COMMENT ON FUNCTION sched._bucket(timestamptz) IS 'internal: the partition of a task due at run_at';
@@ -338,6 +354,10 @@ CREATE TABLE sched.schedule (
 	-- it (one that pause_schedule stepped over while another transaction
 	-- held it) is a paused schedule's, and is cancelled, never sent
 	resumed_at	 timestamptz,
+	-- delivery 'sql' only: the command of every firing, and the role it runs
+	-- as (the one that defined the schedule)
+	command		 text,
+	run_as		 regrole,
 	PRIMARY KEY (name, biz_type)
 );
 COMMENT ON TABLE sched.schedule IS 'delaysched recurring schedules; change with sched.define_schedule and friends, read sched.schedules';

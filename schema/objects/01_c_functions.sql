@@ -58,6 +58,29 @@ LANGUAGE c VOLATILE
 AS 'MODULE_PATHNAME', 'delaysched_wake_http';
 COMMENT ON FUNCTION sched._wake_http() IS 'internal: wake the HTTP workers after the calling transaction commits';
 
+/*
+ * SQL jobs (src/sql/).  _check_command refuses a command that could never
+ * run: NULL (with the hint given), empty, larger than
+ * delaysched.max_payload_size, not parsable, or holding transaction control
+ * (a job runs in a transaction of its own).  _wake_sql sets the SQL
+ * workers' latches after commit.  _sql_interrupt cancels the statement of
+ * the SQL worker running the job with this id, if one does.
+ */
+CREATE OR REPLACE FUNCTION sched._check_command(command text, hint text) RETURNS void
+LANGUAGE c VOLATILE
+AS 'MODULE_PATHNAME', 'delaysched_check_command';
+COMMENT ON FUNCTION sched._check_command(text, text) IS 'internal: refuse an SQL job''s command that could never run';
+
+CREATE OR REPLACE FUNCTION sched._wake_sql() RETURNS void
+LANGUAGE c VOLATILE
+AS 'MODULE_PATHNAME', 'delaysched_wake_sql';
+COMMENT ON FUNCTION sched._wake_sql() IS 'internal: wake the SQL workers of this database after commit';
+
+CREATE OR REPLACE FUNCTION sched._sql_interrupt(id bigint) RETURNS boolean
+LANGUAGE c VOLATILE STRICT
+AS 'MODULE_PATHNAME', 'delaysched_sql_interrupt';
+COMMENT ON FUNCTION sched._sql_interrupt(bigint) IS 'internal: cancel the statement of the SQL worker running this job, if one does';
+
 CREATE OR REPLACE FUNCTION sched._handoff_lease(id bigint) RETURNS boolean
 LANGUAGE c VOLATILE STRICT
 AS 'MODULE_PATHNAME', 'delaysched_handoff_lease';

@@ -61,6 +61,24 @@ END
 $$;
 COMMENT ON FUNCTION sched._biz(text) IS 'internal: look up a business type or raise undefined_object';
 
+/*
+ * Tasks of an sql type carry a command and the role it runs as, which only
+ * sched.add_sql and sched.define_schedule set: the other ways of adding a
+ * task refuse such a type.
+ */
+CREATE OR REPLACE FUNCTION sched._check_not_sql(b sched.biz) RETURNS void
+LANGUAGE plpgsql
+AS $$
+BEGIN
+	IF b.delivery = 'sql' THEN
+		RAISE EXCEPTION 'business type "%" runs sql commands', b.name
+			USING ERRCODE = 'wrong_object_type',
+				  HINT = 'Add its jobs with sched.add_sql(biz_type, run_at, command).';
+	END IF;
+END
+$$;
+COMMENT ON FUNCTION sched._check_not_sql(sched.biz) IS 'internal: refuse a type whose tasks are SQL jobs to the functions that add payloads';
+
 CREATE OR REPLACE FUNCTION sched._check_interval(value interval, what text, lowest interval, highest interval)
 RETURNS void
 LANGUAGE plpgsql IMMUTABLE

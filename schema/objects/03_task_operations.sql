@@ -5,9 +5,13 @@
 /*
  * Store one validated task; with a dedupe key, return the unfinished task
  * that already holds the key instead.  Wakes the scanner after commit.
+ * A firing names its schedule (p_schedule); an SQL job carries its command
+ * and the role it runs as (p_command, p_run_as); p_run_now marks a firing
+ * made by sched.run_now, which its schedule does not count.
  */
 CREATE OR REPLACE FUNCTION sched._insert(p_biz text, p_run_at timestamptz, p_payload jsonb, p_dedupe_key text,
-							  p_schedule text DEFAULT NULL)
+							  p_schedule text DEFAULT NULL, p_command text DEFAULT NULL,
+							  p_run_as regrole DEFAULT NULL, p_run_now boolean DEFAULT NULL)
 RETURNS bigint
 LANGUAGE plpgsql
 AS $$
@@ -31,15 +35,16 @@ BEGIN
 		END LOOP;
 	END IF;
 
-	INSERT INTO sched.task (id, bucket, biz_type, run_at, payload, dedupe_key, created_at, schedule)
+	INSERT INTO sched.task (id, bucket, biz_type, run_at, payload, dedupe_key, created_at, schedule,
+							command, run_as, run_now)
 		VALUES (v_id, v_bucket, p_biz, p_run_at, p_payload, p_dedupe_key, pg_catalog.clock_timestamp(),
-				p_schedule);
+				p_schedule, p_command, p_run_as, p_run_now);
 	PERFORM sched._tally(p_biz, 'added', 1);
 	PERFORM sched._wake(p_run_at, sched._door(v_id));
 	RETURN v_id;
 END
 $$;
-COMMENT ON FUNCTION sched._insert(text, timestamptz, jsonb, text, text) IS 'internal: store a validated task (a firing of p_schedule, if given)';
+COMMENT ON FUNCTION sched._insert(text, timestamptz, jsonb, text, text, text, regrole, boolean) IS 'internal: store a validated task (a firing of p_schedule, an SQL job''s command, if given)';
 
 /*
  * Lock an unfinished task by id in one of the given states and return its
@@ -165,15 +170,18 @@ BEGIN
 		WHERE d.biz_type = gone.biz_type AND d.dedupe_key = gone.dedupe_key AND d.task_id = gone.id
 	), stored AS (
 		INSERT INTO sched.finished (id, biz_type, run_at, state, attempt, payload, dedupe_key,
-									created_at, delivered_at, finished_at, last_error, schedule)
+									created_at, delivered_at, finished_at, last_error, schedule,
+									command, run_as, run_now)
 		SELECT gone.id, gone.biz_type, gone.run_at, p_state, gone.attempt, gone.payload,
 			   gone.dedupe_key, gone.created_at, gone.delivered_at, pg_catalog.clock_timestamp(),
-			   coalesce(p_error, gone.last_error), gone.schedule
+			   coalesce(p_error, gone.last_error), gone.schedule,
+			   gone.command, gone.run_as, gone.run_now
 		FROM gone
-		RETURNING id, schedule, attempt
+		RETURNING id, schedule, attempt, run_now
 	)
 	SELECT coalesce(pg_catalog.array_agg(stored.id), '{}'),
-		   pg_catalog.array_agg(stored.id) FILTER (WHERE stored.schedule IS NOT NULL AND stored.attempt = 0)
+		   pg_catalog.array_agg(stored.id) FILTER (WHERE stored.schedule IS NOT NULL AND stored.attempt = 0
+												 AND stored.run_now IS NOT TRUE)
 	INTO v_done, v_firings FROM stored;
 	IF p_state = 'cancelled' AND v_firings IS NOT NULL THEN
 		FOR f IN SELECT x.id, x.run_at, x.biz_type, x.schedule FROM sched.finished x
@@ -227,10 +235,12 @@ BEGIN
 		RETURNING t.*
 	)
 	INSERT INTO sched.task (id, bucket, biz_type, run_at, state, attempt, payload, dedupe_key,
-							created_at, delivered_at, lease_until, last_error, schedule)
+							created_at, delivered_at, lease_until, last_error, schedule,
+							command, run_as, run_now)
 	SELECT gone.id, sched._bucket(p_run_at), gone.biz_type, p_run_at, 'p', gone.attempt,
 		   gone.payload, gone.dedupe_key, gone.created_at, gone.delivered_at, NULL,
-		   coalesce(p_error, gone.last_error), gone.schedule
+		   coalesce(p_error, gone.last_error), gone.schedule,
+		   gone.command, gone.run_as, gone.run_now
 	FROM gone;
 	PERFORM sched._wake(p_run_at, sched._door(p_id));
 END

@@ -41,6 +41,11 @@ BEGIN
 			-- The HTTP worker that sent it did not record a result: it died.
 			v_error := pg_catalog.format('no_result: no result recorded for the HTTP request (attempt %s of %s)',
 										 r.attempt, r.max_attempts);
+		ELSIF r.delivery = 'sql' THEN
+			-- The SQL worker running it neither committed nor recorded a
+			-- failure: it died and did not come back.
+			v_error := pg_catalog.format('no_result: the SQL worker holding the job stopped (attempt %s of %s)',
+										 r.attempt, r.max_attempts);
 		ELSE
 			v_error := pg_catalog.format('ack_timeout: not acknowledged within %s (attempt %s of %s)',
 										 r.ack_timeout, r.attempt, r.max_attempts);
@@ -48,7 +53,7 @@ BEGIN
 		PERFORM sched._tally(r.biz_type, 'ack_timeout', 1);
 		IF r.attempt >= r.max_attempts THEN
 			PERFORM sched._finish(r.bucket, ARRAY[r.id], 'dead', v_error);
-		ELSIF r.delivery IN ('pull', 'http') OR r.paused OR r.limited THEN
+		ELSIF r.delivery IN ('pull', 'http', 'sql') OR r.paused OR r.limited THEN
 			-- Claimable again, or parked until sched.resume, for the drain or
 			-- for the HTTP workers.
 			PERFORM sched._unlease(ARRAY[r.bucket], ARRAY[r.id], 'expired', v_error);
@@ -56,6 +61,8 @@ BEGIN
 				NULL;
 			ELSIF r.delivery = 'http' THEN
 				PERFORM sched._wake_http();
+			ELSIF r.delivery = 'sql' THEN
+				PERFORM sched._wake_sql();
 			ELSIF r.delivery = 'pull' THEN
 				PERFORM pg_catalog.pg_notify(r.channel, sched._announcement(r.biz_type));
 			ELSE

@@ -13,7 +13,7 @@ CREATE OR REPLACE FUNCTION sched.define_biz(
 	max_concurrency int DEFAULT NULL,
 	url text DEFAULT NULL,
 	headers jsonb DEFAULT NULL,
-	timeout interval DEFAULT '10 seconds',
+	timeout interval DEFAULT NULL,
 	min_backoff interval DEFAULT '1 second',
 	max_backoff interval DEFAULT '1 hour',
 	secret text DEFAULT NULL,
@@ -30,17 +30,33 @@ DECLARE
 	v_old_delivery text;
 	v_old_rate float8;
 	v_max_types int;
+	v_old_timeout interval;
 BEGIN
 	PERFORM sched._check_name(name, 'business type name',
 		'Use a lowercase identifier such as ''order_timeout''.');
 	PERFORM sched._require(delivery, 'delivery');
-	IF delivery NOT IN ('notify', 'pull', 'http') THEN
+	IF delivery NOT IN ('notify', 'pull', 'http', 'sql') THEN
 		RAISE EXCEPTION 'invalid delivery "%"', sched._clip(delivery)
 			USING ERRCODE = 'invalid_parameter_value',
-				  HINT = 'delivery is ''notify'' (push to LISTENers), ''pull'' (announce, then sched.claim) or ''http'' (POST to url).';
+				  HINT = 'delivery is ''notify'' (push to LISTENers), ''pull'' (announce, then sched.claim), ''http'' (POST to url) or ''sql'' (run a command: sched.add_sql).';
 	END IF;
 	IF delivery = 'http' THEN
+		timeout := coalesce(timeout, interval '10 seconds');
 		PERFORM sched._check_http(url, headers, timeout, min_backoff, max_backoff, secret, follow_redirects);
+	ELSIF delivery = 'sql' THEN
+		-- timeout is the statement timeout of one run.
+		IF url IS NOT NULL OR headers IS NOT NULL OR secret IS NOT NULL OR follow_redirects THEN
+			RAISE EXCEPTION 'url, headers, secret and follow_redirects are for delivery ''http'' only'
+				USING ERRCODE = 'invalid_parameter_value';
+		END IF;
+		timeout := coalesce(timeout, interval '1 hour');
+		PERFORM sched._check_interval(timeout, 'timeout', interval '100 milliseconds', interval '7 days');
+		PERFORM sched._check_interval(min_backoff, 'min_backoff', interval '10 milliseconds', interval '1 day');
+		PERFORM sched._check_interval(max_backoff, 'max_backoff', interval '10 milliseconds', interval '7 days');
+		IF max_backoff < min_backoff THEN
+			RAISE EXCEPTION 'max_backoff (%) must not be less than min_backoff (%)', max_backoff, min_backoff
+				USING ERRCODE = 'invalid_parameter_value';
+		END IF;
 	ELSE
 		IF url IS NOT NULL OR headers IS NOT NULL OR secret IS NOT NULL OR follow_redirects THEN
 			RAISE EXCEPTION 'url, headers, secret and follow_redirects are for delivery ''http'' only'
@@ -95,6 +111,16 @@ BEGIN
 	SELECT b.delivery, b.rate_limit INTO v_old_delivery, v_old_rate
 		FROM sched.biz b WHERE b.name = define_biz.name
 		FOR NO KEY UPDATE;
+	-- An SQL job's task carries a command and a role, no other task does:
+	-- a type with tasks or schedules keeps whether it runs commands.
+	IF (v_old_delivery = 'sql') <> (delivery = 'sql')
+	   AND (EXISTS (SELECT FROM sched.task t WHERE t.biz_type = define_biz.name)
+			OR EXISTS (SELECT FROM sched.schedule x WHERE x.biz_type = define_biz.name)) THEN
+		RAISE EXCEPTION 'business type "%" cannot change its delivery from % to %', name, v_old_delivery, delivery
+			USING ERRCODE = 'object_in_use',
+				  DETAIL = 'It has unfinished tasks or schedules, and only the tasks of an sql type are commands.',
+				  HINT = 'Define a new type, or drop this one with its tasks first.';
+	END IF;
 	IF rate_limit IS NOT NULL AND v_old_rate IS NULL THEN
 		-- Every rate-limited type has a token bucket in shared memory.
 		v_max_types := pg_catalog.current_setting('delaysched.max_biz_types')::int;
@@ -131,9 +157,12 @@ BEGIN
 			min_backoff = excluded.min_backoff, max_backoff = excluded.max_backoff,
 			secret = excluded.secret, follow_redirects = excluded.follow_redirects,
 			weight = excluded.weight, updated_at = now();
-	-- The HTTP workers read the definitions afresh when they claim.
+	-- The HTTP and SQL workers read the definitions afresh when they claim.
 	IF delivery = 'http' OR v_old_delivery = 'http' THEN
 		PERFORM sched._wake_http();
+	END IF;
+	IF delivery = 'sql' THEN
+		PERFORM sched._wake_sql();
 	END IF;
 	IF rate_limit IS NULL AND v_old_rate IS NOT NULL THEN
 		PERFORM sched._forget_bucket(name, false);

@@ -10,7 +10,7 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-	PERFORM sched._biz(biz_type);
+	PERFORM sched._check_not_sql(sched._biz(biz_type));
 	IF NOT sched._caller_is_admin() THEN
 		PERFORM sched._require_grant(biz_type, 'schedule');
 	END IF;
@@ -39,6 +39,38 @@ END
 $$;
 COMMENT ON FUNCTION sched.add_after(text, interval, jsonb, text) IS 'schedule a task for delay from now (the clock, not the transaction start); returns its id';
 
+/*
+ * A one-shot SQL job: command runs at run_at in this database, by an SQL
+ * worker, as the role calling this function (sched._caller(): the session's
+ * role, also through a SECURITY DEFINER function of the user's), with that
+ * role's privileges and no more.  Its payload is '{}'.
+ */
+CREATE OR REPLACE FUNCTION sched.add_sql(biz_type text, run_at timestamptz, command text,
+							  dedupe_key text DEFAULT NULL)
+RETURNS bigint
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	b sched.biz := sched._biz(biz_type);
+BEGIN
+	IF NOT sched._caller_is_admin() THEN
+		PERFORM sched._require_grant(b.name, 'schedule');
+	END IF;
+	IF b.delivery <> 'sql' THEN
+		RAISE EXCEPTION 'business type "%" does not run sql commands', b.name
+			USING ERRCODE = 'wrong_object_type',
+				  DETAIL = pg_catalog.format('It delivers by %s.', b.delivery),
+				  HINT = 'Add its tasks with sched.add, or define a type with delivery => ''sql'' for jobs.';
+	END IF;
+	PERFORM sched._check_task(run_at, '{}', dedupe_key);
+	PERFORM sched._check_command(command, 'Pass the SQL to run, for example ''CALL close_order(42)''.');
+	RETURN sched._insert(b.name, run_at, '{}', dedupe_key, NULL, command, sched._caller()::regrole);
+END
+$$;
+COMMENT ON FUNCTION sched.add_sql(text, timestamptz, text, text) IS 'schedule a one-shot SQL job: command runs at run_at, in this database, as the calling role; returns its id';
+
 CREATE OR REPLACE FUNCTION sched.add_many(biz_type text, run_ats timestamptz[], payloads jsonb[] DEFAULT NULL,
 							   dedupe_keys text[] DEFAULT NULL)
 RETURNS SETOF bigint
@@ -54,7 +86,7 @@ DECLARE
 	-- Read once: in the check below it was read again for every element.
 	v_max_payload bigint := pg_catalog.pg_size_bytes(pg_catalog.current_setting('delaysched.max_payload_size'));
 BEGIN
-	PERFORM sched._biz(biz_type);
+	PERFORM sched._check_not_sql(sched._biz(biz_type));
 	IF NOT sched._caller_is_admin() THEN
 		PERFORM sched._require_grant(biz_type, 'schedule');
 	END IF;
@@ -133,17 +165,35 @@ END
 $$;
 COMMENT ON FUNCTION sched.add_many(text, timestamptz[], jsonb[], text[]) IS 'schedule many tasks of one type in one statement; returns their ids in input order';
 
+/*
+ * Cancel a pending task; or an SQL job that an SQL worker holds (state
+ * 'd'), running or about to: its statement is cancelled first, so that its
+ * run rolls back and gives the task's row up, and the job is cancelled then
+ * (a run that commits first is done, and this returns false).  The caller
+ * must hold 'schedule' on the type before anything is interrupted.
+ */
 CREATE OR REPLACE FUNCTION sched.cancel(id bigint) RETURNS boolean
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+	v_types text[];
 BEGIN
 	PERFORM sched._require(id, 'id');
+	IF EXISTS (SELECT FROM sched.task t JOIN sched.biz b ON b.name = t.biz_type
+			   WHERE t.id = cancel.id AND t.state = 'd' AND b.delivery = 'sql') THEN
+		v_types := CASE WHEN NOT sched._caller_is_admin() THEN sched._granted_types('schedule') END;
+		IF v_types IS NULL OR EXISTS (SELECT FROM sched.task t
+									  WHERE t.id = cancel.id AND t.biz_type = ANY (v_types)) THEN
+			PERFORM sched._sql_interrupt(id);
+			RETURN sched._finish_by_id(id, '{p,r,d}', 'cancelled', 'schedule');
+		END IF;
+	END IF;
 	RETURN sched._finish_by_id(id, '{p,r}', 'cancelled', 'schedule');
 END
 $$;
-COMMENT ON FUNCTION sched.cancel(bigint) IS 'cancel a pending task; false if there was no pending task with this id';
+COMMENT ON FUNCTION sched.cancel(bigint) IS 'cancel a pending task, or a running SQL job (its statement is cancelled); false if there was no such task';
 
 CREATE OR REPLACE FUNCTION sched.reschedule(id bigint, run_at timestamptz) RETURNS boolean
 LANGUAGE plpgsql
@@ -384,9 +434,9 @@ BEGIN
 		END IF;
 	END IF;
 	INSERT INTO sched.task (id, bucket, biz_type, run_at, state, attempt, payload, dedupe_key,
-							created_at, delivered_at, last_error, schedule)
+							created_at, delivered_at, last_error, schedule, command, run_as, run_now)
 		VALUES (f.id, v_bucket, f.biz_type, v_now, 'p', 0, f.payload, f.dedupe_key,
-				f.created_at, f.delivered_at, f.last_error, f.schedule);
+				f.created_at, f.delivered_at, f.last_error, f.schedule, f.command, f.run_as, f.run_now);
 	PERFORM sched._wake(v_now, sched._door(f.id));
 	RETURN true;
 END

@@ -96,7 +96,7 @@ BEGIN
 		END IF;
 	END IF;
 	IF v_at IS NOT NULL THEN
-		task_id := sched._insert(s.biz_type, v_at, s.payload, NULL, s.name);
+		task_id := sched._insert(s.biz_type, v_at, s.payload, NULL, s.name, s.command, s.run_as);
 		next_run_at := v_at;
 	END IF;
 END
@@ -131,12 +131,13 @@ BEGIN
 			  WHERE sched._door(y.v * sched._bucket_count()) = p_door
 			  LIMIT p_n) x
 	), stored AS (
-		INSERT INTO sched.task (id, bucket, biz_type, run_at, payload, created_at, schedule)
+		INSERT INTO sched.task (id, bucket, biz_type, run_at, payload, created_at, schedule, command, run_as)
 		SELECT seqs.v * sched._bucket_count() + sched._bucket(runs.at), sched._bucket(runs.at),
 			   s.biz_type, runs.at, s.payload,
 			   -- never before the definition, even after a clock step back:
 			   -- an earlier firing is cancelled as an earlier definition's
-			   GREATEST(pg_catalog.clock_timestamp(), s.defined_at, s.resumed_at), s.name
+			   GREATEST(pg_catalog.clock_timestamp(), s.defined_at, s.resumed_at), s.name,
+			   s.command, s.run_as
 		FROM runs JOIN seqs ON seqs.k = runs.k
 		RETURNING id, run_at
 	)
@@ -152,11 +153,14 @@ COMMENT ON FUNCTION sched._insert_firings(sched.schedule, timestamptz, int, smal
 
 /*
  * Cancel the pending firings of a schedule that no transaction holds, and
- * return the earliest run_at cancelled.  One held (a worker delivering it,
+ * return the earliest run_at cancelled; those sched.run_now made too only
+ * with p_run_now (a dropped schedule's: a pause or a new definition leaves
+ * a run asked for by name to go out).  One held (a worker delivering it,
  * a user's open transaction) is left to sched._fired, which cancels it
  * when it is delivered if the schedule has been dropped or replaced since.
  */
-CREATE OR REPLACE FUNCTION sched._cancel_firings(p_biz_type text, p_name text, p_reason text) RETURNS timestamptz
+CREATE OR REPLACE FUNCTION sched._cancel_firings(p_biz_type text, p_name text, p_reason text,
+								   p_run_now boolean DEFAULT true) RETURNS timestamptz
 LANGUAGE plpgsql
 AS $$
 DECLARE
@@ -167,6 +171,7 @@ BEGIN
 		WITH held AS (
 			SELECT t.bucket, t.id, t.run_at FROM sched.task t
 			WHERE t.schedule = p_name AND t.biz_type = p_biz_type AND t.state IN ('p', 'r')
+			  AND (p_run_now OR t.run_now IS NOT TRUE)
 			FOR UPDATE SKIP LOCKED
 		)
 		SELECT held.bucket, pg_catalog.array_agg(held.id) AS ids, min(held.run_at) AS first
@@ -178,7 +183,7 @@ BEGIN
 	RETURN v_first;
 END
 $$;
-COMMENT ON FUNCTION sched._cancel_firings(text, text, text) IS 'internal: cancel the pending firings of a schedule';
+COMMENT ON FUNCTION sched._cancel_firings(text, text, text, boolean) IS 'internal: cancel the pending firings of a schedule';
 
 /*
  * One firing of schedule p_schedule of type p_biz_type is being delivered
@@ -356,6 +361,7 @@ DECLARE
 	r record;
 	v_reason text;
 	v_made_at timestamptz;
+	v_run_now boolean;
 	v_skipped bigint[] := '{}';
 BEGIN
 	WITH fired AS MATERIALIZED (
@@ -365,12 +371,13 @@ BEGIN
 		WHERE u.schedule IS NOT NULL
 	), locked AS MATERIALIZED (
 		SELECT x.name, x.biz_type, x.payload, x.task_id, x.paused, x.allow_overlap, x.ends_at,
-			   x.rule, x.time_zone, x.anchor
+			   x.rule, x.time_zone, x.anchor, x.command, x.run_as
 		FROM sched.schedule x WHERE (x.name, x.biz_type) IN (SELECT fired.schedule, fired.biz_type FROM fired)
 		ORDER BY x.name, x.biz_type
 		FOR UPDATE SKIP LOCKED
 	), simple AS MATERIALIZED (
-		SELECT fired.id AS fired_id, fired.run_at AS fired_at, l.name, l.biz_type, l.payload, n.next_at,
+		SELECT fired.id AS fired_id, fired.run_at AS fired_at, l.name, l.biz_type, l.payload, l.command,
+			   l.run_as, n.next_at,
 			   sched._bucket(n.next_at) AS bucket
 		FROM fired
 		JOIN locked l ON l.name = fired.schedule AND l.biz_type = fired.biz_type AND l.task_id = fired.id,
@@ -380,8 +387,9 @@ BEGIN
 	), made AS MATERIALIZED (
 		SELECT simple.*, sched._new_id(simple.bucket) AS id FROM simple
 	), stored AS (
-		INSERT INTO sched.task (id, bucket, biz_type, run_at, payload, created_at, schedule)
-		SELECT made.id, made.bucket, made.biz_type, made.next_at, made.payload, pg_catalog.clock_timestamp(), made.name
+		INSERT INTO sched.task (id, bucket, biz_type, run_at, payload, created_at, schedule, command, run_as)
+		SELECT made.id, made.bucket, made.biz_type, made.next_at, made.payload, pg_catalog.clock_timestamp(), made.name,
+			   made.command, made.run_as
 		FROM made
 	), counted AS (
 		UPDATE sched.schedule x SET runs = x.runs + 1, last_run_at = GREATEST(x.last_run_at, made.fired_at),
@@ -413,7 +421,10 @@ BEGIN
 	LOOP
 		-- (Apart, so that the bucket is a parameter: the generic plan then
 		-- opens one partition, not all of them.)
-		SELECT t.created_at INTO v_made_at FROM sched.task t WHERE t.bucket = r.bucket AND t.id = r.id;
+		SELECT t.created_at, t.run_now INTO v_made_at, v_run_now FROM sched.task t WHERE t.bucket = r.bucket AND t.id = r.id;
+		-- A run sched.run_now asked for is no instant of the rule: it goes
+		-- out as it is, counted nowhere, paused schedule or not.
+		CONTINUE WHEN v_run_now;
 		v_reason := sched._fire_one(r.id, r.run_at, r.biz_type, r.schedule, sched._door(r.id), false, v_now, v_made_at);
 		IF v_reason = 'deferred' THEN
 			-- Pending again as before this delivery, for a later sweep.
@@ -482,7 +493,7 @@ COMMENT ON FUNCTION sched._schedule(text, text, boolean) IS 'internal: look up a
 CREATE OR REPLACE FUNCTION sched.define_schedule(name text, biz_type text, schedule text, payload jsonb DEFAULT '{}',
 									  time_zone text DEFAULT 'UTC', catch_up text DEFAULT 'latest',
 									  starts_at timestamptz DEFAULT NULL, ends_at timestamptz DEFAULT NULL,
-									  allow_overlap boolean DEFAULT true)
+									  allow_overlap boolean DEFAULT true, command text DEFAULT NULL)
 RETURNS timestamptz
 LANGUAGE plpgsql
 SECURITY DEFINER
@@ -497,9 +508,21 @@ DECLARE
 	v_task bigint;
 	v_paused boolean := false;
 	v_defined timestamptz;
+	v_run_as regrole;
 BEGIN
 	PERFORM sched._check_name(name, 'schedule name', 'Use a lowercase identifier such as ''daily_report''.');
-	PERFORM sched._biz(biz_type);
+	-- An sql type's firings run a command, as the role defining the
+	-- schedule; no other type's have one.
+	IF (sched._biz(biz_type)).delivery = 'sql' THEN
+		PERFORM sched._check_command(command,
+			'A schedule of an sql type runs a command: define_schedule(..., command => ''CALL nightly()'').');
+		v_run_as := sched._caller()::regrole;
+	ELSIF command IS NOT NULL THEN
+		RAISE EXCEPTION 'command is for schedules of an sql type only'
+			USING ERRCODE = 'invalid_parameter_value',
+				  HINT = pg_catalog.format('Business type "%s" delivers by %s; its firings carry the payload.',
+										   biz_type, (sched._biz(biz_type)).delivery);
+	END IF;
 	IF NOT sched._caller_is_admin() THEN
 		PERFORM sched._require_grant(biz_type, 'schedule');
 	END IF;
@@ -540,7 +563,7 @@ BEGIN
 		v_paused := v_old.paused;
 		-- The old definition's firings go; a replacement starts afresh.
 		UPDATE sched.schedule x SET task_id = NULL WHERE x.name = v_old.name AND x.biz_type = v_old.biz_type;
-		PERFORM sched._cancel_firings(v_old.biz_type, v_old.name, 'schedule_redefined: the schedule was redefined');
+		PERFORM sched._cancel_firings(v_old.biz_type, v_old.name, 'schedule_redefined: the schedule was redefined', false);
 	END IF;
 
 	-- Without starts_at, the rule counts from the second of the definition
@@ -554,25 +577,49 @@ BEGIN
 		v_first := NULL;
 	END IF;
 	IF v_first IS NOT NULL AND NOT v_paused THEN
-		v_task := sched._insert(biz_type, v_first, payload, NULL, name);
+		v_task := sched._insert(biz_type, v_first, payload, NULL, name, command, v_run_as);
 	END IF;
 
 	INSERT INTO sched.schedule AS x (name, biz_type, rule, time_zone, payload, catch_up, allow_overlap,
 									 paused, starts_at, ends_at, anchor, next_run_at, task_id, task_made_at,
-									 defined_at)
+									 defined_at, command, run_as)
 		VALUES (name, biz_type, schedule, time_zone, payload, catch_up, allow_overlap,
-				v_paused, starts_at, ends_at, v_anchor, v_first, v_task, v_now, v_defined)
+				v_paused, starts_at, ends_at, v_anchor, v_first, v_task, v_now, v_defined, command, v_run_as)
 	ON CONFLICT ON CONSTRAINT schedule_pkey DO UPDATE
 		SET rule = excluded.rule, time_zone = excluded.time_zone,
 			payload = excluded.payload, catch_up = excluded.catch_up,
 			allow_overlap = excluded.allow_overlap, starts_at = excluded.starts_at,
 			ends_at = excluded.ends_at, anchor = excluded.anchor,
 			next_run_at = excluded.next_run_at, task_id = excluded.task_id,
-			task_made_at = excluded.task_made_at, defined_at = excluded.defined_at, updated_at = now();
+			task_made_at = excluded.task_made_at, defined_at = excluded.defined_at,
+			command = excluded.command, run_as = excluded.run_as, updated_at = now();
 	RETURN v_first;
 END
 $$;
-COMMENT ON FUNCTION sched.define_schedule(text, text, text, jsonb, text, text, timestamptz, timestamptz, boolean) IS 'create or replace a recurring schedule whose firings are tasks of a business type; returns its next firing time';
+COMMENT ON FUNCTION sched.define_schedule(text, text, text, jsonb, text, text, timestamptz, timestamptz, boolean, text) IS 'create or replace a recurring schedule whose firings are tasks of a business type (for an sql type, runs of command); returns its next firing time';
+
+/*
+ * One run of a schedule now, beside its own firings, which stay as they
+ * are: a task of its type due at once, with its payload (and command, run
+ * as the role that defined the schedule), naming the schedule.  Also for a
+ * paused schedule.  Its schedule does not count it (runs, last_run_at):
+ * it is no instant of the rule.  Dropping the schedule cancels it while
+ * it is pending; pausing or redefining it does not.
+ */
+CREATE OR REPLACE FUNCTION sched.run_now(schedule text, biz_type text DEFAULT NULL) RETURNS bigint
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	s sched.schedule := sched._schedule(schedule, biz_type, false);
+	v_now timestamptz := clock_timestamp();
+BEGIN
+	PERFORM sched._check_task(v_now, s.payload, NULL);
+	RETURN sched._insert(s.biz_type, v_now, s.payload, NULL, s.name, s.command, s.run_as, true);
+END
+$$;
+COMMENT ON FUNCTION sched.run_now(text, text) IS 'add one firing of a schedule due at once, leaving its own firings as they are (biz_type: of that type; NULL: the only one of that name the caller may change); returns the task id';
 
 /*
  * drop_schedule, pause_schedule and resume_schedule name a schedule by its
@@ -611,7 +658,7 @@ BEGIN
 	END IF;
 	UPDATE sched.schedule x SET paused = true, task_id = NULL, updated_at = now()
 		WHERE x.name = s.name AND x.biz_type = s.biz_type;
-	v_first := sched._cancel_firings(s.biz_type, s.name, 'schedule_paused: the schedule was paused');
+	v_first := sched._cancel_firings(s.biz_type, s.name, 'schedule_paused: the schedule was paused', false);
 	UPDATE sched.schedule x SET next_run_at = LEAST(x.next_run_at, v_first)
 		WHERE x.name = s.name AND x.biz_type = s.biz_type;
 	RETURN true;

@@ -21,7 +21,10 @@
  * own within its business type (the key is the name and the type), so the
  * functions that find a schedule or its firings take the type too.
  * sched._prepared_tally holds a prepared transaction's numbers until it
- * commits.
+ * commits.  SQL jobs (delivery 'sql'): tasks, finished tasks and schedules
+ * carry a command and the role it runs as; sched.attempt keeps a run's
+ * SQLSTATE and rows; sched._insert and sched.define_schedule take the
+ * command.
  */
 
 -- A schedule defined before the update is taken as defined at the dawn of
@@ -65,3 +68,19 @@ CREATE TABLE sched._prepared_tally (
 	PRIMARY KEY (xact, biz_type)
 );
 COMMENT ON TABLE sched._prepared_tally IS 'internal: the numbers of prepared transactions, added to the counters once committed';
+
+-- SQL jobs: the command and the role it runs as, on tasks, finished tasks
+-- and schedules (as in schema/install.sql, in the same order); a run's
+-- SQLSTATE and rows, and the outcome of a run cancelled by sched.cancel.
+ALTER TABLE sched.task ADD COLUMN command text, ADD COLUMN run_as regrole, ADD COLUMN run_now boolean;
+ALTER TABLE sched.finished ADD COLUMN command text, ADD COLUMN run_as regrole, ADD COLUMN run_now boolean;
+ALTER TABLE sched.schedule ADD COLUMN command text, ADD COLUMN run_as regrole;
+ALTER TABLE sched.attempt DROP CONSTRAINT attempt_outcome_check,
+	ADD COLUMN sqlstate text, ADD COLUMN rows bigint,
+	ADD CONSTRAINT attempt_outcome_check
+		CHECK (outcome IN ('done', 'retry', 'dead', 'requeued', 'stale', 'cancelled'));
+
+-- Take the command (and its role) too: made anew below.  The grants on
+-- define_schedule go to the new one by keep-privileges-restore.sql.
+DROP FUNCTION sched._insert(text, timestamptz, jsonb, text, text);
+DROP FUNCTION sched.define_schedule(text, text, text, jsonb, text, text, timestamptz, timestamptz, boolean);

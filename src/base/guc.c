@@ -55,6 +55,7 @@ int			delaysched_max_biz_types = 1000;
 int			delaysched_max_stats_types = 1000;
 double		delaysched_max_deliveries_per_second = 0;
 int			delaysched_http_workers = 1;
+int			delaysched_sql_workers = 2;
 int			delaysched_http_max_in_flight = 1000;
 int			delaysched_full_sweep_interval_ms = 60 * 1000;
 int			delaysched_extension_recheck_ms = 10 * 1000;
@@ -316,6 +317,15 @@ delaysched_define_gucs(void)
 							"Each drives many requests at once; 0 sends none (http tasks wait).",
 							&delaysched_http_workers,
 							1, 0, DELAYSCHED_MAX_HTTP_WORKERS,
+							PGC_POSTMASTER,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("delaysched.sql_workers",
+							"Number of SQL workers per database served, which run the commands of sql business types.",
+							"Each runs one job at a time; 0 runs none (sql jobs wait).",
+							&delaysched_sql_workers,
+							2, 0, DELAYSCHED_MAX_SQL_WORKERS,
 							PGC_POSTMASTER,
 							0,
 							NULL, NULL, NULL);

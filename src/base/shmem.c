@@ -235,6 +235,18 @@ delaysched_init_database_area(int database)
 		pg_atomic_init_u64(&range->far_added, (uint64) DT_NOEND);
 		delaysched_reset_range(range);
 	}
+	for (int i = 0; i < DELAYSCHED_MAX_SQL_WORKERS; i++)
+	{
+		SqlWorkerSlot *slot = &shared->sql_workers[i];
+
+		pg_atomic_init_u64(&slot->running, 0);
+		pg_atomic_init_u64(&slot->cancel, 0);
+		pg_atomic_init_u64(&slot->run_started, 0);
+		pg_atomic_init_u64(&slot->last_claim, 0);
+		pg_atomic_init_u64(&slot->runs, 0);
+		pg_atomic_init_u64(&slot->succeeded, 0);
+		pg_atomic_init_u32(&slot->claim_wanted, 0);
+	}
 	init_http_slots(delaysched_database_http_slots(database), database);
 }
 

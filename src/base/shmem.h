@@ -15,7 +15,8 @@
  *	   or the database was dropped, the database left delaysched.databases
  *	   or became a template) and none of its workers runs any more;
  *	 - for each of its delaysched.max_databases entries an area: that
- *	   database's DelayschedShared (ranges, scanner workers, drain),
+ *	   database's DelayschedShared (ranges, scanner workers, drain, SQL
+ *	   workers),
  *	   followed by its HTTP workers' slots (HttpWorkerSlot);
  *	 - the token buckets and hints (core/limiter.c);
  *	 - the numbers per type (stats/stats.c).
@@ -67,14 +68,17 @@
  *
  *	 workers_lock (one per database, DELAYSCHED_LWLOCK_WORKERS) guards the
  *		WorkerSlot fields that are not atomics (pid, latch, status, range,
- *		draining) and drainer.  Exclusive: a scanner worker, to change its own
- *		slot (it writes no other), and to take or give up the drain (drainer
- *		is set by the worker that takes it and cleared by it, at its exit or
- *		restart).  Shared: to read slots (sched.workers, sched.cluster, the
+ *		draining), drainer, and the SqlWorkerSlot fields that are not
+ *		atomics (pid, latch).  Exclusive: a scanner or SQL worker, to change
+ *		its own slot (it writes no other), and a scanner to take or give up
+ *		the drain (drainer is set by the worker that takes it and cleared by
+ *		it, at its exit or restart).  Shared: to read slots (sched.workers, sched.cluster, the
  *		launcher and the commands that need a database to themselves, through
  *		delaysched_database_pids; a backend setting the workers' latches after
- *		ALTER EXTENSION, delaysched_wake_database_workers), and a committing
- *		backend that parked tasks, to read drainer (core/wake.c).
+ *		ALTER EXTENSION, delaysched_wake_database_workers), a committing
+ *		backend that parked tasks, to read drainer (core/wake.c), and one
+ *		waking the SQL workers or cancelling a job's statement, to read their
+ *		pids and latches (sql/sql_signal.c).
  *
  *	 HTTP slot lock (HttpWorkerSlot.lock, one per HTTP worker,
  *		DELAYSCHED_LWLOCK_HTTP + its index) guards pid, latch, in_flight,
@@ -143,6 +147,13 @@
  *	   HttpWorkerSlot.last_claim, sent, succeeded, handed, claimed, ticks:
  *		 written by the worker only; claim_wanted is set by backends after a
  *		 commit that parked http tasks, and cleared (exchanged) by the worker.
+ *	   SqlWorkerSlot.running, run_started, last_claim, runs, succeeded:
+ *		 written by the worker only; claim_wanted as the HTTP workers'; cancel
+ *		 is set by a backend in sched.cancel (to the id of the job to stop,
+ *		 before it signals the worker) and read and cleared by the worker's
+ *		 SIGINT handler, which stops the statement only if running is that
+ *		 id, so that a cancellation meant for a job that has ended meanwhile
+ *		 never stops the next one (see sql/sql_signal.c).
  *	   The stats entries' kind, flags and numbers: see the stats lock.
  *	 Time stamps are stored as their int64 bit pattern in a pg_atomic_uint64
  *	 and compared as TimestampTz (they may be negative: -infinity, before
@@ -179,6 +190,8 @@
 #define DELAYSCHED_MAX_RANGES	256
 /* Upper bound of delaysched.http_workers. */
 #define DELAYSCHED_MAX_HTTP_WORKERS	16
+/* Upper bound of delaysched.sql_workers. */
+#define DELAYSCHED_MAX_SQL_WORKERS	16
 /* Upper bound of delaysched.max_databases. */
 #define DELAYSCHED_MAX_DATABASES	1024
 
@@ -232,6 +245,7 @@ typedef struct DatabaseEntry
 	/* The launcher's, for the sched.cluster view. */
 	int			scanners_granted;
 	int			http_granted;
+	int			sql_granted;
 	DatabaseWaiting waiting;
 	int			failures;		/* workers that ended early in a row */
 	TimestampTz retry_at;		/* no worker starts before this */
@@ -319,6 +333,23 @@ typedef struct WorkerSlot
 	pg_atomic_uint64 delivered;
 	pg_atomic_uint64 ticks;
 } WorkerSlot;
+
+/* One SQL worker (sql/sql_worker.c). */
+typedef struct SqlWorkerSlot
+{
+	/* Under workers_lock. */
+	pid_t		pid;			/* 0 while the worker does not run */
+	Latch	   *latch;
+
+	/* Atomics. */
+	pg_atomic_uint64 running;	/* the job whose command runs, or 0 */
+	pg_atomic_uint64 cancel;	/* the job sched.cancel stops, or 0 */
+	pg_atomic_uint64 run_started;	/* a TimestampTz, while running */
+	pg_atomic_uint64 last_claim;	/* a TimestampTz */
+	pg_atomic_uint64 runs;		/* runs ended, whatever the outcome */
+	pg_atomic_uint64 succeeded; /* of which committed */
+	pg_atomic_uint32 claim_wanted;	/* a commit parked sql tasks: claim them */
+} SqlWorkerSlot;
 
 /*
  * A run_at further ahead of the clock than this when it is scheduled is
@@ -425,6 +456,7 @@ typedef struct DelayschedShared
 
 	WorkerSlot	workers[DELAYSCHED_MAX_WORKERS];
 	RangeState	ranges[DELAYSCHED_MAX_RANGES];
+	SqlWorkerSlot sql_workers[DELAYSCHED_MAX_SQL_WORKERS];
 } DelayschedShared;
 
 /* The most tasks a scanner's commit may have handed to an HTTP worker

@@ -122,16 +122,41 @@ delaysched_database_pids(int index, DatabasePids *pids)
 	memset(pids, 0, sizeof(DatabasePids));
 	LWLockAcquire(shared->workers_lock, LW_SHARED);
 	for (int i = 0; i < DELAYSCHED_MAX_WORKERS; i++)
-		if ((pids->scanners[i] = shared->workers[i].pid) != 0)
-			pids->nscanners++;
+		pids->pid[WORKER_SCANNER][i] = shared->workers[i].pid;
+	for (int i = 0; i < DELAYSCHED_MAX_SQL_WORKERS; i++)
+		pids->pid[WORKER_SQL][i] = shared->sql_workers[i].pid;
 	LWLockRelease(shared->workers_lock);
 	for (int i = 0; i < delaysched_http_workers; i++)
 	{
 		LWLockAcquire(slots[i].lock, LW_SHARED);
-		if ((pids->http[i] = slots[i].pid) != 0)
-			pids->nhttp++;
+		pids->pid[WORKER_HTTP][i] = slots[i].pid;
 		LWLockRelease(slots[i].lock);
 	}
+	for (int k = 0; k < WORKER_KINDS; k++)
+		for (int i = 0; i < DELAYSCHED_MAX_WORKERS; i++)
+			if (pids->pid[k][i] != 0)
+			{
+				pids->count[k]++;
+				pids->total++;
+			}
+}
+
+/* How many workers of a kind every database wants (the parameters). */
+int
+delaysched_workers_wanted(WorkerKind kind)
+{
+	switch (kind)
+	{
+		case WORKER_SCANNER:
+			return delaysched_workers;
+		case WORKER_HTTP:
+			return delaysched_http_workers;
+		case WORKER_SQL:
+			return delaysched_sql_workers;
+		case WORKER_KINDS:
+			break;
+	}
+	return 0;
 }
 
 /*
@@ -143,13 +168,16 @@ delaysched_wake_database_workers(int index)
 {
 	DelayschedShared *shared = delaysched_database_area(index);
 	HttpWorkerSlot *slots = delaysched_database_http_slots(index);
-	Latch	   *latches[DELAYSCHED_MAX_WORKERS + DELAYSCHED_MAX_HTTP_WORKERS];
+	Latch	   *latches[DELAYSCHED_MAX_WORKERS + DELAYSCHED_MAX_HTTP_WORKERS + DELAYSCHED_MAX_SQL_WORKERS];
 	int			n = 0;
 
 	LWLockAcquire(shared->workers_lock, LW_SHARED);
 	for (int i = 0; i < DELAYSCHED_MAX_WORKERS; i++)
 		if (shared->workers[i].pid != 0 && shared->workers[i].latch != NULL)
 			latches[n++] = shared->workers[i].latch;
+	for (int i = 0; i < DELAYSCHED_MAX_SQL_WORKERS; i++)
+		if (shared->sql_workers[i].pid != 0 && shared->sql_workers[i].latch != NULL)
+			latches[n++] = shared->sql_workers[i].latch;
 	LWLockRelease(shared->workers_lock);
 	for (int i = 0; i < delaysched_http_workers; i++)
 	{

@@ -29,13 +29,27 @@ extern bool delaysched_database_has_room(Oid dboid);
 extern void delaysched_wake_launcher(void);
 extern void delaysched_wake_database_workers(int index);
 
+/*
+ * The kinds of worker a database served has, in the order the launcher
+ * grants and starts each round of them (launcher.c).
+ */
+typedef enum WorkerKind
+{
+	WORKER_SCANNER = 0,			/* core/scanner.c */
+	WORKER_HTTP,				/* http/http_worker.c */
+	WORKER_SQL,					/* sql/sql_worker.c */
+	WORKER_KINDS
+} WorkerKind;
+
+/* How many workers of a kind every database wants (the parameters). */
+extern int	delaysched_workers_wanted(WorkerKind kind);
+
 /* The pids in database entry d's worker slots, by kind and index (0: none). */
 typedef struct DatabasePids
 {
-	pid_t		scanners[DELAYSCHED_MAX_WORKERS];
-	pid_t		http[DELAYSCHED_MAX_HTTP_WORKERS];
-	int			nscanners;		/* non-zero among scanners[] */
-	int			nhttp;			/* non-zero among http[] */
+	pid_t		pid[WORKER_KINDS][DELAYSCHED_MAX_WORKERS];
+	int			count[WORKER_KINDS];	/* non-zero among pid[kind] */
+	int			total;			/* of every kind */
 } DatabasePids;
 
 extern void delaysched_database_pids(int index, DatabasePids *pids);

@@ -23,12 +23,14 @@
  * disallowed, made a template, taken out of delaysched.databases) and then
  * allowed again is probed again, as at the launcher's start.
  *
- * How many workers.  Each database wants delaysched.workers scanners and
- * delaysched.http_workers HTTP workers.  The launcher grants them from a
+ * How many workers.  Each database wants delaysched.workers scanners,
+ * delaysched.http_workers HTTP workers and delaysched.sql_workers SQL
+ * workers (the kinds of cluster.h).  The launcher grants them from a
  * budget, min(delaysched.max_workers, max_worker_processes - 2: one slot
  * for itself, one for a probe), in rounds: every database's first scanner,
- * then every database's first HTTP worker, then second scanners, and so on,
- * so that every database gets a scanner before any gets two.  A database
+ * then every database's first HTTP worker, then every database's first SQL
+ * worker, then second scanners, and so on, so that every database gets a
+ * scanner before any gets two.  A database
  * still to be probed counts in the first round too (a scanner's slot is
  * kept for it, unstarted), so that after a restart the first databases
  * found do not take the slots the probes of the others need.  Granted
@@ -114,6 +116,15 @@
 /* How often the launcher tries for a slot above its ceiling. */
 #define SLOT_RETRY_SECS		10
 
+/* Each kind's main function, and its name in bgw_name and bgw_type. */
+static const char *const kind_function[WORKER_KINDS] = {
+	"delaysched_scanner_main", "delaysched_http_main", "delaysched_sql_main"
+};
+static const char *const kind_name[WORKER_KINDS] = {"scanner", "http", "sql"};
+
+/* Each database's grant: how many workers of each kind. */
+typedef int Grant[WORKER_KINDS];
+
 /* A worker this launcher started. */
 typedef struct Started
 {
@@ -126,8 +137,7 @@ typedef struct Started
 typedef struct EntryLocal
 {
 	Oid			dboid;			/* the database the handles are for */
-	Started		scanners[DELAYSCHED_MAX_WORKERS];
-	Started		http[DELAYSCHED_MAX_HTTP_WORKERS];
+	Started		workers[WORKER_KINDS][DELAYSCHED_MAX_WORKERS];
 	int			reported_failures;	/* last figure logged */
 	DatabaseWaiting reported_waiting;	/* last logged */
 } EntryLocal;
@@ -407,12 +417,10 @@ forget_local(int d, Oid dboid)
 {
 	EntryLocal *local = &locals[d];
 
-	for (int i = 0; i < DELAYSCHED_MAX_WORKERS; i++)
-		if (local->scanners[i].handle != NULL)
-			pfree(local->scanners[i].handle);
-	for (int i = 0; i < DELAYSCHED_MAX_HTTP_WORKERS; i++)
-		if (local->http[i].handle != NULL)
-			pfree(local->http[i].handle);
+	for (int k = 0; k < WORKER_KINDS; k++)
+		for (int i = 0; i < DELAYSCHED_MAX_WORKERS; i++)
+			if (local->workers[k][i].handle != NULL)
+				pfree(local->workers[k][i].handle);
 	memset(local, 0, sizeof(EntryLocal));
 	local->dboid = dboid;
 }
@@ -491,31 +499,26 @@ stop_entry(int d, bool give_back)
 	Oid			given_back = InvalidOid;
 
 	delaysched_database_pids(d, &pids);
-	for (int i = 0; i < DELAYSCHED_MAX_WORKERS; i++)
-		if (running(pids.scanners[i], &local->scanners[i]))
-		{
-			stop(pids.scanners[i], &local->scanners[i]);
-			any = true;
-		}
-	for (int i = 0; i < delaysched_http_workers; i++)
-		if (running(pids.http[i], &local->http[i]))
-		{
-			stop(pids.http[i], &local->http[i]);
-			any = true;
-		}
+	for (int k = 0; k < WORKER_KINDS; k++)
+		for (int i = 0; i < DELAYSCHED_MAX_WORKERS; i++)
+			if (running(pids.pid[k][i], &local->workers[k][i]))
+			{
+				stop(pids.pid[k][i], &local->workers[k][i]);
+				any = true;
+			}
 	if (any || !give_back)
 		return;
 
 	/* None runs: give the entry back, unless it is wanted again. */
 	LWLockAcquire(delaysched_cluster->lock, LW_EXCLUSIVE);
 	delaysched_database_pids(d, &pids);
-	if (delaysched_cluster->databases[d].want == DATABASE_STOP &&
-		pids.nscanners + pids.nhttp == 0)
+	if (delaysched_cluster->databases[d].want == DATABASE_STOP && pids.total == 0)
 	{
 		given_back = pg_atomic_read_u32(&delaysched_cluster->databases[d].dboid);
 		pg_atomic_write_u32(&delaysched_cluster->databases[d].dboid, InvalidOid);
 		delaysched_cluster->databases[d].scanners_granted = 0;
 		delaysched_cluster->databases[d].http_granted = 0;
+		delaysched_cluster->databases[d].sql_granted = 0;
 	}
 	LWLockRelease(delaysched_cluster->lock);
 	/* Its numbers go with it (a new CREATE EXTENSION counts afresh). */
@@ -525,41 +528,39 @@ stop_entry(int d, bool give_back)
 
 /*
  * Share the budget out between the databases to serve (nactive of them, in
- * entry order), in rounds; sets scanners[] and http[] to each one's grant.
- * The first round keeps a scanner's place in the budget for each of the
- * nprobe databases not found yet, after the first scanners of those
+ * entry order), in rounds; sets granted[a] to each one's grant of each
+ * kind.  The first round keeps a scanner's place in the budget for each of
+ * the nprobe databases not found yet, after the first scanners of those
  * found.  No more than ceiling workers are granted in all, if it is not -1
  * (the slots the launcher can have).  Returns how many workers were wanted
  * in all by the databases found.
  */
 static int
-grant(int nactive, int nprobe, int budget, int ceiling, int *scanners, int *http)
+grant(int nactive, int nprobe, int budget, int ceiling, Grant *granted)
 {
-	int			wanted = nactive * (delaysched_workers + delaysched_http_workers);
-	int			rounds = Max(delaysched_workers, delaysched_http_workers);
+	int			wanted = 0;
+	int			rounds = 0;
 	int			left = ceiling < 0 ? budget : Min(budget, ceiling);
 
-	for (int a = 0; a < nactive; a++)
-		scanners[a] = http[a] = 0;
-	for (int r = 0; r < rounds && budget > 0 && left > 0; r++)
+	for (int k = 0; k < WORKER_KINDS; k++)
 	{
-		for (int a = 0; a < nactive && budget > 0 && left > 0; a++)
-			if (r < delaysched_workers)
-			{
-				scanners[a]++;
-				budget--;
-				left--;
-			}
-		if (r == 0 && delaysched_workers > 0)
-			budget -= Min(budget, nprobe);
-		for (int a = 0; a < nactive && budget > 0 && left > 0; a++)
-			if (r < delaysched_http_workers)
-			{
-				http[a]++;
-				budget--;
-				left--;
-			}
+		wanted += nactive * delaysched_workers_wanted(k);
+		rounds = Max(rounds, delaysched_workers_wanted(k));
 	}
+	memset(granted, 0, sizeof(Grant) * nactive);
+	for (int r = 0; r < rounds && budget > 0 && left > 0; r++)
+		for (int k = 0; k < WORKER_KINDS; k++)
+		{
+			for (int a = 0; a < nactive && budget > 0 && left > 0; a++)
+				if (r < delaysched_workers_wanted(k))
+				{
+					granted[a][k]++;
+					budget--;
+					left--;
+				}
+			if (k == WORKER_SCANNER && r == 0 && delaysched_workers > 0)
+				budget -= Min(budget, nprobe);
+		}
 	return wanted;
 }
 
@@ -568,25 +569,20 @@ grant(int nactive, int nprobe, int budget, int ceiling, int *scanners, int *http
  * databases, or the settings shrank); how many.
  */
 static int
-trim_entry(int d, int nscanners, int nhttp)
+trim_entry(int d, const Grant granted)
 {
 	EntryLocal *local = &locals[d];
 	DatabasePids pids;
 	int			stopped = 0;
 
 	delaysched_database_pids(d, &pids);
-	for (int i = nscanners; i < DELAYSCHED_MAX_WORKERS; i++)
-		if (running(pids.scanners[i], &local->scanners[i]))
-		{
-			stop(pids.scanners[i], &local->scanners[i]);
-			stopped++;
-		}
-	for (int i = nhttp; i < delaysched_http_workers; i++)
-		if (running(pids.http[i], &local->http[i]))
-		{
-			stop(pids.http[i], &local->http[i]);
-			stopped++;
-		}
+	for (int k = 0; k < WORKER_KINDS; k++)
+		for (int i = granted[k]; i < DELAYSCHED_MAX_WORKERS; i++)
+			if (running(pids.pid[k][i], &local->workers[k][i]))
+			{
+				stop(pids.pid[k][i], &local->workers[k][i]);
+				stopped++;
+			}
 	return stopped;
 }
 
@@ -606,39 +602,38 @@ start_one(Started *started, const char *function, const char *kind, int i,
 /*
  * Start the granted workers that do not run, in the grant's order (every
  * database's first scanner, then every database's first HTTP worker, then
- * second scanners, and so on), but not those of a database that backs off.
+ * every database's first SQL worker, then second scanners, and so on), but
+ * not those of a database that backs off.
  * Stops at the first the postmaster has no slot for: false then.
  */
 static bool
-fill(const int *active, const Oid *active_oid, int nactive,
-	 const int *scanners, const int *http, TimestampTz now)
+fill(const int *active, const Oid *active_oid, int nactive, const Grant *granted, TimestampTz now)
 {
 	bool		may_start[DELAYSCHED_MAX_DATABASES];
-	int			rounds = Max(delaysched_workers, delaysched_http_workers);
+	int			rounds = 0;
 
+	for (int k = 0; k < WORKER_KINDS; k++)
+		rounds = Max(rounds, delaysched_workers_wanted(k));
 	LWLockAcquire(delaysched_cluster->lock, LW_SHARED);
 	for (int a = 0; a < nactive; a++)
 		may_start[a] = now >= delaysched_cluster->databases[active[a]].retry_at;
 	LWLockRelease(delaysched_cluster->lock);
 
 	for (int r = 0; r < rounds; r++)
-		for (int kind = 0; kind < 2; kind++)
+		for (int k = 0; k < WORKER_KINDS; k++)
 			for (int a = 0; a < nactive; a++)
 			{
 				int			d = active[a];
-				bool		scanner = (kind == 0);
 				DatabasePids pids;
 				Started    *started;
 
-				if (!may_start[a] || r >= (scanner ? scanners[a] : http[a]))
+				if (!may_start[a] || r >= granted[a][k])
 					continue;
 				delaysched_database_pids(d, &pids);
-				started = scanner ? &locals[d].scanners[r] : &locals[d].http[r];
-				if (running(scanner ? pids.scanners[r] : pids.http[r], started))
+				started = &locals[d].workers[k][r];
+				if (running(pids.pid[k][r], started))
 					continue;
-				if (!start_one(started,
-							   scanner ? "delaysched_scanner_main" : "delaysched_http_main",
-							   scanner ? "scanner" : "http", r, active_oid[a], d, now))
+				if (!start_one(started, kind_function[k], kind_name[k], r, active_oid[a], d, now))
 					return false;
 			}
 	return true;
@@ -660,12 +655,10 @@ held_workers(void)
 		if (!OidIsValid(locals[d].dboid))
 			continue;
 		delaysched_database_pids(d, &pids);
-		for (int i = 0; i < DELAYSCHED_MAX_WORKERS; i++)
-			if (running(pids.scanners[i], &locals[d].scanners[i]))
-				held++;
-		for (int i = 0; i < DELAYSCHED_MAX_HTTP_WORKERS; i++)
-			if (running(pids.http[i], &locals[d].http[i]))
-				held++;
+		for (int k = 0; k < WORKER_KINDS; k++)
+			for (int i = 0; i < DELAYSCHED_MAX_WORKERS; i++)
+				if (running(pids.pid[k][i], &locals[d].workers[k][i]))
+					held++;
 	}
 	return held;
 }
@@ -772,12 +765,9 @@ launch(TimestampTz now)
 {
 	int			active[DELAYSCHED_MAX_DATABASES];
 	Oid			active_oid[DELAYSCHED_MAX_DATABASES];
-	int			scanners[DELAYSCHED_MAX_DATABASES];
-	int			http[DELAYSCHED_MAX_DATABASES];
-	int			shown_scanners[DELAYSCHED_MAX_DATABASES];
-	int			shown_http[DELAYSCHED_MAX_DATABASES];
-	int			budget_scanners[DELAYSCHED_MAX_DATABASES];
-	int			budget_http[DELAYSCHED_MAX_DATABASES];
+	static Grant tried_grant[DELAYSCHED_MAX_DATABASES];
+	static Grant shown_grant[DELAYSCHED_MAX_DATABASES];
+	static Grant budget_grant[DELAYSCHED_MAX_DATABASES];
 	int			nactive = 0;
 	int			budget = Min(delaysched_max_workers, max_worker_processes - 2);
 	int			tried;
@@ -811,10 +801,9 @@ launch(TimestampTz now)
 			forget_local(d, dboid);
 		if (!OidIsValid(dboid))
 			continue;
-		for (int i = 0; i < DELAYSCHED_MAX_WORKERS; i++)
-			reap(&locals[d].scanners[i], d, now);
-		for (int i = 0; i < DELAYSCHED_MAX_HTTP_WORKERS; i++)
-			reap(&locals[d].http[i], d, now);
+		for (int k = 0; k < WORKER_KINDS; k++)
+			for (int i = 0; i < DELAYSCHED_MAX_WORKERS; i++)
+				reap(&locals[d].workers[k][i], d, now);
 		report_failures(d, dboid);
 
 		if (want != DATABASE_SERVE || leaving_for != 0)
@@ -841,20 +830,24 @@ launch(TimestampTz now)
 		tried = slot_ceiling + 1;
 		slot_tried_at = now;
 	}
-	(void) grant(nactive, nprobe, budget, -1, budget_scanners, budget_http);
-	wanted = grant(nactive, nprobe, budget, slot_ceiling, shown_scanners, shown_http);
-	(void) grant(nactive, nprobe, budget, tried, scanners, http);
+	(void) grant(nactive, nprobe, budget, -1, budget_grant);
+	wanted = grant(nactive, nprobe, budget, slot_ceiling, shown_grant);
+	(void) grant(nactive, nprobe, budget, tried, tried_grant);
 	for (int a = 0; a < nactive; a++)
 	{
 		DatabaseEntry *entry = &delaysched_cluster->databases[active[a]];
 
 		LWLockAcquire(delaysched_cluster->lock, LW_EXCLUSIVE);
-		entry->scanners_granted = shown_scanners[a];
-		entry->http_granted = shown_http[a];
+		entry->scanners_granted = shown_grant[a][WORKER_SCANNER];
+		entry->http_granted = shown_grant[a][WORKER_HTTP];
+		entry->sql_granted = shown_grant[a][WORKER_SQL];
 		LWLockRelease(delaysched_cluster->lock);
-		granted += shown_scanners[a] + shown_http[a];
-		budget_granted += budget_scanners[a] + budget_http[a];
-		tried_granted += scanners[a] + http[a];
+		for (int k = 0; k < WORKER_KINDS; k++)
+		{
+			granted += shown_grant[a][k];
+			budget_granted += budget_grant[a][k];
+			tried_granted += tried_grant[a][k];
+		}
 	}
 	/*
 	 * Stop first, start next time: the slots of the workers stopped are the
@@ -862,9 +855,9 @@ launch(TimestampTz now)
 	 * launcher).
 	 */
 	for (int a = 0; a < nactive; a++)
-		stopped += trim_entry(active[a], scanners[a], http[a]);
+		stopped += trim_entry(active[a], tried_grant[a]);
 	if (stopped == 0)
-		refused = !fill(active, active_oid, nactive, scanners, http, now);
+		refused = !fill(active, active_oid, nactive, tried_grant, now);
 
 	/*
 	 * The postmaster refused a slot: what the launcher holds now is the
@@ -906,14 +899,14 @@ launch(TimestampTz now)
 
 		if (delaysched_workers == 0)
 			;					/* no database has a scanner to wait for */
-		else if (shown_scanners[a] == 0)
-			waiting = budget_scanners[a] > 0 ? DATABASE_WAITING_SLOT : DATABASE_WAITING_BUDGET;
+		else if (shown_grant[a][WORKER_SCANNER] == 0)
+			waiting = budget_grant[a][WORKER_SCANNER] > 0 ? DATABASE_WAITING_SLOT : DATABASE_WAITING_BUDGET;
 		else if (refused)
 		{
 			DatabasePids pids;
 
 			delaysched_database_pids(d, &pids);
-			if (!running(pids.scanners[0], &locals[d].scanners[0]))
+			if (!running(pids.pid[WORKER_SCANNER][0], &locals[d].workers[WORKER_SCANNER][0]))
 				waiting = DATABASE_WAITING_SLOT;
 		}
 		report_waiting(d, active_oid[a], waiting);

@@ -227,14 +227,12 @@ leave_database(Oid dboid)
 		DatabasePids pids;
 
 		delaysched_database_pids(index, &pids);
-		if (pids.nscanners + pids.nhttp == 0 || GetCurrentTimestamp() >= deadline)
+		if (pids.total == 0 || GetCurrentTimestamp() >= deadline)
 			break;
-		for (int i = 0; i < DELAYSCHED_MAX_WORKERS; i++)
-			if (pids.scanners[i] != 0)
-				kill(pids.scanners[i], SIGTERM);
-		for (int i = 0; i < DELAYSCHED_MAX_HTTP_WORKERS; i++)
-			if (pids.http[i] != 0)
-				kill(pids.http[i], SIGTERM);
+		for (int k = 0; k < WORKER_KINDS; k++)
+			for (int i = 0; i < DELAYSCHED_MAX_WORKERS; i++)
+				if (pids.pid[k][i] != 0)
+					kill(pids.pid[k][i], SIGTERM);
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 10, PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);

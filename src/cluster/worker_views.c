@@ -108,8 +108,9 @@ require_view_privilege(const char *view)
  *
  * The current database's workers (base/shmem.h): one row per scanner worker
  * (delaysched.workers of them), then one per HTTP worker
- * (delaysched.http_workers), numbered after the scanners; in a database
- * not served, every one stopped.  The
+ * (delaysched.http_workers), then one per SQL worker
+ * (delaysched.sql_workers), numbered in that order; in a database not
+ * served, every one stopped.  The
  * columns mean the same for both kinds: state is stopped, waiting for
  * extension, delivering (a scanner in a tick or the drain, an HTTP worker
  * with requests in flight) or sleeping; last_tick is when the latest unit
@@ -118,7 +119,9 @@ require_view_privilege(const char *view)
  * requests answered 2xx).  holds is what the worker has in hand: a
  * scanner's range or the drain, an HTTP worker's "N in flight of M; H
  * handed over, C claimed" (requests started from scanners' hand-offs and
- * from its own claims).
+ * from its own claims), an SQL worker's "job N" while it runs one.  An
+ * SQL worker is delivering while a job runs; its delivered are the runs
+ * that committed, its ticks the runs ended, its last_tick the latest claim.
  *
  * For a role that may read sched.workers.  Takes workers_lock and each
  * HTTP worker's lock (see Locks in base/shmem.h) shared, one slot at a
@@ -220,6 +223,43 @@ delaysched_worker_status(PG_FUNCTION_ARGS)
 		values[7] = Int64GetDatum((int64) pg_atomic_read_u64(&shared->ticks));
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
+
+	for (int i = 0; i < delaysched_sql_workers; i++)
+	{
+		Datum		values[WORKERS_COLUMNS];
+		bool		nulls[WORKERS_COLUMNS];
+		int			number = delaysched_workers + delaysched_http_workers + i;
+		SqlWorkerSlot *shared = &delaysched_shared->sql_workers[i];
+		pid_t		pid;
+		uint64		running;
+		TimestampTz last_claim;
+
+		if (!served)
+		{
+			put_stopped(rsinfo, number, "sql");
+			continue;
+		}
+		LWLockAcquire(delaysched_shared->workers_lock, LW_SHARED);
+		pid = shared->pid;
+		LWLockRelease(delaysched_shared->workers_lock);
+		running = pg_atomic_read_u64(&shared->running);
+		last_claim = delaysched_read_time(&shared->last_claim);
+
+		memset(nulls, 0, sizeof(nulls));
+		values[0] = Int32GetDatum(number);
+		values[1] = Int32GetDatum((int32) pid);
+		nulls[1] = (pid == 0);
+		values[2] = CStringGetTextDatum("sql");
+		values[3] = CStringGetTextDatum(psprintf("job " INT64_FORMAT, (int64) running));
+		nulls[3] = (pid == 0 || running == 0);
+		values[4] = CStringGetTextDatum(status_name(pid == 0 ? SCANNER_STOPPED :
+													running != 0 ? SCANNER_DELIVERING : SCANNER_SLEEPING));
+		values[5] = TimestampTzGetDatum(last_claim);
+		nulls[5] = (last_claim == 0);
+		values[6] = Int64GetDatum((int64) pg_atomic_read_u64(&shared->succeeded));
+		values[7] = Int64GetDatum((int64) pg_atomic_read_u64(&shared->runs));
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
 	return (Datum) 0;
 }
 
@@ -317,11 +357,11 @@ delaysched_cluster_status(PG_FUNCTION_ARGS)
 			state = "stopping";
 		else if (entry.leaving_for != 0)
 			state = "leaving";
-		else if (entry.retry_at > now && pids.nscanners == 0)
+		else if (entry.retry_at > now && pids.count[WORKER_SCANNER] == 0)
 			state = "backing off";
-		else if (entry.waiting == DATABASE_WAITING_SLOT && pids.nscanners == 0)
+		else if (entry.waiting == DATABASE_WAITING_SLOT && pids.count[WORKER_SCANNER] == 0)
 			state = "waiting for a slot";
-		else if (entry.waiting == DATABASE_WAITING_BUDGET && pids.nscanners == 0)
+		else if (entry.waiting == DATABASE_WAITING_BUDGET && pids.count[WORKER_SCANNER] == 0)
 			state = "waiting for budget";
 		else
 			state = "served";
@@ -331,9 +371,9 @@ delaysched_cluster_status(PG_FUNCTION_ARGS)
 		values[1] = DirectFunctionCall1(namein, CStringGetDatum(name != NULL ? name : psprintf("%u", dboid)));
 		nulls[2] = true;
 		values[3] = CStringGetTextDatum(state);
-		values[4] = Int32GetDatum(pids.nscanners);
+		values[4] = Int32GetDatum(pids.count[WORKER_SCANNER]);
 		values[5] = Int32GetDatum(entry.scanners_granted);
-		values[6] = Int32GetDatum(pids.nhttp);
+		values[6] = Int32GetDatum(pids.count[WORKER_HTTP]);
 		values[7] = Int32GetDatum(entry.http_granted);
 		values[8] = Int32GetDatum(entry.failures);
 		values[9] = TimestampTzGetDatum(entry.retry_at);

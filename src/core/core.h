@@ -111,6 +111,7 @@ extern Datum delaysched_forget_bucket_sql(PG_FUNCTION_ARGS);
 extern void delaysched_drain_after_commit(void);
 extern void delaysched_note_parked(const char *biz);
 extern void delaysched_http_after_commit(void);
+extern void delaysched_sql_after_commit(void);
 extern Datum delaysched_wake(PG_FUNCTION_ARGS);
 extern Datum delaysched_wake_drain(PG_FUNCTION_ARGS);
 

@@ -50,6 +50,7 @@
 #define DC_HTTP		11
 #define DC_HANDED	12
 #define DC_SCHEDULE	13
+#define DC_SQL		14
 
 /* Is a bool column of a row true? */
 static bool
@@ -83,7 +84,8 @@ fire_schedules(SPITupleTable *rows, uint64 nrows, int bucket, TimestampTz now,
 			continue;
 		sent = row_flag(tuple, desc, DC_HANDED) ||
 			!(row_flag(tuple, desc, DC_PAUSED) || row_flag(tuple, desc, DC_HTTP) ||
-			  row_flag(tuple, desc, DC_PULL) || row_flag(tuple, desc, DC_LIMITED));
+			  row_flag(tuple, desc, DC_SQL) || row_flag(tuple, desc, DC_PULL) ||
+			  row_flag(tuple, desc, DC_LIMITED));
 		if (sent)
 			delaysched_firings_add(firings,
 								   DatumGetInt64(SPI_getbinval(tuple, desc, DC_ID, &isnull)),
@@ -163,6 +165,12 @@ delaysched_run_delivery(SPIPlanPtr plan, Datum *values, char *nulls, int worker_
 		{
 			/* Parked for the HTTP workers, which the commit will wake. */
 			delaysched_http_after_commit();
+			continue;
+		}
+		if (row_flag(tuple, desc, DC_SQL))
+		{
+			/* Parked for the SQL workers, which the commit will wake. */
+			delaysched_sql_after_commit();
 			continue;
 		}
 

@@ -47,10 +47,12 @@
 #include "base/shmem.h"
 #include "core/core.h"
 #include "http/http.h"
+#include "sql/sql.h"
 
 PG_FUNCTION_INFO_V1(delaysched_wake);
 PG_FUNCTION_INFO_V1(delaysched_wake_drain);
 PG_FUNCTION_INFO_V1(delaysched_wake_http);
+PG_FUNCTION_INFO_V1(delaysched_wake_sql);
 PG_FUNCTION_INFO_V1(delaysched_note_parked_sql);
 
 /* Earliest run_at this transaction scheduled per range, DT_NOEND if none. */
@@ -64,6 +66,7 @@ static TimestampTz pending_earliest = DT_NOEND;
 static bool pending_drain = false;	/* wake the drain at commit */
 static bool pending_hints = false;	/* publish parked types at commit */
 static bool pending_http = false;	/* wake the HTTP workers at commit */
+static bool pending_sql = false;	/* wake the SQL workers at commit */
 static bool callback_registered = false;
 
 /* Types this transaction parked tasks of, published at commit. */
@@ -99,6 +102,7 @@ forget_pending(void)
 	pending_drain = false;
 	pending_hints = false;
 	pending_http = false;
+	pending_sql = false;
 }
 
 /*
@@ -146,14 +150,16 @@ wake_xact_callback(XactEvent event, void *arg)
 			 * A prepared transaction commits later, perhaps in another
 			 * session; the workers' next walk or sweep finds its tasks.
 			 */
-			if (pending_earliest != DT_NOEND || pending_drain || pending_hints || pending_http)
+			if (pending_earliest != DT_NOEND || pending_drain || pending_hints || pending_http ||
+				pending_sql)
 				forget_pending();
 			return;
 		default:
 			return;
 	}
 
-	if (pending_earliest == DT_NOEND && !pending_drain && !pending_hints && !pending_http)
+	if (pending_earliest == DT_NOEND && !pending_drain && !pending_hints && !pending_http &&
+		!pending_sql)
 		return;
 	if (!delaysched_current_database())
 	{
@@ -203,6 +209,8 @@ wake_xact_callback(XactEvent event, void *arg)
 	}
 	if (pending_http)
 		delaysched_http_wake_all();
+	if (pending_sql)
+		delaysched_sql_wake_all();
 	forget_pending();
 }
 
@@ -342,5 +350,26 @@ Datum
 delaysched_wake_http(PG_FUNCTION_ARGS)
 {
 	delaysched_http_after_commit();
+	PG_RETURN_VOID();
+}
+
+/* Wake the SQL workers once the current transaction commits. */
+void
+delaysched_sql_after_commit(void)
+{
+	register_callback();
+	pending_sql = true;
+}
+
+/*
+ * sched._wake_sql() RETURNS void
+ *
+ * Wake the SQL workers after the calling transaction commits: it parked
+ * jobs of an sql type, or changed one.
+ */
+Datum
+delaysched_wake_sql(PG_FUNCTION_ARGS)
+{
+	delaysched_sql_after_commit();
 	PG_RETURN_VOID();
 }

@@ -173,6 +173,8 @@ delaysched_task_status_sql(PG_FUNCTION_ARGS)
 				status = "throttled";
 			else if (strcmp(delivery, "http") == 0)
 				status = "waiting_for_http_slot";
+			else if (strcmp(delivery, "sql") == 0)
+				status = "waiting_for_sql_worker";
 			else
 				status = "throttled";
 			break;
@@ -183,6 +185,8 @@ delaysched_task_status_sql(PG_FUNCTION_ARGS)
 				status = in_handoff_ring(id, &bucket) &&
 					(readable->all || task_is_of_type(id, bucket, biz_type)) ?
 					"handed_to_http_worker" : "request_in_flight";
+			else if (strcmp(delivery, "sql") == 0)
+				status = "running";
 			else
 				status = "awaiting_ack";
 			break;

@@ -1,0 +1,86 @@
+/*-------------------------------------------------------------------------
+ *
+ * sql.h
+ *		SQL jobs: the tasks of sql business types, whose delivery is running
+ *		a command in their database as the role that added them.
+ *
+ *	 sql_worker.c	the SQL workers' loop: claim a job, run it, record a
+ *					failure, wait; their slot in shared memory
+ *	 sql_run.c		one run: the job's role, its settings and timeout, its
+ *					statements, and the done mark committed with them
+ *	 sql_signal.c	waking the SQL workers after commit, and stopping the
+ *					statement of a job that sched.cancel cancels
+ *	 sql_command.c	sched._check_command(): refusing a command that could
+ *					never run, when it is added
+ *
+ * The SQL workers' slots live in their database's DelayschedShared
+ * (base/shmem.h, where their locks are described).
+ *
+ * IDENTIFICATION
+ *	  src/sql/sql.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef DELAYSCHED_SQL_H
+#define DELAYSCHED_SQL_H
+
+#include "postgres.h"
+
+#include "utils/timestamp.h"
+
+#include "base/shmem.h"
+
+/*
+ * An SQL worker leases jobs as owner DELAYSCHED_SQL_OWNER_BASE + its
+ * number; an HTTP worker leases as its number (sched.task.lease_owner).
+ */
+#define DELAYSCHED_SQL_OWNER_BASE	1000
+
+/* A job a worker leased (sched._sql_claim). */
+typedef struct SqlJob
+{
+	int64		id;
+	int16		bucket;
+	char	   *biz_type;
+	TimestampTz run_at;
+	int32		attempt;
+	char	   *command;
+	Oid			run_as;
+	double		timeout_ms;
+} SqlJob;
+
+/* How a run ended (sql_run.c). */
+typedef enum SqlRunEnd
+{
+	SQL_RUN_DONE,				/* committed with its done mark */
+	SQL_RUN_FAILED,				/* rolled back: outcome, error, sqlstate say why */
+	SQL_RUN_GONE,				/* the job was no longer this lease's: nothing ran */
+	SQL_RUN_HELD				/* another transaction holds the job's row: later */
+} SqlRunEnd;
+
+typedef struct SqlRun
+{
+	SqlRunEnd	end;
+	const char *outcome;		/* SQL_RUN_FAILED: 'retry', 'dead' or 'cancelled' */
+	char	   *error;			/* last_error: "sql_<SQLSTATE>: message", "timeout: ..." */
+	char		sqlstate[6];	/* "" if none */
+	TimestampTz started;
+	double		duration_ms;
+	int64		rows;			/* the rows its last statement processed */
+} SqlRun;
+
+/* sql_worker.c */
+extern PGDLLEXPORT void delaysched_sql_main(Datum main_arg);
+extern SqlWorkerSlot *delaysched_sql_my_slot;
+
+/* sql_run.c */
+extern void delaysched_sql_run(const SqlJob *job, int16 owner, SqlRun *run);
+extern void delaysched_sql_forget_session_state(void);
+
+/* sql_signal.c */
+extern void delaysched_sql_wake_all(void);
+extern void delaysched_sql_install_cancel_handler(void);
+extern bool delaysched_sql_cancelled_by_user(void);
+extern void delaysched_sql_forget_cancel(void);
+
+#endif							/* DELAYSCHED_SQL_H */
