@@ -245,7 +245,7 @@ SELECT r.* FROM (VALUES
 ) AS v(l, q, e), LATERAL bad(l, q, e) AS r;
 
 SELECT r.* FROM (VALUES
-  ('http timeout null',        $$SELECT sched.define_biz('bi_x', 'http', url => 'http://h/', timeout => NULL)$$, '22004'),
+  ('http timeout null',        $$SELECT sched.define_biz('bi_x', 'http', url => 'http://h/', timeout => NULL)$$, 'accepted'),
   ('http timeout 0',           $$SELECT sched.define_biz('bi_x', 'http', url => 'http://h/', timeout => '0')$$, '22023'),
   ('http timeout 1e6 years',   $$SELECT sched.define_biz('bi_x', 'http', url => 'http://h/', timeout => '1000000 years')$$, '22023'),
   ('http timeout negative',    $$SELECT sched.define_biz('bi_x', 'http', url => 'http://h/', timeout => '-1 second')$$, '22023'),
@@ -263,7 +263,13 @@ SELECT r.* FROM (VALUES
   ('http secret 1MB',          $$SELECT sched.define_biz('bi_x', 'http', url => 'http://h/', secret => repeat('x', 1000000))$$, '22023'),
   ('http secret multibyte',    $$SELECT sched.define_biz('bi_x', 'http', url => 'http://h/', secret => repeat('é', 513))$$, '22023'),
   ('http secret with notify',  $$SELECT sched.define_biz('bi_x', secret => repeat('s', 32))$$, '22023'),
-  ('http invalid replaces',    $$SELECT sched.define_biz('bi_http', 'http', url => 'http://169.254.169.254/')$$, '22023')
+  ('http invalid replaces',    $$SELECT sched.define_biz('bi_http', 'http', url => 'http://169.254.169.254/')$$, '22023'),
+  ('sql timeout 8 days',       $$SELECT sched.define_biz('bi_x', 'sql', timeout => '8 days')$$, '22023'),
+  ('sql timeout 7 days ok',    $$SELECT sched.define_biz('bi_x', 'sql', timeout => '7 days')$$, 'accepted'),
+  ('sql timeout 99 ms',        $$SELECT sched.define_biz('bi_x', 'sql', timeout => '99 milliseconds')$$, '22023'),
+  ('sql with url',             $$SELECT sched.define_biz('bi_x', 'sql', url => 'http://h/')$$, '22023'),
+  ('sql max below min',        $$SELECT sched.define_biz('bi_x', 'sql', min_backoff => '1 minute', max_backoff => '1 second')$$, '22023'),
+  ('sql min_backoff null',     $$SELECT sched.define_biz('bi_x', 'sql', min_backoff => NULL)$$, '22004')
 ) AS v(l, q, e), LATERAL bad(l, q, e) AS r;
 
 ---------------------------------------------------------------------------

@@ -49,7 +49,7 @@ SELECT q, try(q) FROM (VALUES
   ($$SELECT sched.define_biz('hk_bad', 'http', url => 'https://h.example.com', headers => E'{"X-N": "a\\r\\nInjected: 1"}')$$),
   ($$SELECT sched.define_biz('hk_bad', 'http', url => 'https://h.example.com', timeout => '10 ms')$$),
   ($$SELECT sched.define_biz('hk_bad', 'http', url => 'https://h.example.com', timeout => '1 hour')$$),
-  ($$SELECT sched.define_biz('hk_bad', 'http', url => 'https://h.example.com', timeout => NULL)$$),
+  ($$SELECT sched.define_biz('hk_bad', 'http', url => 'https://h.example.com', timeout => '-5 seconds')$$),
   ($$SELECT sched.define_biz('hk_bad', 'http', url => 'https://h.example.com', min_backoff => '1 ms')$$),
   ($$SELECT sched.define_biz('hk_bad', 'http', url => 'https://h.example.com', max_backoff => '8 days')$$),
   ($$SELECT sched.define_biz('hk_bad', 'http', url => 'https://h.example.com', min_backoff => '1 minute', max_backoff => '1 second')$$),

@@ -12,7 +12,7 @@ CREATE ROLE regress_router_app LOGIN;
 CREATE ROLE regress_router_mallory LOGIN;
 SELECT format('host=%s port=%s dbname=', split_part(current_setting('unix_socket_directories'), ',', 1),
 			  current_setting('port')) AS base \gset
-\set node_grants 'GRANT USAGE ON SCHEMA sched TO regress_router_app, regress_router_mallory; GRANT EXECUTE ON FUNCTION sched.add(text, timestamptz, jsonb, text), sched.ack(bigint), sched.claim(text, int) TO regress_router_app, regress_router_mallory; GRANT EXECUTE ON FUNCTION sched.define_schedule(text, text, text, jsonb, text, text, timestamptz, timestamptz, boolean), sched.drop_schedule(text, text) TO regress_router_app;'
+\set node_grants 'GRANT USAGE ON SCHEMA sched TO regress_router_app, regress_router_mallory; GRANT EXECUTE ON FUNCTION sched.add(text, timestamptz, jsonb, text), sched.ack(bigint), sched.claim(text, int) TO regress_router_app, regress_router_mallory; GRANT EXECUTE ON FUNCTION sched.define_schedule(text, text, text, jsonb, text, text, timestamptz, timestamptz, boolean, text), sched.drop_schedule(text, text) TO regress_router_app;'
 
 -- A router cannot live beside delaysched.  (Without the error's context:
 -- PostgreSQL 18 adds the script's statement and line to it.)
@@ -191,7 +191,7 @@ SELECT count(*) FROM sched.biz_grant;
 -- a type defined again keeps its recorded grants (set_nodes gives them to new nodes)
 SELECT sched.define_biz('r_orders', rate_limit => 6, burst => 3, max_concurrency => 1);
 SELECT count(*) FROM sched.biz_grant;
-GRANT EXECUTE ON FUNCTION sched.define_schedule(text, text, text, jsonb, text, text, timestamptz, timestamptz, boolean),
+GRANT EXECUTE ON FUNCTION sched.define_schedule(text, text, text, jsonb, text, text, timestamptz, timestamptz, boolean, text),
 	sched.drop_schedule(text, text) TO regress_router_app;
 SET ROLE regress_router_app;
 SELECT sched.add('r_orders', now() + interval '1 day') > 0 AS app_added;

@@ -76,7 +76,7 @@ LANGUAGE sql AS $$
 	                                           AND w.state IN ('sleeping', 'delivering'))
 	                           = current_setting('delaysched.workers')::int
 	                         AND sum(w.ticks) > 0
-	                    FROM sched.workers w)$c$)
+	                    FROM sched.workers w WHERE w.role = 'scanner')$c$)
 $$;
 
 -- every scanner worker is up, and they have walked this database
