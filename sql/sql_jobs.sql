@@ -106,6 +106,8 @@ SET ROLE regress_sj_app;
 SELECT sched.cancel(:job) AS cancelled;
 RESET ROLE;
 SELECT state FROM sched.tasks WHERE id = :job;
+-- (the worker records the run once it has rolled back, after the cancellation)
+SELECT wait_until(format('EXISTS (SELECT FROM sched.attempts WHERE id = %s)', :job));
 SELECT attempt, outcome, sqlstate, error FROM sched.attempts WHERE id = :job;
 SELECT wait_until($$(SELECT count(*) = 0 FROM sched.workers WHERE role = 'sql' AND holds IS NOT NULL)$$);
 

@@ -28,9 +28,10 @@
  * workers (the kinds of cluster.h).  The launcher grants them from a
  * budget, min(delaysched.max_workers, max_worker_processes - 2: one slot
  * for itself, one for a probe), in rounds: every database's first scanner,
- * then every database's first HTTP worker, then every database's first SQL
- * worker, then second scanners, and so on, so that every database gets a
- * scanner before any gets two.  A database
+ * then every database's first HTTP worker, then second scanners, and so on,
+ * so that every database gets a scanner before any gets two; then, in
+ * rounds again, the SQL workers (a job waits for an SQL worker, a task for
+ * nothing but its scanner).  A database
  * still to be probed counts in the first round too (a scanner's slot is
  * kept for it, unstarted), so that after a restart the first databases
  * found do not take the slots the probes of the others need.  Granted
@@ -124,6 +125,27 @@ static const char *const kind_name[WORKER_KINDS] = {"scanner", "http", "sql"};
 
 /* Each database's grant: how many workers of each kind. */
 typedef int Grant[WORKER_KINDS];
+
+/*
+ * The grant's phases: in each, rounds of its kinds, every database's first
+ * of each kind, then every database's second ...
+ */
+#define PHASES 2
+static const int phase_kinds[PHASES][WORKER_KINDS + 1] = {
+	{WORKER_SCANNER, WORKER_HTTP, -1},
+	{WORKER_SQL, -1}
+};
+
+/* The most rounds a phase has (the largest count its kinds want). */
+static int
+phase_rounds(int phase)
+{
+	int			rounds = 0;
+
+	for (const int *k = phase_kinds[phase]; *k >= 0; k++)
+		rounds = Max(rounds, delaysched_workers_wanted(*k));
+	return rounds;
+}
 
 /* A worker this launcher started. */
 typedef struct Started
@@ -539,28 +561,25 @@ static int
 grant(int nactive, int nprobe, int budget, int ceiling, Grant *granted)
 {
 	int			wanted = 0;
-	int			rounds = 0;
 	int			left = ceiling < 0 ? budget : Min(budget, ceiling);
 
 	for (int k = 0; k < WORKER_KINDS; k++)
-	{
 		wanted += nactive * delaysched_workers_wanted(k);
-		rounds = Max(rounds, delaysched_workers_wanted(k));
-	}
 	memset(granted, 0, sizeof(Grant) * nactive);
-	for (int r = 0; r < rounds && budget > 0 && left > 0; r++)
-		for (int k = 0; k < WORKER_KINDS; k++)
-		{
-			for (int a = 0; a < nactive && budget > 0 && left > 0; a++)
-				if (r < delaysched_workers_wanted(k))
-				{
-					granted[a][k]++;
-					budget--;
-					left--;
-				}
-			if (k == WORKER_SCANNER && r == 0 && delaysched_workers > 0)
-				budget -= Min(budget, nprobe);
-		}
+	for (int p = 0; p < PHASES; p++)
+		for (int r = 0; r < phase_rounds(p) && budget > 0 && left > 0; r++)
+			for (const int *k = phase_kinds[p]; *k >= 0; k++)
+			{
+				for (int a = 0; a < nactive && budget > 0 && left > 0; a++)
+					if (r < delaysched_workers_wanted(*k))
+					{
+						granted[a][*k]++;
+						budget--;
+						left--;
+					}
+				if (*k == WORKER_SCANNER && r == 0 && delaysched_workers > 0)
+					budget -= Min(budget, nprobe);
+			}
 	return wanted;
 }
 
@@ -602,7 +621,7 @@ start_one(Started *started, const char *function, const char *kind, int i,
 /*
  * Start the granted workers that do not run, in the grant's order (every
  * database's first scanner, then every database's first HTTP worker, then
- * every database's first SQL worker, then second scanners, and so on), but
+ * second scanners, and so on; then the SQL workers in the same way), but
  * not those of a database that backs off.
  * Stops at the first the postmaster has no slot for: false then.
  */
@@ -610,32 +629,30 @@ static bool
 fill(const int *active, const Oid *active_oid, int nactive, const Grant *granted, TimestampTz now)
 {
 	bool		may_start[DELAYSCHED_MAX_DATABASES];
-	int			rounds = 0;
 
-	for (int k = 0; k < WORKER_KINDS; k++)
-		rounds = Max(rounds, delaysched_workers_wanted(k));
 	LWLockAcquire(delaysched_cluster->lock, LW_SHARED);
 	for (int a = 0; a < nactive; a++)
 		may_start[a] = now >= delaysched_cluster->databases[active[a]].retry_at;
 	LWLockRelease(delaysched_cluster->lock);
 
-	for (int r = 0; r < rounds; r++)
-		for (int k = 0; k < WORKER_KINDS; k++)
-			for (int a = 0; a < nactive; a++)
-			{
-				int			d = active[a];
-				DatabasePids pids;
-				Started    *started;
+	for (int p = 0; p < PHASES; p++)
+		for (int r = 0; r < phase_rounds(p); r++)
+			for (const int *k = phase_kinds[p]; *k >= 0; k++)
+				for (int a = 0; a < nactive; a++)
+				{
+					int			d = active[a];
+					DatabasePids pids;
+					Started    *started;
 
-				if (!may_start[a] || r >= granted[a][k])
-					continue;
-				delaysched_database_pids(d, &pids);
-				started = &locals[d].workers[k][r];
-				if (running(pids.pid[k][r], started))
-					continue;
-				if (!start_one(started, kind_function[k], kind_name[k], r, active_oid[a], d, now))
-					return false;
-			}
+					if (!may_start[a] || r >= granted[a][*k])
+						continue;
+					delaysched_database_pids(d, &pids);
+					started = &locals[d].workers[*k][r];
+					if (running(pids.pid[*k][r], started))
+						continue;
+					if (!start_one(started, kind_function[*k], kind_name[*k], r, active_oid[a], d, now))
+						return false;
+				}
 	return true;
 }
 

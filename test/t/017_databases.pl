@@ -343,6 +343,7 @@ my $small = DelayschedTest::new_node('small', extra_conf => <<'EOC');
 max_worker_processes = 6
 delaysched.workers = 2
 delaysched.http_workers = 1
+delaysched.sql_workers = 0
 log_min_messages = log
 EOC
 for my $db (qw(one two three))

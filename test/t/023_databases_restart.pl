@@ -97,6 +97,7 @@ my $few = DelayschedTest::new_node('few_slots', extra_conf => <<'EOC');
 max_worker_processes = 8
 delaysched.workers = 2
 delaysched.http_workers = 1
+delaysched.sql_workers = 0
 log_min_messages = log
 EOC
 
