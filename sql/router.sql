@@ -1,8 +1,9 @@
 -- router: the SQL surface of delaysched_router (doc/scale-out.md) on two
 -- node databases and a router database of this instance: the node numbers
 -- (sched.node_number, sched.set_node_number), set_nodes and its bad input,
--- routing by dedupe key and by id, errors as the nodes give them, a node
--- that cannot be reached, and what an ordinary role can and cannot do.
+-- routing by dedupe key and by id, errors as the nodes give them, SQL jobs
+-- (add_sql, a schedule's command, run_now), a node that cannot be reached,
+-- and what an ordinary role can and cannot do.
 -- (TAP test 020 has three servers, delivery, limits and a stopped node.)
 SET client_min_messages = warning;
 CREATE DATABASE regress_ds_node1;
@@ -163,6 +164,34 @@ SELECT sched.drop_schedule('r_nightly'), sched.drop_schedule('r_nightly');
 SELECT count(*) FROM sched.schedule_home;
 SELECT sched.drop_biz('r_reports');
 
+-- SQL jobs: a type that runs commands, on every node (its timeout left to
+-- each node: NULL); add_sql goes where add would, its id carrying the
+-- node; a schedule with a command and run_now go to the schedule's node;
+-- the views show each job's command and the role it runs as (the caller).
+SELECT sched.define_biz('r_jobs', delivery => 'sql');
+SELECT name, delivery, timeout FROM sched.biz WHERE name = 'r_jobs';
+SELECT sched.node_of(sched.add_sql('r_jobs', now() + interval '1 day', 'SELECT 1', 'j1'))
+	 = (sched._owner('r_jobs', 'j1')).node AS on_owner;
+SELECT count(DISTINCT sched.add_sql('r_jobs', now() + interval '1 day', 'SELECT ' || g, 'j' || g % 3))
+FROM generate_series(1, 30) g;
+SELECT sched.node_of(sched.add_sql('r_jobs', now() + interval '1 day', 'SELECT 2')) IN (SELECT node FROM sched.node) AS on_a_node;
+SELECT dedupe_key, command, run_as = current_user::regrole AS runs_as_caller
+FROM sched.tasks WHERE biz_type = 'r_jobs' ORDER BY dedupe_key;
+SELECT pg_temp.try($$SELECT sched.add_sql('r_orders', now(), 'SELECT 1')$$);
+SELECT pg_temp.try($$SELECT sched.add_sql('r_jobs', now(), NULL)$$);
+SELECT pg_temp.try($$SELECT sched.add('r_jobs', now())$$);
+SELECT sched.define_schedule('r_job_nightly', 'r_jobs', '0 3 * * *', command => 'SELECT 3') > now() AS defined;
+SELECT name, biz_type, command, run_as = current_user::regrole AS runs_as_caller
+FROM sched.schedules WHERE biz_type = 'r_jobs';
+SELECT pg_temp.try($$SELECT sched.define_schedule('r_job_none', 'r_jobs', '@daily')$$);
+SELECT pg_temp.try($$SELECT sched.define_schedule('r_job_notify', 'r_orders', '@daily', command => 'SELECT 1')$$);
+SELECT sched.node_of(sched.run_now('r_job_nightly'))
+	 = (SELECT h.node FROM sched.schedule_home h WHERE h.name = 'r_job_nightly') AS on_its_node;
+SELECT count(*) AS firings FROM sched.tasks WHERE schedule = 'r_job_nightly' AND command = 'SELECT 3';
+SELECT pg_temp.try($$SELECT sched.run_now('r_job_none')$$);
+SELECT sched.drop_schedule('r_job_nightly');
+SELECT sched.drop_biz('r_jobs', cancel_tasks => true) AS cancelled;
+
 -- A node that cannot be reached: adds without a key go to the other, its
 -- ids and keys fail naming it, administration changes no node.
 BEGIN;
@@ -296,9 +325,10 @@ WHERE r.sig IS DISTINCT FROM n.sig
 ORDER BY 2, 1;
 
 -- A router made at 0.2 and updated: what an administrator granted on
--- drop_schedule(text) goes to drop_schedule(text, text); PUBLIC gets the
--- new internal functions a routed call runs, not the public ones, and no
--- longer reads sched.schedule_home.
+-- drop_schedule(text) goes to drop_schedule(text, text), on
+-- define_schedule to the one that takes a command, on sched.tasks stays;
+-- PUBLIC gets the new internal functions a routed call runs, not the
+-- public ones, and no longer reads sched.schedule_home.
 \c contrib_regression
 SET client_min_messages = warning;
 CREATE DATABASE regress_ds_router02;
@@ -306,15 +336,19 @@ CREATE DATABASE regress_ds_router02;
 SET client_min_messages = warning;
 CREATE EXTENSION delaysched_router VERSION '0.2' CASCADE;
 GRANT USAGE ON SCHEMA sched TO regress_router_app;
-GRANT EXECUTE ON FUNCTION sched.drop_schedule(text), sched.pause_schedule(text) TO regress_router_app;
+GRANT EXECUTE ON FUNCTION sched.drop_schedule(text), sched.pause_schedule(text),
+	sched.define_schedule(text, text, text, jsonb, text, text, timestamptz, timestamptz, boolean) TO regress_router_app;
+GRANT SELECT ON sched.tasks TO regress_router_app;
 ALTER EXTENSION delaysched_router UPDATE;
 SELECT extversion FROM pg_extension WHERE extname = 'delaysched_router';
 SELECT p.oid::regprocedure AS function,
 	   has_function_privilege('regress_router_app', p.oid, 'EXECUTE') AS app,
 	   has_function_privilege('regress_router_mallory', p.oid, 'EXECUTE') AS anyone
 FROM pg_proc p
-WHERE p.pronamespace = 'sched'::regnamespace AND p.proname ~ '^_?(drop|pause|resume)_schedule(_on)?$'
+WHERE p.pronamespace = 'sched'::regnamespace
+  AND p.proname ~ '^(_?(drop|pause|resume|define)_schedule|_?add_sql|_?run_now)(_on)?$|^_add$'
 ORDER BY 1::text;
+SELECT has_table_privilege('regress_router_app', 'sched.tasks', 'SELECT') AS app_reads_tasks;
 SELECT has_table_privilege('regress_router_mallory', 'sched.schedule_home', 'SELECT') AS anyone_reads_homes;
 \c contrib_regression
 SET client_min_messages = warning;

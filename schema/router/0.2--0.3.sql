@@ -22,6 +22,18 @@
  * no longer readable by every role: it listed every name defined through
  * the router, whatever its type; sched._schedule_node reads it as the
  * extension's owner.
+ *
+ * And SQL jobs (delaysched 0.3's delivery 'sql'): sched.add_sql goes where
+ * sched.add would (the owner of its dedupe key, else a node at random), so
+ * sched._add, their one body, takes which call it makes and the command;
+ * sched.define_schedule takes command and sched.run_now is new, both to
+ * the schedule's node; define_biz's timeout defaults to NULL (the node
+ * picks: 10 seconds for http, 1 hour for sql).  sched.tasks and
+ * sched.schedules gain command and run_as, so the node calls behind them
+ * (_tasks_on, _schedules_on) return two columns more, and drop_biz, which
+ * reads _schedules_on's rows, names them.  A role crosses to the router by
+ * name, as everywhere here: run_as is the router's role of that name, NULL
+ * if it has none.
  */
 
 DROP FUNCTION sched.drop_schedule(text);
@@ -78,3 +90,253 @@ REVOKE ALL ON FUNCTION sched.drop_schedule(text, text), sched.pause_schedule(tex
 -- Where each name lives is the router's to know, not every role's.
 REVOKE SELECT ON sched.schedule_home FROM PUBLIC;
 ALTER FUNCTION sched._schedule_node(text) SECURITY DEFINER;
+
+
+-------------------------------------------------------------------------------
+-- SQL jobs
+-------------------------------------------------------------------------------
+
+-- define_biz: timeout NULL by default, as a node's (replaced in place: only
+-- a default changes, so its grants stay).
+CREATE OR REPLACE FUNCTION sched.define_biz(
+	name text,
+	delivery text DEFAULT 'notify',
+	channel text DEFAULT NULL,
+	max_attempts int DEFAULT 10,
+	ack_timeout interval DEFAULT '30 seconds',
+	rate_limit float8 DEFAULT NULL,
+	burst int DEFAULT NULL,
+	max_concurrency int DEFAULT NULL,
+	url text DEFAULT NULL,
+	headers jsonb DEFAULT NULL,
+	timeout interval DEFAULT NULL,
+	min_backoff interval DEFAULT '1 second',
+	max_backoff interval DEFAULT '1 hour',
+	secret text DEFAULT NULL,
+	follow_redirects boolean DEFAULT false,
+	weight int DEFAULT 1)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	b sched.biz;
+BEGIN
+	b := ROW(name, delivery, channel, max_attempts, ack_timeout, rate_limit, burst, max_concurrency, url,
+			 headers, timeout, min_backoff, max_backoff, secret, follow_redirects,
+			 coalesce((SELECT x.paused FROM sched.biz x WHERE x.name = define_biz.name), false),
+			 pg_catalog.now(), weight);
+	PERFORM sched._check_limits(rate_limit, burst, max_concurrency);
+	PERFORM sched._on_every_node('define_biz', sched._define_call(b));
+	-- (an update, not a delete and insert: the type's grants stay recorded)
+	INSERT INTO sched.biz SELECT b.*
+	ON CONFLICT ON CONSTRAINT biz_pkey DO UPDATE SET delivery = excluded.delivery, channel = excluded.channel,
+		max_attempts = excluded.max_attempts, ack_timeout = excluded.ack_timeout,
+		rate_limit = excluded.rate_limit, burst = excluded.burst, max_concurrency = excluded.max_concurrency,
+		url = excluded.url, headers = excluded.headers, timeout = excluded.timeout,
+		min_backoff = excluded.min_backoff, max_backoff = excluded.max_backoff, secret = excluded.secret,
+		follow_redirects = excluded.follow_redirects, updated_at = excluded.updated_at,
+		weight = excluded.weight;
+END
+$$;
+
+-- The node calls that change: each takes the command, or returns the two
+-- columns more.  (Dropped first: their arguments or result change.)
+DROP FUNCTION sched._add(boolean, text, timestamptz, interval, jsonb, text);
+DROP FUNCTION sched._define_schedule_on(int, text, text, text, jsonb, text, text, timestamptz, timestamptz, boolean);
+DROP FUNCTION sched.define_schedule(text, text, text, jsonb, text, text, timestamptz, timestamptz, boolean);
+DROP FUNCTION sched._tasks_on(int);
+DROP FUNCTION sched._schedules_on(int);
+
+CREATE FUNCTION sched._add_sql_on(p int, biz_type text, run_at timestamptz, command text, dedupe_key text)
+RETURNS bigint
+LANGUAGE plproxy AS $$ CLUSTER 'delaysched'; RUN ON p; SELECT sched.add_sql(biz_type, run_at, command, dedupe_key); $$;
+CREATE FUNCTION sched._define_schedule_on(p int, name text, biz_type text, schedule text, payload jsonb,
+	time_zone text, catch_up text, starts_at timestamptz, ends_at timestamptz, allow_overlap boolean,
+	command text)
+RETURNS timestamptz
+LANGUAGE plproxy AS $$ CLUSTER 'delaysched'; RUN ON p;
+	SELECT sched.define_schedule(name, biz_type, schedule, payload, time_zone, catch_up, starts_at,
+		ends_at, allow_overlap, command); $$;
+CREATE FUNCTION sched._run_now_on(p int, schedule text, biz_type text) RETURNS bigint
+LANGUAGE plproxy AS $$ CLUSTER 'delaysched'; RUN ON p; SELECT sched.run_now(schedule, biz_type); $$;
+-- (run_as by name: an oid means nothing on another server.)
+CREATE FUNCTION sched._tasks_on(p int)
+RETURNS TABLE(id bigint, biz_type text, run_at timestamptz, state text, attempt int, payload jsonb,
+	dedupe_key text, created_at timestamptz, delivered_at timestamptz, last_error text,
+	lease_until timestamptz, finished_at timestamptz, schedule text, status text, command text,
+	run_as text)
+LANGUAGE plproxy AS $$ CLUSTER 'delaysched'; RUN ON p;
+	SELECT t.id, t.biz_type, t.run_at, t.state, t.attempt, t.payload, t.dedupe_key, t.created_at,
+		t.delivered_at, t.last_error, t.lease_until, t.finished_at, t.schedule, t.status, t.command,
+		t.run_as::text AS run_as FROM sched.tasks t; $$;
+CREATE FUNCTION sched._schedules_on(p int)
+RETURNS TABLE(name text, biz_type text, schedule text, time_zone text, catch_up text, allow_overlap boolean,
+	paused boolean, starts_at timestamptz, ends_at timestamptz, next_run_at timestamptz,
+	last_run_at timestamptz, last_task_id bigint, runs bigint, missed bigint, payload jsonb,
+	created_at timestamptz, updated_at timestamptz, command text, run_as text)
+LANGUAGE plproxy AS $$ CLUSTER 'delaysched'; RUN ON p;
+	SELECT s.name, s.biz_type, s.schedule, s.time_zone, s.catch_up, s.allow_overlap, s.paused,
+		s.starts_at, s.ends_at, s.next_run_at, s.last_run_at, s.last_task_id, s.runs, s.missed,
+		s.payload, s.created_at, s.updated_at, s.command, s.run_as::text AS run_as FROM sched.schedules s; $$;
+
+-- sched.add, add_after and add_sql: with a dedupe key, on the key's owner;
+-- without, on a node picked at random, or the next that answers.  p_call
+-- names the node function; each call is written out, static, so that its
+-- plan is kept.
+CREATE FUNCTION sched._add(p_call text, p_biz text, p_run_at timestamptz, p_delay interval,
+						   p_payload jsonb, p_command text, p_dedupe_key text)
+RETURNS bigint
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	n sched.node;
+	v_tried text[] := '{}';
+	e_state text; e_message text; e_detail text; e_hint text;
+BEGIN
+	FOR n IN (SELECT x.* FROM sched.node x WHERE p_dedupe_key IS NULL ORDER BY pg_catalog.random())
+			 UNION ALL (SELECT * FROM sched._owner(p_biz, p_dedupe_key) WHERE p_dedupe_key IS NOT NULL) LOOP
+		BEGIN
+			CASE p_call
+				WHEN 'add' THEN RETURN sched._add_on(n.position, p_biz, p_run_at, p_payload, p_dedupe_key);
+				WHEN 'add_after' THEN
+					RETURN sched._add_after_on(n.position, p_biz, p_delay, p_payload, p_dedupe_key);
+				WHEN 'add_sql' THEN RETURN sched._add_sql_on(n.position, p_biz, p_run_at, p_command, p_dedupe_key);
+			END CASE;
+		EXCEPTION WHEN OTHERS THEN
+			GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT,
+									e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
+			IF p_dedupe_key IS NOT NULL OR NOT sched._not_sent(e_state, e_message) THEN
+				PERFORM sched._raise_node_error(n.node, e_state, e_message, e_detail, e_hint);
+			END IF;
+			v_tried := v_tried || sched._label(n.node);
+		END;
+	END LOOP;
+	PERFORM sched._all_unavailable(v_tried);
+	RETURN NULL;
+END
+$$;
+COMMENT ON FUNCTION sched._add(text, text, timestamptz, interval, jsonb, text, text) IS 'internal: the body of sched.add, sched.add_after and sched.add_sql';
+
+-- (As every internal function but the administrators' in 0.2: a call
+-- reaches the node as its caller, which checks that role there.)
+GRANT EXECUTE ON FUNCTION sched._add(text, text, timestamptz, interval, jsonb, text, text),
+	sched._add_sql_on(int, text, timestamptz, text, text),
+	sched._define_schedule_on(int, text, text, text, jsonb, text, text, timestamptz, timestamptz, boolean, text),
+	sched._run_now_on(int, text, text), sched._tasks_on(int), sched._schedules_on(int) TO PUBLIC;
+
+CREATE OR REPLACE FUNCTION sched.add(biz_type text, run_at timestamptz, payload jsonb DEFAULT '{}',
+									 dedupe_key text DEFAULT NULL)
+RETURNS bigint
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$ BEGIN RETURN sched._add('add', biz_type, run_at, NULL, payload, NULL, dedupe_key); END $$;
+
+CREATE OR REPLACE FUNCTION sched.add_after(biz_type text, delay interval, payload jsonb DEFAULT '{}',
+										   dedupe_key text DEFAULT NULL)
+RETURNS bigint
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$ BEGIN RETURN sched._add('add_after', biz_type, NULL, delay, payload, NULL, dedupe_key); END $$;
+
+CREATE FUNCTION sched.add_sql(biz_type text, run_at timestamptz, command text, dedupe_key text DEFAULT NULL)
+RETURNS bigint
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$ BEGIN RETURN sched._add('add_sql', biz_type, run_at, NULL, NULL, command, dedupe_key); END $$;
+COMMENT ON FUNCTION sched.add_sql(text, timestamptz, text, text) IS 'schedule a one-shot SQL job on one of the nodes (with a dedupe key, on the node that owns the key): command runs there at run_at as the calling role; returns its id, which carries the node';
+
+CREATE FUNCTION sched.define_schedule(name text, biz_type text, schedule text, payload jsonb DEFAULT '{}',
+									  time_zone text DEFAULT 'UTC', catch_up text DEFAULT 'latest',
+									  starts_at timestamptz DEFAULT NULL, ends_at timestamptz DEFAULT NULL,
+									  allow_overlap boolean DEFAULT true, command text DEFAULT NULL)
+RETURNS timestamptz
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	v_next timestamptz;
+BEGIN
+	v_next := sched._on_schedule_node(name, pg_catalog.format(
+		'SELECT sched._define_schedule_on($1, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L)',
+		name, biz_type, schedule, payload, time_zone, catch_up, starts_at, ends_at, allow_overlap, command));
+	PERFORM sched._set_schedule_home(name);
+	RETURN v_next;
+END
+$$;
+COMMENT ON FUNCTION sched.define_schedule(text, text, text, jsonb, text, text, timestamptz, timestamptz, boolean, text) IS 'create or change a recurring schedule on its node (for an sql type, runs of command, as the calling role); returns its next firing';
+
+CREATE FUNCTION sched.run_now(schedule text, biz_type text DEFAULT NULL) RETURNS bigint
+LANGUAGE sql
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT sched._on_schedule_node(schedule, pg_catalog.format('SELECT sched._run_now_on($1, %L, %L)',
+																 schedule, biz_type))::bigint $$;
+COMMENT ON FUNCTION sched.run_now(text, text) IS 'add one firing of a schedule due at once, on its node (biz_type: of that type; NULL: the only one of that name the caller may change); returns its id, which carries the node';
+
+-- As the 0.2 script leaves every public function: for administrators to
+-- grant (what was granted on define_schedule before goes to this one, by
+-- keep-privileges-restore.sql).
+REVOKE ALL ON FUNCTION sched.add_sql(text, timestamptz, text, text),
+	sched.define_schedule(text, text, text, jsonb, text, text, timestamptz, timestamptz, boolean, text),
+	sched.run_now(text, text) FROM PUBLIC;
+
+-- The views: two columns more, at the end (replaced in place, so their
+-- grants stay).
+CREATE OR REPLACE VIEW sched.tasks AS
+	SELECT t.id, t.biz_type, t.run_at, t.state, t.attempt, t.payload, t.dedupe_key, t.created_at,
+		   t.delivered_at, t.last_error, t.lease_until, t.finished_at, t.schedule, t.status, t.command,
+		   pg_catalog.to_regrole(t.run_as) AS run_as
+	FROM sched._gather('tasks') AS t(node int, id bigint, biz_type text, run_at timestamptz, state text,
+		attempt int, payload jsonb, dedupe_key text, created_at timestamptz, delivered_at timestamptz,
+		last_error text, lease_until timestamptz, finished_at timestamptz, schedule text, status text,
+		command text, run_as text);
+
+CREATE OR REPLACE VIEW sched.schedules AS
+	SELECT s.name, s.biz_type, s.schedule, s.time_zone, s.catch_up, s.allow_overlap, s.paused,
+		   s.starts_at, s.ends_at, s.next_run_at, s.last_run_at, s.last_task_id, s.runs, s.missed,
+		   s.payload, s.created_at, s.updated_at, s.command, pg_catalog.to_regrole(s.run_as) AS run_as
+	FROM sched._gather('schedules') AS s(node int, name text, biz_type text, schedule text, time_zone text,
+		catch_up text, allow_overlap boolean, paused boolean, starts_at timestamptz, ends_at timestamptz,
+		next_run_at timestamptz, last_run_at timestamptz, last_task_id bigint, runs bigint, missed bigint,
+		payload jsonb, created_at timestamptz, updated_at timestamptz, command text, run_as text);
+
+-- drop_biz reads _schedules_on's rows: with their columns as they are now.
+CREATE OR REPLACE FUNCTION sched.drop_biz(name text, cancel_tasks boolean DEFAULT false)
+RETURNS bigint
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	v_busy text;
+	v_counts text[];
+BEGIN
+	PERFORM sched._check_nodes();
+	-- Refuse before any node drops it, where a node would refuse.
+	IF NOT coalesce(cancel_tasks, false) THEN
+		SELECT pg_catalog.string_agg(pg_catalog.format('"%s"', s.name), ', ') INTO v_busy
+		FROM sched._gather('schedules') AS s(node int, name text, biz_type text, schedule text, time_zone text,
+			catch_up text, allow_overlap boolean, paused boolean, starts_at timestamptz, ends_at timestamptz,
+			next_run_at timestamptz, last_run_at timestamptz, last_task_id bigint, runs bigint, missed bigint,
+			payload jsonb, created_at timestamptz, updated_at timestamptz, command text, run_as text)
+		WHERE s.biz_type = drop_biz.name;
+		IF v_busy IS NOT NULL THEN
+			RAISE EXCEPTION 'business type "%" still has schedules', name
+				USING ERRCODE = 'object_in_use', DETAIL = 'Schedules making tasks of it: ' || v_busy || '.',
+					  HINT = pg_catalog.format('Drop them with sched.drop_schedule, or drop them and cancel every task with SELECT sched.drop_biz(%L, cancel_tasks => true);', name);
+		END IF;
+		SELECT pg_catalog.string_agg(pg_catalog.format('%s on node %s', s.unfinished, s.node), ', ')
+		INTO v_busy
+		FROM sched._gather_stats() s WHERE s.biz_type = drop_biz.name AND s.unfinished > 0;
+		IF v_busy IS NOT NULL THEN
+			RAISE EXCEPTION 'business type "%" still has unfinished tasks', name
+				USING ERRCODE = 'object_in_use', DETAIL = 'Unfinished: ' || v_busy || '.',
+					  HINT = 'Wait for them, or drop it with cancel_tasks => true to cancel them.';
+		END IF;
+	END IF;
+	v_counts := sched._on_every_node('drop_biz',
+		pg_catalog.format('SELECT sched._drop_biz_on($1, %L, %L)', name, cancel_tasks));
+	DELETE FROM sched.biz x WHERE x.name = drop_biz.name;
+	RETURN (SELECT sum(c::bigint) FROM pg_catalog.unnest(v_counts) c);
+END
+$$;
