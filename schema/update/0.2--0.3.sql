@@ -79,6 +79,7 @@ ALTER TABLE sched.attempt DROP CONSTRAINT attempt_outcome_check,
 	ADD COLUMN sqlstate text, ADD COLUMN rows bigint,
 	ADD CONSTRAINT attempt_outcome_check
 		CHECK (outcome IN ('done', 'retry', 'dead', 'requeued', 'stale', 'cancelled'));
+COMMENT ON TABLE sched.attempt IS 'every HTTP request and SQL job run delaysched made, with its status, error and duration; read sched.attempts instead';
 
 -- Take the command (and its role) too: made anew below.  The grants on
 -- define_schedule go to the new one by keep-privileges-restore.sql.

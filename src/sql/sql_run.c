@@ -291,12 +291,14 @@ delaysched_sql_run(const SqlJob *job, int16 owner, SqlRun *run)
 				run->outcome = "dead";
 				run->error = psprintf("role_dropped: the role the job runs as (OID %u) no longer exists",
 									  job->run_as);
+				strlcpy(run->sqlstate, "42704", sizeof(run->sqlstate));	/* undefined_object */
 			}
 			else
 			{
 				/* Only sched.add_sql and define_schedule make sql jobs, with one. */
 				run->outcome = "dead";
 				run->error = pstrdup("no_command: the job has no command to run");
+				strlcpy(run->sqlstate, "22004", sizeof(run->sqlstate));	/* null_value_not_allowed */
 			}
 		}
 		else

@@ -251,11 +251,6 @@ static const CounterFamily counter_families[] = {
 	{"delaysched_tasks_parked_total", "Due tasks of notify types set aside for a rate limit, a concurrency cap or a pause.", SS_PARKED},
 };
 
-static const char *
-kind_name(char kind)
-{
-	return kind == STATS_KIND_PULL ? "pull" : kind == STATS_KIND_HTTP ? "http" : "notify";
-}
 
 static int
 compare_types(const void *a, const void *b)
@@ -322,8 +317,7 @@ collect_types(int *ntypes)
 		t = hash_search(types, name, HASH_ENTER, &found);
 		memset((char *) t + NAMEDATALEN, 0, sizeof(TypeMetrics) - NAMEDATALEN);
 		t->defined = true;
-		t->kind = strcmp(delivery, "pull") == 0 ? STATS_KIND_PULL :
-			strcmp(delivery, "http") == 0 ? STATS_KIND_HTTP : STATS_KIND_NOTIFY;
+		t->kind = delaysched_stats_kind_of(delivery);
 		t->paused = bool_at(i, 3);
 		t->limited = bool_at(i, 4);
 		t->tokens = float8_at(i, 5);
@@ -369,7 +363,7 @@ put_counters(Emitter *e, const TypeMetrics *types, int ntypes)
 	}
 
 	family(e, "delaysched_tasks_delivered_total", "counter",
-		   "Deliveries (redeliveries included), by the type's delivery kind: NOTIFY sent, pull claims, HTTP requests started.");
+		   "Deliveries (redeliveries included), by the type's delivery kind: NOTIFY sent, pull claims, HTTP requests started, SQL jobs leased to an SQL worker.");
 	for (int i = 0; i < ntypes; i++)
 	{
 		const TypeMetrics *t = &types[i];
@@ -380,13 +374,14 @@ put_counters(Emitter *e, const TypeMetrics *types, int ntypes)
 		}			kinds[] = {
 			{STATS_KIND_NOTIFY, SS_DELIVERED_NOTIFY},
 			{STATS_KIND_PULL, SS_DELIVERED_PULL},
-			{STATS_KIND_HTTP, SS_DELIVERED_HTTP}
+			{STATS_KIND_HTTP, SS_DELIVERED_HTTP},
+			{STATS_KIND_SQL, SS_DELIVERED_SQL}
 		};
 
 		for (size_t k = 0; k < lengthof(kinds); k++)
 		{
 			int64		value = t->v[kinds[k].slot];
-			Label		label = {"delivery", kind_name(kinds[k].kind)};
+			Label		label = {"delivery", delaysched_stats_kind_name(kinds[k].kind)};
 
 			/* Those made before the kind was known count as the type's kind now. */
 			if (kinds[k].kind == (t->kind ? t->kind : STATS_KIND_NOTIFY))
@@ -419,6 +414,25 @@ put_counters(Emitter *e, const TypeMetrics *types, int ntypes)
 		if (types[i].kind == STATS_KIND_HTTP)
 			histogram(e, &types[i], SS_DURATION_FIRST, STATS_DURATION_BUCKETS,
 					  delaysched_duration_bounds, SS_DURATION_SUM_US);
+
+	family(e, "delaysched_sql_runs_total", "counter",
+		   "Runs of SQL jobs, by outcome: done (committed), retry, dead, cancelled, stale.");
+	for (int i = 0; i < ntypes; i++)
+		for (int o = 0; o < STATS_SQL_OUTCOMES; o++)
+		{
+			int64		value = types[i].v[SS_SQL_RUN_FIRST + o];
+			Label		label = {"outcome", delaysched_sql_outcome_names[o]};
+
+			if (value != 0)
+				sample(e, e->family, &types[i], &label, 1, (double) value);
+		}
+
+	family(e, "delaysched_sql_run_duration_seconds", "histogram",
+		   "Duration of SQL jobs' runs, from the command's start to its end, done or failed.");
+	for (int i = 0; i < ntypes; i++)
+		if (types[i].kind == STATS_KIND_SQL)
+			histogram(e, &types[i], SS_SQL_DURATION_FIRST, STATS_DURATION_BUCKETS,
+					  delaysched_duration_bounds, SS_SQL_DURATION_SUM_US);
 
 	family(e, "delaysched_lateness_seconds", "histogram",
 		   "Lateness of first deliveries: delivered_at - run_at.");

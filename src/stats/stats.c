@@ -65,6 +65,30 @@ const double delaysched_lateness_bounds[] = {STATS_LATENESS_BOUNDS};
 const double delaysched_duration_bounds[] = {STATS_DURATION_BOUNDS};
 const char *const delaysched_http_class_names[] = {"1xx", "2xx", "3xx", "4xx", "5xx", "none"};
 const char *const delaysched_http_outcome_names[] = {"done", "retry", "dead", "requeued", "stale"};
+const char *const delaysched_sql_outcome_names[] = {"done", "retry", "dead", "cancelled", "stale"};
+
+/* The kind of a sched.biz.delivery (0 for NULL, not known). */
+char
+delaysched_stats_kind_of(const char *delivery)
+{
+	if (delivery == NULL)
+		return 0;
+	if (strcmp(delivery, "pull") == 0)
+		return STATS_KIND_PULL;
+	if (strcmp(delivery, "http") == 0)
+		return STATS_KIND_HTTP;
+	if (strcmp(delivery, "sql") == 0)
+		return STATS_KIND_SQL;
+	return STATS_KIND_NOTIFY;
+}
+
+/* A kind's name, as sched.biz.delivery says it (0: notify, as counted). */
+const char *
+delaysched_stats_kind_name(char kind)
+{
+	return kind == STATS_KIND_PULL ? "pull" : kind == STATS_KIND_HTTP ? "http" :
+		kind == STATS_KIND_SQL ? "sql" : "notify";
+}
 
 StaticAssertDecl(lengthof(delaysched_lateness_bounds) == STATS_LATENESS_BUCKETS - 1,
 				 "lateness buckets are the bounds and +Inf");
@@ -211,7 +235,8 @@ add_to(StatsEntry *entry, char kind, const int64 *delta)
 		if (i == SS_TALLY_DELIVERED)
 			slot = kind == STATS_KIND_NOTIFY ? SS_DELIVERED_NOTIFY :
 				kind == STATS_KIND_PULL ? SS_DELIVERED_PULL :
-				kind == STATS_KIND_HTTP ? SS_DELIVERED_HTTP : SS_DELIVERED_UNKNOWN;
+				kind == STATS_KIND_HTTP ? SS_DELIVERED_HTTP :
+				kind == STATS_KIND_SQL ? SS_DELIVERED_SQL : SS_DELIVERED_UNKNOWN;
 		else if (i == SS_TALLY_ENTERED_READY)
 		{
 			/* A notify task only goes to 'r' when it is set aside. */

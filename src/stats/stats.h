@@ -58,6 +58,9 @@
 #define STATS_HTTP_CLASSES		6	/* 1xx .. 5xx, none */
 #define STATS_HTTP_OUTCOMES		5	/* done, retry, dead, requeued, stale */
 
+/* SQL job runs by outcome (sched.attempt rows of sql types). */
+#define STATS_SQL_OUTCOMES		5	/* done, retry, dead, cancelled, stale */
+
 /* The slots of a business type's numbers. */
 typedef enum StatsSlot
 {
@@ -92,7 +95,13 @@ typedef enum StatsSlot
 	SS_DURATION_FIRST,
 	SS_DURATION_SUM_US = SS_DURATION_FIRST + STATS_DURATION_BUCKETS,
 	SS_HTTP_FIRST,				/* + class * STATS_HTTP_OUTCOMES + outcome */
-	SS_COUNT = SS_HTTP_FIRST + STATS_HTTP_CLASSES * STATS_HTTP_OUTCOMES
+
+	/* SQL jobs: deliveries (leases to an SQL worker), runs, their durations. */
+	SS_DELIVERED_SQL = SS_HTTP_FIRST + STATS_HTTP_CLASSES * STATS_HTTP_OUTCOMES,
+	SS_SQL_RUN_FIRST,			/* + outcome */
+	SS_SQL_DURATION_FIRST = SS_SQL_RUN_FIRST + STATS_SQL_OUTCOMES,
+	SS_SQL_DURATION_SUM_US = SS_SQL_DURATION_FIRST + STATS_DURATION_BUCKETS,
+	SS_COUNT
 } StatsSlot;
 
 /*
@@ -100,12 +109,17 @@ typedef enum StatsSlot
  * transaction's numbers (sched._prepared_tally), which may be committed
  * after a restart with another library: change it with the order.
  */
-#define STATS_SLOT_LAYOUT	1
+#define STATS_SLOT_LAYOUT	2
 
 /* A type's delivery kind as stored (0: not known yet). */
 #define STATS_KIND_NOTIFY	'n'
 #define STATS_KIND_PULL		'p'
 #define STATS_KIND_HTTP		'h'
+#define STATS_KIND_SQL		's'
+
+/* The kind of a sched.biz.delivery (0 for NULL), and a kind's name. */
+extern char delaysched_stats_kind_of(const char *delivery);
+extern const char *delaysched_stats_kind_name(char kind);
 
 /* A copy of one type's numbers, for the readers (metrics.c). */
 typedef struct StatsCopy
@@ -134,6 +148,7 @@ extern int	delaysched_stats_lateness_bucket(double seconds);
 extern int	delaysched_stats_duration_bucket(double seconds);
 extern const double delaysched_lateness_bounds[];
 extern const double delaysched_duration_bounds[];
+extern const char *const delaysched_sql_outcome_names[];
 extern const char *const delaysched_http_class_names[];
 extern const char *const delaysched_http_outcome_names[];
 

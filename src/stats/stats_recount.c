@@ -98,18 +98,6 @@ lock_task_tables(void)
 	return locked;
 }
 
-static char
-kind_of(const char *delivery)
-{
-	if (delivery == NULL)
-		return 0;
-	if (strcmp(delivery, "pull") == 0)
-		return STATS_KIND_PULL;
-	if (strcmp(delivery, "http") == 0)
-		return STATS_KIND_HTTP;
-	return STATS_KIND_NOTIFY;
-}
-
 static int64
 int8_column(HeapTuple row, TupleDesc desc, int column)
 {
@@ -145,7 +133,7 @@ recount_work(void *arg)
 			char	   *name = SPI_getvalue(row, desc, 1);
 
 			strlcpy(count->biz_type, name, NAMEDATALEN);
-			count->kind = kind_of(SPI_getvalue(row, desc, 2));
+			count->kind = delaysched_stats_kind_of(SPI_getvalue(row, desc, 2));
 			count->v[SS_STATE_PENDING] = int8_column(row, desc, 3);
 			count->v[SS_STATE_READY] = int8_column(row, desc, 4);
 			count->v[SS_STATE_DELIVERED] = int8_column(row, desc, 5);

@@ -522,10 +522,11 @@ count_finished(TriggerData *td)
 /* sched.attempt */
 enum
 {
-	ATTEMPT_BIZ_TYPE, ATTEMPT_HTTP_STATUS, ATTEMPT_OUTCOME, ATTEMPT_DURATION
+	ATTEMPT_BIZ_TYPE, ATTEMPT_HTTP_STATUS, ATTEMPT_OUTCOME, ATTEMPT_DURATION, ATTEMPT_SQLSTATE,
+	ATTEMPT_ROWS
 };
 static const char *const attempt_columns[TRIGGER_COLUMNS] =
-{"biz_type", "http_status", "outcome", "duration"};
+{"biz_type", "http_status", "outcome", "duration", "sqlstate", "rows"};
 static ColumnCache attempt_cache;
 
 static void
@@ -547,18 +548,33 @@ count_attempt(TriggerData *td)
 	find_columns(td->tg_relation, &attempt_cache, attempt_columns);
 	text_column(row, attempt_cache.attnum[ATTEMPT_BIZ_TYPE], biz_type);
 	text_column(row, attempt_cache.attnum[ATTEMPT_OUTCOME], outcome_name);
+	duration = DatumGetIntervalP(column(row, attempt_cache.attnum[ATTEMPT_DURATION], &isnull));
+	seconds = isnull ? 0 :
+		Max(0, (double) duration->time / USECS_PER_SEC +
+			(double) duration->day * SECS_PER_DAY);
+	v = delaysched_tally_slots(biz_type);
+
+	/* An SQL job's run has its SQLSTATE (failed) or its rows (committed). */
+	(void) column(row, attempt_cache.attnum[ATTEMPT_SQLSTATE], &isnull);
+	if (isnull)
+		(void) column(row, attempt_cache.attnum[ATTEMPT_ROWS], &isnull);
+	if (!isnull)
+	{
+		for (int i = 0; i < STATS_SQL_OUTCOMES; i++)
+			if (strcmp(outcome_name, delaysched_sql_outcome_names[i]) == 0)
+				outcome = i;
+		v[SS_SQL_RUN_FIRST + outcome]++;
+		v[SS_SQL_DURATION_FIRST + delaysched_stats_duration_bucket(seconds)]++;
+		v[SS_SQL_DURATION_SUM_US] += (int64) (seconds * USECS_PER_SEC);
+		return;
+	}
+
 	status = column(row, attempt_cache.attnum[ATTEMPT_HTTP_STATUS], &isnull);
 	if (!isnull && DatumGetInt32(status) >= 100 && DatumGetInt32(status) < 600)
 		class = DatumGetInt32(status) / 100 - 1;
 	for (int i = 0; i < STATS_HTTP_OUTCOMES; i++)
 		if (strcmp(outcome_name, delaysched_http_outcome_names[i]) == 0)
 			outcome = i;
-	duration = DatumGetIntervalP(column(row, attempt_cache.attnum[ATTEMPT_DURATION], &isnull));
-	seconds = isnull ? 0 :
-		Max(0, (double) duration->time / USECS_PER_SEC +
-			(double) duration->day * SECS_PER_DAY);
-
-	v = delaysched_tally_slots(biz_type);
 	v[SS_HTTP_FIRST + class * STATS_HTTP_OUTCOMES + outcome]++;
 	v[SS_DURATION_FIRST + delaysched_stats_duration_bucket(seconds)]++;
 	v[SS_DURATION_SUM_US] += (int64) (seconds * USECS_PER_SEC);
@@ -584,9 +600,7 @@ count_biz(TriggerData *td)
 	find_columns(td->tg_relation, &biz_cache, biz_columns);
 	text_column(row, biz_cache.attnum[BIZ_NAME], name);
 	text_column(row, biz_cache.attnum[BIZ_DELIVERY], delivery);
-	tally_for(name, GetCurrentTransactionNestLevel())->kind =
-		strcmp(delivery, "pull") == 0 ? STATS_KIND_PULL :
-		strcmp(delivery, "http") == 0 ? STATS_KIND_HTTP : STATS_KIND_NOTIFY;
+	tally_for(name, GetCurrentTransactionNestLevel())->kind = delaysched_stats_kind_of(delivery);
 }
 
 /*
