@@ -1,6 +1,7 @@
 -------------------------------------------------------------------------------
 -- Privileges: nothing for PUBLIC; administrators grant what roles need
--- (see doc/privileges.md).
+-- (see doc/privileges.md).  Numbered 99 to stay the last object file: what
+-- it revokes is every function and relation the files before it made.
 -------------------------------------------------------------------------------
 
 -- Every object that still has the default privileges (a NULL ACL: a new
