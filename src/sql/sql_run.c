@@ -387,5 +387,4 @@ delaysched_sql_forget_session_state(void)
 	LockReleaseAll(USER_LOCKMETHOD, true);
 	ResetTempTableNamespace();
 	ResetSequenceCaches();
-	ResetPlanCache();
 }
