@@ -47,6 +47,7 @@ OBJS = \
 	src/schedule/schedule_sql.o \
 	src/sql/sql_command.o \
 	src/sql/sql_run.o \
+	src/sql/sql_session.o \
 	src/sql/sql_signal.o \
 	src/sql/sql_worker.o \
 	src/stats/metrics.o \

@@ -131,6 +131,52 @@ SELECT try($$SELECT sched.run_now('sj_missing')$$);
 SELECT sched.drop_schedule('sj_every_second');
 
 -------------------------------------------------------------------------------
+-- A CALL whose procedure commits, and VACUUM, run in a session of the
+-- job's role: what the procedure committed stays, the done mark commits
+-- with its last transaction, and a failure after a COMMIT runs it again
+-------------------------------------------------------------------------------
+CREATE PROCEDURE sj_commits() LANGUAGE plpgsql AS $$
+BEGIN
+	INSERT INTO sj_log(tag) VALUES ('first');
+	COMMIT;
+	INSERT INTO sj_log(tag) VALUES ('second');
+END $$;
+CREATE PROCEDURE sj_commits_then_fails() LANGUAGE plpgsql AS $$
+BEGIN
+	INSERT INTO sj_log(tag) VALUES ('kept');
+	COMMIT;
+	INSERT INTO sj_log(tag) VALUES ('lost');
+	RAISE EXCEPTION 'failed after a commit';
+END $$;
+-- ROLLBACK inside goes on as the job's role, never as the worker's
+CREATE PROCEDURE sj_rolls_back() LANGUAGE plpgsql AS $$
+BEGIN
+	ROLLBACK;
+	INSERT INTO sj_log(tag) SELECT 'escalated' FROM sj_secret;
+END $$;
+CREATE ROLE regress_sj_session LOGIN;
+GRANT USAGE ON SCHEMA sched TO regress_sj_session;
+GRANT EXECUTE ON FUNCTION sched.add_sql(text, timestamptz, text, text) TO regress_sj_session;
+GRANT INSERT ON sj_log TO regress_sj_session;
+SELECT sched.grant_biz('sj_jobs', 'regress_sj_session');
+SELECT sched.add_sql('sj_jobs', now(), 'CALL sj_commits()') AS job \gset
+SELECT wait_until(format('(SELECT state = %L FROM sched.tasks WHERE id = %s)', 'done', :job));
+SELECT tag, count(*) FROM sj_log WHERE tag IN ('first', 'second') GROUP BY tag ORDER BY tag;
+SELECT outcome, rows FROM sched.attempts WHERE id = :job;
+SELECT sched.add_sql('sj_jobs', now(), 'CALL sj_commits_then_fails()') AS job \gset
+SELECT wait_until(format('(SELECT state = %L FROM sched.tasks WHERE id = %s)', 'dead', :job));
+SELECT state, attempt, last_error FROM sched.tasks WHERE id = :job;
+SELECT tag, count(*) FROM sj_log WHERE tag IN ('kept', 'lost') GROUP BY tag ORDER BY tag;
+SELECT sched.add_sql('sj_jobs', now(), 'VACUUM sj_log') AS job \gset
+SELECT wait_until(format('(SELECT state = %L FROM sched.tasks WHERE id = %s)', 'done', :job));
+SET ROLE regress_sj_session;
+SELECT sched.add_sql('sj_jobs', now(), 'CALL sj_rolls_back()') AS job \gset
+RESET ROLE;
+SELECT wait_until(format('(SELECT state = %L FROM sched.tasks WHERE id = %s)', 'dead', :job));
+SELECT state, last_error, run_as FROM sched.tasks WHERE id = :job;
+SELECT count(*) AS escalated FROM sj_log WHERE tag = 'escalated';
+
+-------------------------------------------------------------------------------
 -- A type keeps its delivery while it has tasks or schedules
 -------------------------------------------------------------------------------
 SELECT sched.add_sql('sj_jobs', now() + interval '1 day', 'SELECT 1') AS job \gset
@@ -152,7 +198,8 @@ SELECT sched.drop_biz('sj_slow', cancel_tasks => true) >= 0 AS dropped;
 SELECT sched.drop_biz('sj_long', cancel_tasks => true) >= 0 AS dropped;
 SELECT sched.drop_biz('sj_notify');
 DROP TABLE sj_log, sj_secret;
-REVOKE ALL ON SCHEMA sched FROM regress_sj_app, regress_sj_other;
-REVOKE ALL ON ALL FUNCTIONS IN SCHEMA sched FROM regress_sj_app, regress_sj_other;
-REVOKE ALL ON ALL TABLES IN SCHEMA sched FROM regress_sj_app, regress_sj_other;
-DROP ROLE regress_sj_app, regress_sj_other;
+DROP PROCEDURE sj_commits(), sj_commits_then_fails(), sj_rolls_back();
+REVOKE ALL ON SCHEMA sched FROM regress_sj_app, regress_sj_other, regress_sj_session;
+REVOKE ALL ON ALL FUNCTIONS IN SCHEMA sched FROM regress_sj_app, regress_sj_other, regress_sj_session;
+REVOKE ALL ON ALL TABLES IN SCHEMA sched FROM regress_sj_app, regress_sj_other, regress_sj_session;
+DROP ROLE regress_sj_app, regress_sj_other, regress_sj_session;

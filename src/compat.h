@@ -183,4 +183,28 @@ delaysched_init_materialized_srf(FunctionCallInfo fcinfo)
 	makeJsonLexContextCstringLen((json), (len), (encoding), (need_escapes))
 #endif
 
+/*
+ * Running a portal: 18 dropped PortalRun's run_once (every run of ours is
+ * the portal's only one).
+ */
+#include "tcop/pquery.h"
+#if PG_VERSION_NUM >= 180000
+#define delaysched_portal_run(portal, count, top_level, dest, altdest, qc) \
+	PortalRun((portal), (count), (top_level), (dest), (altdest), (qc))
+#else
+#define delaysched_portal_run(portal, count, top_level, dest, altdest, qc) \
+	PortalRun((portal), (count), (top_level), true, (dest), (altdest), (qc))
+#endif
+
+/*
+ * A background worker may connect as a role that cannot log in from 17 on
+ * (BGWORKER_BYPASS_ROLELOGINCHECK); before, such a role's session fails.
+ */
+#include "postmaster/bgworker.h"
+#ifdef BGWORKER_BYPASS_ROLELOGINCHECK
+#define DELAYSCHED_BGW_ANY_ROLE BGWORKER_BYPASS_ROLELOGINCHECK
+#else
+#define DELAYSCHED_BGW_ANY_ROLE 0
+#endif
+
 #endif							/* DELAYSCHED_COMPAT_H */

@@ -144,27 +144,35 @@ COMMENT ON FUNCTION sched._sql_begin(smallint, smallint, bigint, int) IS 'intern
 
 /*
  * The end of a run that succeeded, in the run's transaction: the job is
- * done, and sched.attempt has the run.  (A procedure that committed inside
- * gave the row's lock up with its first COMMIT: if the job was cancelled
- * since, it stays cancelled and the run is recorded as stale.)
+ * done, if the lease is still the run's, and sched.attempt has the run.
+ * (The run holds the row since sched._sql_begin; a procedure that
+ * committed inside, in a session worker, gave that lock up with its first
+ * COMMIT: if the job was cancelled since, it stays cancelled, and the run
+ * is recorded as stale.)
  */
-CREATE OR REPLACE FUNCTION sched._sql_done(p_bucket smallint, p_id bigint, p_biz_type text, p_attempt int,
-							   p_started timestamptz, p_duration_ms float8, p_rows bigint)
+CREATE OR REPLACE FUNCTION sched._sql_done(p_owner smallint, p_bucket smallint, p_id bigint, p_biz_type text,
+							   p_attempt int, p_started timestamptz, p_duration_ms float8, p_rows bigint)
 RETURNS boolean
 LANGUAGE plpgsql
 SET enable_seqscan = off
 AS $$
 DECLARE
-	v_done bigint[];
+	v_done bigint[] := '{}';
 BEGIN
-	v_done := sched._finish(p_bucket, ARRAY[p_id], 'done', NULL, 'd');
+	PERFORM FROM sched.task t
+	WHERE t.bucket = p_bucket AND t.id = p_id AND t.state = 'd' AND t.lease_owner = p_owner
+	  AND t.attempt = p_attempt
+	FOR UPDATE;
+	IF FOUND THEN
+		v_done := sched._finish(p_bucket, ARRAY[p_id], 'done', NULL, 'd');
+	END IF;
 	INSERT INTO sched.attempt (task_id, attempt, biz_type, started_at, duration, outcome, rows)
 	VALUES (p_id, p_attempt, p_biz_type, p_started, pg_catalog.make_interval(secs => p_duration_ms / 1000.0),
 			CASE WHEN pg_catalog.cardinality(v_done) > 0 THEN 'done' ELSE 'stale' END, p_rows);
 	RETURN pg_catalog.cardinality(v_done) > 0;
 END
 $$;
-COMMENT ON FUNCTION sched._sql_done(smallint, bigint, text, int, timestamptz, float8, bigint) IS 'internal: mark an SQL job done in the transaction of its run';
+COMMENT ON FUNCTION sched._sql_done(smallint, smallint, bigint, text, int, timestamptz, float8, bigint) IS 'internal: mark an SQL job done in the transaction of its run';
 
 /*
  * A run that did not commit, recorded in a transaction after it:

@@ -117,7 +117,8 @@ COMMENT ON FUNCTION sched._pg_cron_rule(text, boolean) IS 'internal: the delaysc
 
 /*
  * Why command cannot be an SQL job, or NULL: a statement that PostgreSQL
- * refuses inside a transaction block, which an SQL job's run always is.
+ * refuses inside a transaction block, among others (alone, it runs in a
+ * session of its own; with others, in their transaction).
  * A rough look at each statement's first words; a command it misses fails
  * at its first run, with the error in sched.attempts.
  */
@@ -128,6 +129,13 @@ DECLARE
 	v_statement text;
 	v_what text;
 BEGIN
+	-- Alone, such a statement runs in a session of its own (doc/sql_jobs.md),
+	-- as pg_cron runs it.
+	IF (SELECT count(*) FROM unnest(pg_catalog.string_to_array(coalesce(p_command, ''), ';')) AS u(s)
+		WHERE pg_catalog.regexp_replace(u.s, '^(\s|--[^\n]*(\n|$))*', '') <> '') <= 1
+	   AND coalesce(p_command, '') !~* '^\s*alter\s+table\s.*\mdetach\s+partition\s.*\mconcurrently\M' THEN
+		RETURN NULL;
+	END IF;
 	FOREACH v_statement IN ARRAY pg_catalog.string_to_array(coalesce(p_command, ''), ';') LOOP
 		-- leading white space and -- comments
 		v_statement := pg_catalog.regexp_replace(v_statement, '^(\s|--[^\n]*(\n|$))*', '');
@@ -140,7 +148,10 @@ BEGIN
 			v_what := 'DETACH PARTITION CONCURRENTLY';
 		END IF;
 		IF v_what IS NOT NULL THEN
-			RETURN pg_catalog.format('%s cannot run inside a transaction block, and an SQL job runs in one (it commits with its done mark); leave this job to pg_cron',
+			IF v_what = 'DETACH PARTITION CONCURRENTLY' THEN
+				RETURN 'DETACH PARTITION CONCURRENTLY cannot run inside a transaction block, and an SQL job runs it in one; leave this job to pg_cron';
+			END IF;
+			RETURN pg_catalog.format('%s cannot run inside a transaction block, and the statements of a command with several run in one; schedule it as a job of its own',
 									 pg_catalog.regexp_replace(pg_catalog.btrim(v_what), '\s+', ' ', 'g'));
 		END IF;
 	END LOOP;

@@ -246,6 +246,7 @@ delaysched_init_database_area(int database)
 		pg_atomic_init_u64(&slot->runs, 0);
 		pg_atomic_init_u64(&slot->succeeded, 0);
 		pg_atomic_init_u32(&slot->claim_wanted, 0);
+		pg_atomic_init_u32(&slot->report.state, 0);
 	}
 	init_http_slots(delaysched_database_http_slots(database), database);
 }

@@ -334,6 +334,23 @@ typedef struct WorkerSlot
 	pg_atomic_uint64 ticks;
 } WorkerSlot;
 
+/*
+ * What a session worker (sql/sql_session.c) reports of the run it made for
+ * an SQL worker: written by the session worker before it exits, state last
+ * (after a write barrier); read by the SQL worker once the session worker
+ * has exited, state first (then a read barrier).
+ */
+typedef struct SqlSessionReport
+{
+	pg_atomic_uint32 state;		/* SqlRunEnd + 1; 0: nothing reported */
+	char		outcome[16];
+	char		sqlstate[6];
+	char		error[512];
+	int64		rows;
+	TimestampTz started;
+	double		duration_ms;
+} SqlSessionReport;
+
 /* One SQL worker (sql/sql_worker.c). */
 typedef struct SqlWorkerSlot
 {
@@ -349,6 +366,9 @@ typedef struct SqlWorkerSlot
 	pg_atomic_uint64 runs;		/* runs ended, whatever the outcome */
 	pg_atomic_uint64 succeeded; /* of which committed */
 	pg_atomic_uint32 claim_wanted;	/* a commit parked sql tasks: claim them */
+
+	/* The run of this worker's session worker, if it started one. */
+	SqlSessionReport report;
 } SqlWorkerSlot;
 
 /*

@@ -8,6 +8,8 @@
  *					failure, wait; their slot in shared memory
  *	 sql_run.c		one run: the job's role, its settings and timeout, its
  *					statements, and the done mark committed with them
+ *	 sql_session.c	a job that must be a session's statement (a CALL that may
+ *					commit, VACUUM): run by a session worker as the job's role
  *	 sql_signal.c	waking the SQL workers after commit, and stopping the
  *					statement of a job that sched.cancel cancels
  *	 sql_command.c	sched._check_command(): refusing a command that could
@@ -76,6 +78,11 @@ extern SqlWorkerSlot *delaysched_sql_my_slot;
 /* sql_run.c */
 extern void delaysched_sql_run(const SqlJob *job, int16 owner, SqlRun *run);
 extern void delaysched_sql_forget_session_state(void);
+
+/* sql_session.c */
+extern PGDLLEXPORT void delaysched_sql_session_main(Datum main_arg);
+extern bool delaysched_sql_needs_session(const char *command);
+extern void delaysched_sql_run_in_session(const SqlJob *job, int16 owner, SqlRun *run);
 
 /* sql_signal.c */
 extern void delaysched_sql_wake_all(void);

@@ -164,24 +164,25 @@ lock_job(const SqlJob *job, int16 owner)
 
 /* sched._sql_done, in the run's transaction. */
 static void
-mark_done(const SqlJob *job, const SqlRun *run)
+mark_done(const SqlJob *job, int16 owner, const SqlRun *run)
 {
-	Datum		values[7];
+	Datum		values[8];
 
 	if (done_plan == NULL)
 	{
-		Oid			types[7] = {INT2OID, INT8OID, TEXTOID, INT4OID, TIMESTAMPTZOID, FLOAT8OID, INT8OID};
+		Oid			types[8] = {INT2OID, INT2OID, INT8OID, TEXTOID, INT4OID, TIMESTAMPTZOID, FLOAT8OID, INT8OID};
 
-		done_plan = delaysched_prepare_kept("SELECT sched._sql_done($1, $2, $3, $4, $5, $6, $7)",
-											7, types);
+		done_plan = delaysched_prepare_kept("SELECT sched._sql_done($1, $2, $3, $4, $5, $6, $7, $8)",
+											8, types);
 	}
-	values[0] = Int16GetDatum(job->bucket);
-	values[1] = Int64GetDatum(job->id);
-	values[2] = CStringGetTextDatum(job->biz_type);
-	values[3] = Int32GetDatum(job->attempt);
-	values[4] = TimestampTzGetDatum(run->started);
-	values[5] = Float8GetDatum(run->duration_ms);
-	values[6] = Int64GetDatum(run->rows);
+	values[0] = Int16GetDatum(owner);
+	values[1] = Int16GetDatum(job->bucket);
+	values[2] = Int64GetDatum(job->id);
+	values[3] = CStringGetTextDatum(job->biz_type);
+	values[4] = Int32GetDatum(job->attempt);
+	values[5] = TimestampTzGetDatum(run->started);
+	values[6] = Float8GetDatum(run->duration_ms);
+	values[7] = Int64GetDatum(run->rows);
 	if (SPI_execute_plan(done_plan, values, NULL, false, 1) != SPI_OK_SELECT)
 		elog(ERROR, "sched._sql_done failed");
 }
@@ -328,7 +329,7 @@ delaysched_sql_run(const SqlJob *job, int16 owner, SqlRun *run)
 			nest = NewGUCNestLevel();
 			set_bookkeeping_settings();
 			CommandCounterIncrement();
-			mark_done(job, run);
+			mark_done(job, owner, run);
 			AtEOXact_GUC(false, nest);
 			SPI_finish();
 			PopActiveSnapshot();

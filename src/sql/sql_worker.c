@@ -291,9 +291,14 @@ run_job(const SqlJob *job)
 	TimestampTz give_up = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), (int64) job->timeout_ms);
 	SqlRun		run;
 
+	bool		session = job->command != NULL && delaysched_sql_needs_session(job->command);
+
 	for (;;)
 	{
-		delaysched_sql_run(job, my_owner, &run);
+		if (session)
+			delaysched_sql_run_in_session(job, my_owner, &run);
+		else
+			delaysched_sql_run(job, my_owner, &run);
 		if (run.end != SQL_RUN_HELD || GetCurrentTimestamp() >= give_up)
 			break;
 		nap(HELD_RETRY_MS);

@@ -68,6 +68,7 @@ $id{$_->[0]} = sql($_->[1]) for (
 	[ dropped_user => q{SELECT cron.schedule_in_database('carols_job', '0 5 * * *', 'SELECT 3', 'postgres', 'carol')} ],
 	[ at_boot => q{SELECT cron.schedule('at_boot', '@reboot', 'SELECT 4')} ],
 	[ vacuum => q{SELECT cron.schedule('nightly_vacuum', '0 2 * * *', 'VACUUM')} ],
+	[ vacuum_among => q{SELECT cron.schedule('purge_and_vacuum', '0 2 * * *', 'DELETE FROM run_log; VACUUM run_log')} ],
 	[ report_postgres => q{SELECT cron.schedule('report', '0 7 * * 1', 'SELECT 8')} ],
 	[ report_alice => q{SELECT cron.schedule_in_database('report', '0 8 * * 1', 'SELECT 9', 'postgres', 'alice')} ],
 	[ unnamed => q{SELECT cron.schedule('0 9 1 * *', 'SELECT 10')} ],
@@ -125,7 +126,8 @@ left_out_like('at_boot', qr/^\@reboot runs the job when the server starts/);
 left_out_like('month_end', qr/^"\$" \(the last day of the month\) has no equivalent/);
 left_out_like('remote', qr/^the job runs on another server \(db2\.example\.com:5432\)/);
 left_out_like('dropped_user', qr/^role "carol", the job's user, does not exist/);
-left_out_like('vacuum', qr/^VACUUM cannot run inside a transaction block/);
+imported_ok('vacuum', 'nightly_vacuum', '');
+left_out_like('vacuum_among', qr/^VACUUM cannot run inside a transaction block, and the statements of a command with several run in one/);
 left_out_like('other_db', qr/^the job runs in database "otherdb", and a schedule runs in the database it is defined in; there, as a superuser: /);
 
 ###########################################################################
