@@ -27,7 +27,7 @@ DECLARE
 	v_error text;
 BEGIN
 	FOR r IN
-		SELECT t.bucket, t.id, t.biz_type, t.run_at, t.payload, t.attempt, t.schedule,
+		SELECT t.bucket, t.id, t.biz_type, t.run_at, t.payload, t.attempt, t.schedule, t.delivered_at,
 			   b.delivery, b.channel, b.max_attempts, b.ack_timeout, b.paused,
 			   (b.rate_limit IS NOT NULL OR b.max_concurrency IS NOT NULL OR p_park_all) AS limited
 		FROM sched.task t JOIN sched.biz b ON b.name = t.biz_type
@@ -51,6 +51,10 @@ BEGIN
 										 r.ack_timeout, r.attempt, r.max_attempts);
 		END IF;
 		PERFORM sched._tally(r.biz_type, 'ack_timeout', 1);
+		IF r.delivery = 'sql' THEN
+			PERFORM sched._sql_lost_run(r.id, r.attempt, r.biz_type, r.delivered_at,
+										CASE WHEN r.attempt >= r.max_attempts THEN 'dead' ELSE 'retry' END, v_error);
+		END IF;
 		IF r.attempt >= r.max_attempts THEN
 			PERFORM sched._finish(r.bucket, ARRAY[r.id], 'dead', v_error);
 		ELSIF r.delivery IN ('pull', 'http', 'sql') OR r.paused OR r.limited THEN

@@ -239,6 +239,23 @@ $$;
 COMMENT ON FUNCTION sched._sql_record(smallint, smallint, bigint, text, int, text, text, text, timestamptz, float8) IS 'internal: record an SQL job''s run that did not commit: retry, dead or cancelled';
 
 /*
+ * A run that ended with its worker (a stop, a crash, a worker that never
+ * came back), in sched.attempt as every run is: from its lease's start
+ * (delivered_at) until now, SQLSTATE 57P01 (admin_shutdown).
+ */
+CREATE OR REPLACE FUNCTION sched._sql_lost_run(p_id bigint, p_attempt int, p_biz_type text,
+								   p_started timestamptz, p_outcome text, p_error text)
+RETURNS void
+LANGUAGE sql
+AS $$
+	INSERT INTO sched.attempt (task_id, attempt, biz_type, started_at, duration, error, outcome, sqlstate)
+	VALUES (p_id, p_attempt, p_biz_type, coalesce(p_started, pg_catalog.clock_timestamp()),
+			GREATEST(interval '0', pg_catalog.clock_timestamp() - coalesce(p_started, pg_catalog.clock_timestamp())),
+			p_error, p_outcome, '57P01')
+$$;
+COMMENT ON FUNCTION sched._sql_lost_run(bigint, int, text, timestamptz, text, text) IS 'internal: record an SQL job''s run that its worker''s end cut short';
+
+/*
  * An SQL worker starting: a job a previous run of it held never ended (the
  * worker or the server stopped in the middle of it; the run rolled back).
  * Give it back at once, the attempt counted (a job that brings its worker
@@ -256,7 +273,7 @@ BEGIN
 	-- A row another transaction holds is left to the sweep, which takes
 	-- the job back when its lease runs out.
 	FOR r IN
-		SELECT l.bucket, l.id, l.attempt, b.max_attempts FROM sched.task l
+		SELECT l.bucket, l.id, l.attempt, l.biz_type, l.delivered_at, b.max_attempts FROM sched.task l
 		JOIN sched.biz b ON b.name = l.biz_type
 		WHERE l.state = 'd' AND l.lease_owner = p_owner
 		FOR UPDATE OF l SKIP LOCKED
@@ -268,6 +285,8 @@ BEGIN
 		ELSE
 			PERFORM sched._unlease(ARRAY[r.bucket], ARRAY[r.id], 'expired', v_error);
 		END IF;
+		PERFORM sched._sql_lost_run(r.id, r.attempt, r.biz_type, r.delivered_at,
+									CASE WHEN r.attempt >= r.max_attempts THEN 'dead' ELSE 'retry' END, v_error);
 		n := n + 1;
 	END LOOP;
 	RETURN n;

@@ -1,7 +1,7 @@
 # sched.import_pg_cron beside a live pg_cron: its jobs become schedules of an
 # sql type -- the rule, command, role, time zone and pause of each -- or are
 # left out with a note that says why (@reboot, '$', another database,
-# another server, a dropped role, VACUUM); pg_cron's jobs are untouched; a
+# another server, a dropped role, VACUUM among other statements); pg_cron's jobs are untouched; a
 # second import makes nothing new; the statements a note gives for another
 # database work there; an imported job runs as its pg_cron user.  Refused:
 # a role that is not an administrator, a type that does not run commands,
@@ -140,7 +140,8 @@ my %expect = (
 	every_30s => [ 'every 30 seconds', 'SELECT 5', 'postgres', 'f' ],
 	"pg_cron_$id{unnamed}" => [ '0 9 1 * *', 'SELECT 10', 'postgres', 'f' ],
 	"pg_cron_$id{report_postgres}" => [ '0 7 * * 1', 'SELECT 8', 'postgres', 'f' ],
-	"pg_cron_$id{report_alice}" => [ '0 8 * * 1', 'SELECT 9', 'alice', 'f' ]);
+	"pg_cron_$id{report_alice}" => [ '0 8 * * 1', 'SELECT 9', 'alice', 'f' ],
+	nightly_vacuum => [ '0 2 * * *', 'VACUUM', 'postgres', 'f' ]);
 my %got = map { my ($n, @f) = split /\|/, $_, -1; ($n => \@f) } split /\n/, sql(q{
 	SELECT name, schedule, command, run_as::text, paused, time_zone, catch_up, allow_overlap
 	FROM sched.schedules WHERE biz_type = 'pg_cron'});
