@@ -2,7 +2,7 @@
 # bench/sql_jobs.sh: SQL jobs, delaysched beside pg_cron, in one run on this
 # machine (issue 33): when the jobs start, and what the server spends.
 #
-#   bash bench/sql_jobs.sh            the full run (make bench-sql-jobs), about 8 minutes
+#   bash bench/sql_jobs.sh            the full run (make bench-sql-jobs), about 7 minutes
 #   bash bench/sql_jobs.sh --smoke    tiny sizes, about 2.5 minutes (most of
 #                                     it waiting for the top of a minute)
 #   bash bench/sql_jobs.sh --major N  on PostgreSQL N (default: 15, this
@@ -54,9 +54,9 @@
 # included: pg_cron's job connections), sampled once a second by
 # bench/schedules_report.py for both clusters over the whole run.  Each
 # system's windows start 2 s before its first job is due: cron20 until
-# just before the burst's jobs are made (pg_cron 51 s, delaysched 54 s
-# after its last due instant; smoke: 47 s), with "quiet" the 5th to 45th
-# second after each minute's firings; burst1000 for 30 s (smoke: 20 s)
+# just before the burst's jobs are made (pg_cron 47 s, delaysched 54 s
+# after its last due instant; smoke: 47 and 46 s), with "quiet" the 5th to
+# 45th second after each minute's firings; burst1000 for 30 s (smoke: 20 s)
 # from 1 s before the instant, which holds its jobs and the system's idle
 # work.  Neither system's window holds the other's jobs.
 #
