@@ -137,7 +137,7 @@ test/bench/hooksink: test/bench/hooksink.c
 	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS)
 
 # Benchmarks (not tests): bench/run.sh; bench-smoke is the few-second run CI does.
-.PHONY: bench bench-compare bench-smoke bench-xmin bench-http bench-schedules bench-contention bench-contention-smoke bench-databases bench-databases-smoke bench-monitoring bench-monitoring-smoke bench-catch-up bench-catch-up-smoke bench-scale-out bench-scale-out-smoke
+.PHONY: bench bench-compare bench-smoke bench-xmin bench-http bench-schedules bench-contention bench-contention-smoke bench-databases bench-databases-smoke bench-monitoring bench-monitoring-smoke bench-catch-up bench-catch-up-smoke bench-scale-out bench-scale-out-smoke bench-sql-jobs bench-sql-jobs-smoke
 bench: all test-tools
 	bash bench/run.sh
 bench-compare: all test-tools
@@ -174,3 +174,9 @@ bench-scale-out: all
 	bash bench/scale_out.sh
 bench-scale-out-smoke: all
 	bash bench/scale_out.sh --smoke
+# SQL jobs beside pg_cron: 20 every minute, 1,000 at one instant; MAJOR=18
+# runs them in the sid chroot, beside pg_cron 1.6.
+bench-sql-jobs: all
+	bash bench/sql_jobs.sh $(if $(MAJOR),--major $(MAJOR))
+bench-sql-jobs-smoke: all
+	bash bench/sql_jobs.sh --smoke $(if $(MAJOR),--major $(MAJOR))

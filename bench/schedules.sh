@@ -12,11 +12,12 @@
 #                                      postgresql-N-cron; with --smoke too
 #
 # A major this system's Debian does not ship (17: trixie, 18: sid) runs in
-# the chroot scripts/chroot.sh makes and keeps: the tree's files (git's, as
-# they are in the working tree, and the untracked ones not ignored) are
+# the chroot scripts/chroot.sh makes and keeps: the files git tracks (as
+# they are in the working tree; a new file must be added first) are
 # copied into a fresh directory in it, where this script runs again, as root
 # with PG_MAJOR=N, as it does here; its results are copied back to
-# bench/results/schedules-<time>-pgN/ (or $BENCH_OUT) and the copy removed.
+# bench/results/schedules-<time>-pgN/ (or $BENCH_OUT) and the copy removed
+# (bench/lib_cron.sh, which bench/sql_jobs.sh shares).
 #
 # Workloads:
 #   cron     20 jobs every minute for 5 minutes (smoke: 2 jobs, 1 minute),
@@ -70,8 +71,8 @@
 #
 # The server's CPU is that of the postmaster and all its children (live
 # ones from /proc/<pid>/schedstat, exited ones from the postmaster's cutime
-# and cstime), sampled once a second by bench/schedules_report.py; for
-# delaysched it includes the consumer's backend.
+# and cstime), sampled once a second by bench/schedules_report.py (which
+# lib_cron.sh starts); for delaysched it includes the consumer's backend.
 #
 # Results: bench/results/schedules-<time>/ (or $BENCH_OUT): schedules.txt
 # (the table), lateness-cdf.svg, the receipts, the CPU samples and, per
@@ -102,34 +103,8 @@ esac
 root=$(cd "$(dirname "$0")/.." && pwd)
 . "$root/scripts/lib.sh"
 
-# In the chroot of major $1: copy the tree in, run this script there with
-# the other arguments, copy its results out, and exit with its status.
-run_in_chroot() {
-	local m=$1 out status=0
-	shift
-	out=${BENCH_OUT:-$root/bench/results/schedules-$(date +%Y%m%d-%H%M%S)-pg$m}
-	trap chroot_tree_end EXIT
-	trap 'exit 130' INT
-	trap 'exit 143' TERM
-	chroot_tree_begin "$m" "$root" || exit 1
-	log "PostgreSQL $m: running in $CHROOT_DIR ($CHROOT_INSIDE)"
-	chroot_run "$CHROOT_DIR" PG_MAJOR="$m" BENCH_OUT="$CHROOT_INSIDE/results" \
-		bash "$CHROOT_INSIDE/bench/schedules.sh" "$@" || status=$?
-	if [ -d "$CHROOT_TREE/results" ]; then
-		mkdir -p "$out"
-		cp -a "$CHROOT_TREE/results/." "$out/"
-		[ "$(id -u)" -eq 0 ] && chown -R "$PG_USER" "$out"
-		log "results copied to $out"
-	fi
-	exit "$status"
-}
-
-if [ -n "$major" ]; then
-	. "$root/scripts/chroot.sh"
-	if major_needs_chroot "$major"; then
-		run_in_chroot "$major" ${args[@]+"${args[@]}"}
-	fi
-fi
+. "$root/bench/lib_cron.sh"
+bench_maybe_in_chroot "$major" schedules.sh schedules ${args[@]+"${args[@]}"}
 
 PACKAGES="$PACKAGES gnuplot-nox postgresql-$PG_MAJOR-cron"
 ensure_packages
@@ -155,58 +130,6 @@ mkdir -p "$out"
 [ "$(id -u)" -eq 0 ] && chown -R "$PG_USER" "$out"
 report() { python3 "$root/bench/schedules_report.py" "$@"; }
 
-# Several clusters at once: each is remembered by its directory and port,
-# and every one is stopped on exit.
-clusters=()
-sampler=""
-cleanup() {
-	[ -n "$sampler" ] && kill "$sampler" 2>/dev/null || true
-	for c in "${clusters[@]}"; do
-		CLUSTER_DIR=${c%:*} stop_throwaway_cluster
-	done
-}
-trap cleanup EXIT
-# An interrupted run cleans up too (bash runs the EXIT trap only on exit).
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-start_cluster() {	# start_cluster VAR PORT [EXTRA [plain]]: VAR=dir:port
-	start_throwaway_cluster "$2" "${3:-}" ${4:-}
-	clusters+=("$CLUSTER_DIR:$CLUSTER_PORT")
-	printf -v "$1" '%s' "$CLUSTER_DIR:$CLUSTER_PORT"
-}
-
-use() {	# use DIR:PORT: make it the cluster cluster_sql talks to
-	CLUSTER_DIR=${1%:*}
-	CLUSTER_PORT=${1##*:}
-}
-
-stop_cluster() {	# stop_cluster DIR:PORT
-	use "$1"
-	stop_throwaway_cluster
-	local keep=() c
-	for c in "${clusters[@]}"; do [ "$c" = "$1" ] || keep+=("$c"); done
-	clusters=(${keep[@]+"${keep[@]}"})
-}
-
-postmaster_pid() { head -1 "${1%:*}/data/postmaster.pid"; }
-
-# Sample the CPU of the servers given (DIR:PORT ...) into $1 until
-# stop_sampler.
-start_sampler() {
-	local file=$1 pids=() c
-	shift
-	for c in "$@"; do pids+=("$(postmaster_pid "$c")"); done
-	python3 "$root/bench/schedules_report.py" sample "$file" "${pids[@]}" &
-	sampler=$!
-}
-
-stop_sampler() {
-	kill "$sampler"
-	wait "$sampler" || true
-	sampler=""
-}
-
 # Start test/dslisten in the background on cluster $1, channel $2, writing
 # to $3, with options $4; wait until it listens.  Sets listener.
 start_listener() {
@@ -217,15 +140,6 @@ start_listener() {
 	for _ in $(seq 1 200); do [ "$(head -1 "$3" 2>/dev/null)" = listening ] && return; sleep 0.05; done
 	echo "bench: dslisten did not start" >&2
 	return 1
-}
-
-now_us() { date +%s%6N; }
-# (In the background, so that a signal interrupts the wait at once.)
-sleep_until() {	# sleep_until EPOCH_US
-	local left=$(( $1 - $(now_us) ))
-	[ "$left" -le 0 ] && return
-	sleep "$(printf '%d.%06d' $(( left / 1000000 )) $(( left % 1000000 )))" &
-	wait $!
 }
 
 : >"$out/schedules.txt"
@@ -269,17 +183,6 @@ run_tenk() {	# run_tenk aligned|spread
 	[ "$status" -eq 0 ] && [ "$missed" -eq 0 ] && [ "$runs" -eq "$expected" ] ||
 		failed="$failed tenk-$variant(dslisten $status, runs $runs, missed $missed)"
 	stop_cluster "$ds"
-}
-
-# A cluster with pg_cron alone and a table TABLE for its jobs' INSERTs.
-start_pgcron_cluster() {	# start_pgcron_cluster VAR PORT TABLE
-	start_cluster "$1" "$2" "shared_preload_libraries = 'pg_cron'
-cron.database_name = 'postgres'" plain
-	# pg_cron runs its jobs through libpq: point it at the socket.
-	cluster_sql -c "ALTER SYSTEM SET cron.host = '$CLUSTER_DIR'" >/dev/null
-	as_pg_user pg_ctl -D "$CLUSTER_DIR/data" -l "$CLUSTER_DIR/server.log" -w restart >/dev/null
-	cluster_sql -c "CREATE EXTENSION pg_cron" \
-		-c "CREATE TABLE $3 (job text, fired_at timestamptz DEFAULT clock_timestamp())" >/dev/null
 }
 
 # --- seconds: pg_cron's '1 seconds' jobs beside delaysched's '* * * * * *' ---
@@ -329,26 +232,6 @@ run_seconds() {
 	stop_cluster "$ds"
 }
 
-# measure_window CPU_FILE FROM TO PG_CRON DELAYSCHED: sample both clusters'
-# CPU into CPU_FILE from FROM to TO (epoch microseconds), then unschedule
-# pg_cron's jobs; the pg_cron cluster is the current one after it.
-measure_window() {
-	sleep_until "$2"
-	start_sampler "$1" "$4" "$5"
-	sleep_until "$3"
-	stop_sampler
-	use "$4"
-	cluster_sql -c "SELECT cron.unschedule(jobid) FROM cron.job" >/dev/null
-}
-
-# fired_rows TABLE UNIT: what pg_cron's jobs inserted into TABLE (in the
-# current cluster): job, fired_at and the UNIT (second, minute) it fell in,
-# both in epoch microseconds.
-fired_rows() {
-	cluster_sql -AtF' ' -c "SELECT job, (extract(epoch FROM fired_at) * 1000000)::bigint,
-		(extract(epoch FROM date_trunc('$2', fired_at)) * 1000000)::bigint FROM $1"
-}
-
 # --- cron: pg_cron beside delaysched, the same minutes ---
 start_cron_side() {
 	start_pgcron_cluster cron 54371 cron_fired
@@ -357,13 +240,6 @@ start_cron_side() {
 	start_listener "$ds1" jobs "$out/cron-delaysched.lis" \
 		"--count $(( jobs * minutes )) --timeout $(( minutes * 60 + 180 ))"
 	cron_listener=$listener
-}
-
-# The first minute of the window: the next top of a minute at least 8 s away.
-first_minute() {
-	local now
-	now=$(date +%s)
-	echo $(( (now + 8 + 59) / 60 * 60 ))
 }
 
 run_cron() {	# run_cron FIRST_MINUTE (epoch s)
