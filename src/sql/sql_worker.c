@@ -173,12 +173,6 @@ claim_work(void *arg)
 							 GUC_ACTION_LOCAL, true, 0, false);
 	(void) set_config_option("lock_timeout", "500ms", PGC_SUSET, PGC_S_SESSION,
 							 GUC_ACTION_LOCAL, true, 0, false);
-	/*
-	 * A lease lost in a crash is a job pending again: no need to wait for
-	 * the WAL flush (the run's own commit waits as the database says).
-	 */
-	(void) set_config_option("synchronous_commit", "off", PGC_SUSET, PGC_S_SESSION,
-							 GUC_ACTION_LOCAL, true, 0, false);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	if (claim_plan == NULL)
