@@ -128,8 +128,8 @@ is(sql(q{SELECT count(*) || ' ' || bool_and(postmaster_start = pg_postmaster_sta
 	'immediate stop: one row, written after the restart (the first run\'s never committed)');
 is(sql("SELECT attempt || ' ' || (last_error LIKE 'worker_stopped:%') FROM sched.tasks WHERE id = $stopped"),
 	'2 true', 'immediate stop: the run cut short counted as attempt 1 (worker_stopped), the second committed');
-is(sql("SELECT string_agg(attempt || ':' || outcome, ',' ORDER BY attempt, started_at) FROM sched.attempts WHERE id = $stopped"),
-	'2:done', 'immediate stop: sched.attempts has the run that committed, attempt 2');
+is(sql("SELECT string_agg(attempt || ':' || outcome || ':' || coalesce(sqlstate, ''), ',' ORDER BY attempt, started_at) FROM sched.attempts WHERE id = $stopped"),
+	'1:retry:57P01,2:done:', 'immediate stop: sched.attempts has the run the stop cut short (57P01) and the one that committed');
 # The workers have claimed and run since the start (the job above): one
 # that committed before the stop is not among what they ran.
 is(sql(qq{SELECT count(*) || ' ' || bool_and(postmaster_start = '$first_start')
