@@ -30,7 +30,6 @@ DECLARE
 	v_old_delivery text;
 	v_old_rate float8;
 	v_max_types int;
-	v_old_timeout interval;
 BEGIN
 	PERFORM sched._check_name(name, 'business type name',
 		'Use a lowercase identifier such as ''order_timeout''.');
