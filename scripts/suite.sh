@@ -24,6 +24,13 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 ensure_packages "$PACKAGES $TEST_PACKAGES" || exit 1
 passed=0
 failed=0
+# The names of what failed, said again just before the last line, so that a
+# CI page that shows only the end of the output still says which tests.
+failures=""
+note_failures() {
+	failures="$failures
+$(grep -E "$2" "$1")"
+}
 PROVE_JOBS=${PROVE_JOBS:-2}
 
 # Count a log's "... ok" and "... FAILED" lines (pg_regress, isolation) or
@@ -58,6 +65,7 @@ run_regress_suites() {
 		# "test x ... ok" up to 15, "ok 1 - x" (TAP) from 16 on.
 		count_results "$dir/test-logs/$suite.log" "$status" '\.\.\. ok|^ok [0-9]+ ' \
 			'\.\.\. FAILED|\.\.\. failed|^not ok [0-9]+ '
+		note_failures "$dir/test-logs/$suite.log" '\.\.\. FAILED|\.\.\. failed|^not ok [0-9]+ '
 	done
 	for d in "$dir/regression.diffs" "$dir/output_iso/regression.diffs"; do
 		[ -s "$d" ] && { echo "---- $d"; cat "$d"; }
@@ -117,6 +125,7 @@ passed=$((passed + ${tap_total:-0} - tap_failed))
 tap_failed=$((tap_failed + tap_broken))
 if [ "$status" -ne 0 ] && [ "$tap_failed" -eq 0 ]; then tap_failed=1; fi
 failed=$((failed + tap_failed))
+note_failures "$logs/tap.log" '^not ok [0-9]+ |Wstat: '
 [ "$status" -ne 0 ] && [ -d "$work/tmp_check/log" ] && tail -n 50 "$work"/tmp_check/log/*.log
 
 # What was not checked here, said rather than hidden: a test that skips
@@ -128,5 +137,6 @@ case " ${PG_TEST_EXTRA:-} " in
 esac
 
 echo "logs: $logs"
+printf '%s\n' "$failures" | sed -E '/^[[:space:]]*$/d; s/^[[:space:]]*/failed: /'
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

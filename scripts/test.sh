@@ -115,6 +115,9 @@ PostgreSQL $m: $line in $(( $(date +%s) - start )) s"
 	if major_needs_chroot "$m" && [ -z "$dump_from" ]; then
 		echo "unchecked: moving from $PG_MAJOR to $m by pg_dump (no server to dump from)" >>"$logdir/pg$m.log"
 	fi
+	failures=$(grep -E '^failed: ' "$logdir/pg$m.log" | sed "s/^failed: /  failed on $m: /")
+	[ -n "$failures" ] && report="$report
+$failures"
 	unchecked=$(grep -E '^unchecked: ' "$logdir/pg$m.log" | sort -u | sed "s/^unchecked: /  unchecked on $m: /")
 	[ -n "$unchecked" ] && report="$report
 $unchecked"
