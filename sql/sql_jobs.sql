@@ -186,6 +186,41 @@ SELECT try($$SELECT sched.define_biz('sj_notify', 'sql')$$);
 SELECT delivery FROM sched.biz WHERE name = 'sj_notify';
 
 -------------------------------------------------------------------------------
+-- A job the scanner names to the workers (the ready ring) is leased by its
+-- key only while it is parked and its type is not paused and not limited
+-------------------------------------------------------------------------------
+SELECT sched.define_biz('sj_held', 'sql');
+SELECT sched.pause('sj_held');
+SELECT sched.add_sql('sj_held', now(), 'SELECT 1') AS job \gset
+SELECT wait_until(format('(SELECT state = %L FROM sched.task WHERE id = %s)', 'r', :job)) AS parked;
+SELECT bucket FROM sched.task WHERE id = :job \gset
+SELECT count(*) AS leased_while_paused FROM sched._sql_claim_one(1999::smallint, :bucket::smallint, :job);
+-- (sched.resume puts the job back for the scanner; in these transactions,
+-- which the workers do not see, it is parked again by hand)
+BEGIN;
+SELECT sched.resume('sj_held');
+UPDATE sched.task SET state = 'r' WHERE id = :job;
+SELECT sched.define_biz('sj_held', 'sql', rate_limit => 5);
+SELECT count(*) AS leased_while_rate_limited FROM sched._sql_claim_one(1999::smallint, :bucket::smallint, :job);
+ROLLBACK;
+BEGIN;
+SELECT sched.resume('sj_held');
+UPDATE sched.task SET state = 'r' WHERE id = :job;
+SELECT sched.define_biz('sj_held', 'sql', max_concurrency => 1);
+SELECT count(*) AS leased_while_capped FROM sched._sql_claim_one(1999::smallint, :bucket::smallint, :job);
+ROLLBACK;
+BEGIN;
+SELECT sched.resume('sj_held');
+UPDATE sched.task SET state = 'r' WHERE id = :job;
+SELECT id = :job AS the_job, attempt, command, timeout_ms, next_at
+FROM sched._sql_claim_one(1999::smallint, :bucket::smallint, :job);
+SELECT state, lease_owner, attempt FROM sched.task WHERE id = :job;
+SELECT count(*) AS leased_again FROM sched._sql_claim_one(1999::smallint, :bucket::smallint, :job);
+ROLLBACK;
+SELECT state, attempt FROM sched.task WHERE id = :job;
+SELECT sched.drop_biz('sj_held', cancel_tasks => true) AS dropped;
+
+-------------------------------------------------------------------------------
 -- What a job leaves in its worker's session is dropped
 -------------------------------------------------------------------------------
 SELECT sched.add_sql('sj_jobs', now(), 'SELECT pg_advisory_lock(424242)') AS job \gset

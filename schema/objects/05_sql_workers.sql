@@ -114,6 +114,49 @@ $$;
 COMMENT ON FUNCTION sched._sql_claim(smallint, int) IS 'internal: lease parked jobs of sql types to an SQL worker';
 
 /*
+ * Lease to SQL worker p_owner the job a scanner's commit named to it (the
+ * ready ring, src/sql/sql_ready.c), found by its key: if it is still
+ * parked and its type is an sql type not paused, without a rate limit or a
+ * concurrency cap.  Otherwise nothing: the job waits for sched._sql_claim.
+ * The lease, and a schedule's next firing, are sched._sql_claim's; the row
+ * has its columns (next_at NULL).
+ */
+CREATE OR REPLACE FUNCTION sched._sql_claim_one(p_owner smallint, p_bucket smallint, p_id bigint)
+RETURNS TABLE(id bigint, bucket smallint, biz_type text, run_at timestamptz, attempt int,
+			  command text, run_as oid, timeout_ms float8, next_at timestamptz)
+LANGUAGE plpgsql
+SET enable_seqscan = off
+AS $$
+#variable_conflict use_column
+DECLARE
+	v_now timestamptz := clock_timestamp();
+	v_skipped bigint[];
+	c record;
+BEGIN
+	SELECT t.id, t.bucket, t.run_at, t.biz_type, t.schedule, t.attempt, t.command, t.run_as,
+		   b.timeout
+	INTO c
+	FROM sched.task t JOIN sched.biz b ON b.name = t.biz_type
+	WHERE t.bucket = p_bucket AND t.id = p_id AND t.state = 'r'
+	  AND b.delivery = 'sql' AND NOT b.paused AND b.rate_limit IS NULL AND b.max_concurrency IS NULL
+	FOR UPDATE OF t SKIP LOCKED;
+	IF NOT FOUND THEN
+		RETURN;
+	END IF;
+	IF c.schedule IS NOT NULL AND c.attempt = 0 THEN
+		v_skipped := sched._fired(ARRAY[c.id], ARRAY[c.bucket], ARRAY[c.run_at], ARRAY[c.biz_type],
+								  ARRAY[c.schedule], v_now);
+	END IF;
+	RETURN QUERY
+	SELECT l.id, l.bucket, l.biz_type, l.run_at, l.attempt, c.command, c.run_as::oid,
+		   extract(epoch FROM c.timeout)::float8 * 1000, NULL::timestamptz
+	FROM sched._lease(ARRAY[c.bucket], ARRAY[c.id], '{r}', v_now, sched._http_lease(c.timeout), p_owner,
+					  p_skip => v_skipped) l;
+END
+$$;
+COMMENT ON FUNCTION sched._sql_claim_one(smallint, smallint, bigint) IS 'internal: lease to an SQL worker the parked job a scanner named to it';
+
+/*
  * The start of a run, in the run's own transaction: lock the job's row if
  * it is still this lease's (state 'd', this owner, this attempt).  'run':
  * locked, run it; 'gone': cancelled, finished or taken back meanwhile,

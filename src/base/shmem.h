@@ -69,8 +69,11 @@
  *	 workers_lock (one per database, DELAYSCHED_LWLOCK_WORKERS) guards the
  *		WorkerSlot fields that are not atomics (pid, latch, status, range,
  *		draining), drainer, and the SqlWorkerSlot fields that are not
- *		atomics (pid, latch).  Exclusive: a scanner or SQL worker, to change
- *		its own slot (it writes no other), and a scanner to take or give up
+ *		atomics (pid, latch), and the SQL workers' ready ring (sql_ready,
+ *		its head and tail).  Exclusive: a scanner or SQL worker, to change
+ *		its own slot (it writes no other); a committing backend to put the
+ *		jobs it parked in the ready ring (at most the ring's 256 entries),
+ *		and an SQL worker to take one (sql/sql_ready.c); a scanner to take or give up
  *		the drain (drainer is set by the worker that takes it and cleared by
  *		it, at its exit or restart).  Shared: to read slots (sched.workers, sched.cluster, the
  *		launcher and the commands that need a database to themselves, through
@@ -351,6 +354,19 @@ typedef struct SqlSessionReport
 	double		duration_ms;
 } SqlSessionReport;
 
+/*
+ * A job of an sql type that a scanner's commit parked, for the SQL workers
+ * to lease before they search (see sql/sql_ready.c).
+ */
+#define DELAYSCHED_SQL_READY_RING	256
+
+typedef struct SqlReady
+{
+	int64		id;
+	int16		bucket;
+	TimestampTz run_at;
+} SqlReady;
+
 /* One SQL worker (sql/sql_worker.c). */
 typedef struct SqlWorkerSlot
 {
@@ -477,6 +493,15 @@ typedef struct DelayschedShared
 	WorkerSlot	workers[DELAYSCHED_MAX_WORKERS];
 	RangeState	ranges[DELAYSCHED_MAX_RANGES];
 	SqlWorkerSlot sql_workers[DELAYSCHED_MAX_SQL_WORKERS];
+
+	/*
+	 * The SQL workers' ready ring (sql/sql_ready.c), under workers_lock:
+	 * entries in [sql_ready_tail, sql_ready_head), both counting up, modulo
+	 * the ring.
+	 */
+	uint64		sql_ready_head;
+	uint64		sql_ready_tail;
+	SqlReady	sql_ready[DELAYSCHED_SQL_READY_RING];
 } DelayschedShared;
 
 /* The most tasks a scanner's commit may have handed to an HTTP worker

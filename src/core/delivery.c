@@ -17,7 +17,9 @@
  * An http type's task is leased to an HTTP worker with free slots, which
  * the commit hands it to (http_handoff.c), unless its type is limited or the
  * workers' slots are full: then it is parked, for the HTTP workers'
- * claims (http_worker.c), which the commit wakes.  The NOTIFYs go out
+ * claims (http_worker.c), which the commit wakes.  An sql type's job is
+ * parked for the SQL workers, which the commit wakes and, if its type is
+ * not limited, names it to (sql/sql_ready.c).  The NOTIFYs go out
  * when the transaction commits, with the state changes.
  *
  * IDENTIFICATION
@@ -38,6 +40,7 @@
 #include "core/tick.h"
 #include "http/http.h"
 #include "schedule/schedule.h"
+#include "sql/sql.h"
 
 /* Column numbers of the delivery statement's rows. */
 #define DC_ID		1
@@ -51,6 +54,7 @@
 #define DC_HANDED	12
 #define DC_SCHEDULE	13
 #define DC_SQL		14
+#define DC_SQL_READY 15
 
 /* Is a bool column of a row true? */
 static bool
@@ -169,7 +173,12 @@ delaysched_run_delivery(SPIPlanPtr plan, Datum *values, char *nulls, int worker_
 		}
 		if (row_flag(tuple, desc, DC_SQL))
 		{
-			/* Parked for the SQL workers, which the commit will wake. */
+			/*
+			 * Parked for the SQL workers, which the commit will wake, and
+			 * named to them if its type is not limited (sql/sql_ready.c).
+			 */
+			if (row_flag(tuple, desc, DC_SQL_READY))
+				delaysched_sql_ready_note(id, (int16) bucket, run_at);
 			delaysched_sql_after_commit();
 			continue;
 		}

@@ -64,6 +64,8 @@ TickPlans	delaysched_tick_plans;
 "  SELECT b.name, b.channel, b.ack_timeout, b.timeout, b.delivery = 'pull' AS pull, b.paused," \
 "         (b.rate_limit IS NOT NULL OR b.max_concurrency IS NOT NULL OR " park_all ") AS limited," \
 "         b.delivery = 'http' AS http, b.delivery = 'sql' AS sql," \
+"         (b.delivery = 'sql' AND NOT b.paused AND b.rate_limit IS NULL" \
+"          AND b.max_concurrency IS NULL) AS sql_ready," \
 "         (b.delivery <> 'notify' OR b.paused OR b.rate_limit IS NOT NULL" \
 "          OR b.max_concurrency IS NOT NULL OR " park_all ") AS parks," \
 "         (b.delivery = 'http' AND NOT b.paused AND b.rate_limit IS NULL" \
@@ -80,7 +82,7 @@ DELAYSCHED_LEASE_OR_PARK("(NOT k.parks OR k.handable AND sched._handoff_lease(t.
 "  WHERE t.id = ANY (ARRAY(SELECT picked.id FROM picked)) AND k.name = t.biz_type" \
 "  RETURNING t.id, t.biz_type, t.run_at, t.payload, t.attempt, t.lease_until," \
 "            k.channel, k.pull, k.paused, k.limited, k.http, k.http AND t.state = 'd' AS handed," \
-"            t.schedule, k.sql" \
+"            t.schedule, k.sql, k.sql_ready" \
 ") SELECT * FROM taken ORDER BY taken.run_at, taken.id"
 
 /*

@@ -102,6 +102,8 @@ forget_pending(void)
 	pending_drain = false;
 	pending_hints = false;
 	pending_http = false;
+	if (pending_sql)
+		delaysched_sql_ready_forget();
 	pending_sql = false;
 }
 
@@ -210,7 +212,11 @@ wake_xact_callback(XactEvent event, void *arg)
 	if (pending_http)
 		delaysched_http_wake_all();
 	if (pending_sql)
+	{
+		/* The jobs it parked first, so that the workers woken find them. */
+		delaysched_sql_ready_publish();
 		delaysched_sql_wake_all();
+	}
 	forget_pending();
 }
 

@@ -12,6 +12,8 @@
  *					commit, VACUUM): run by a session worker as the job's role
  *	 sql_signal.c	waking the SQL workers after commit, and stopping the
  *					statement of a job that sched.cancel cancels
+ *	 sql_ready.c	the ready ring: the jobs a scanner's commit parked, named
+ *					to the workers, which lease them by key
  *	 sql_command.c	sched._check_command(): refusing a command that could
  *					never run, when it is added
  *
@@ -83,6 +85,12 @@ extern void delaysched_sql_forget_session_state(void);
 extern PGDLLEXPORT void delaysched_sql_session_main(Datum main_arg);
 extern bool delaysched_sql_needs_session(const char *command);
 extern void delaysched_sql_run_in_session(const SqlJob *job, int16 owner, SqlRun *run);
+
+/* sql_ready.c */
+extern void delaysched_sql_ready_note(int64 id, int16 bucket, TimestampTz run_at);
+extern void delaysched_sql_ready_forget(void);
+extern void delaysched_sql_ready_publish(void);
+extern bool delaysched_sql_ready_take(SqlReady *out);
 
 /* sql_signal.c */
 extern void delaysched_sql_wake_all(void);

@@ -8,8 +8,10 @@
  *
  * How a job gets here.  When a job falls due, the scanner's walk parks it
  * (state 'r', as an http type's task) and its commit wakes these workers
- * (claim_wanted and the latch; sql_signal.c).  A worker then leases one
- * parked job in a short transaction of its own (sched._sql_claim: state
+ * (claim_wanted and the latch; sql_signal.c), naming the jobs of types
+ * without limits in the ready ring (sql_ready.c).  A worker leases such a
+ * job by its key (sched._sql_claim_one), and otherwise searches: it leases
+ * one parked job in a short transaction of its own (sched._sql_claim: state
  * 'd', attempt + 1, lease_owner = DELAYSCHED_SQL_OWNER_BASE + its number,
  * for the type's timeout and 30 seconds), the types taken in a random order
  * weighted by their weights, within their rate limits and concurrency caps;
@@ -73,6 +75,7 @@ static int	my_index = -1;
 static int16 my_owner;
 static MemoryContext job_context = NULL;
 static SPIPlanPtr claim_plan = NULL;
+static SPIPlanPtr claim_one_plan = NULL;
 static SPIPlanPtr release_plan = NULL;
 static SPIPlanPtr record_plan = NULL;
 
@@ -80,6 +83,7 @@ static SPIPlanPtr record_plan = NULL;
 typedef struct ClaimCall
 {
 	bool		release;		/* first take back the previous run's jobs */
+	const SqlReady *ready;		/* lease this job only (the ready ring), or NULL */
 	bool		got;			/* a job was leased: job */
 	SqlJob		job;
 	TimestampTz next_token;		/* a rate-limited type's next token, or DT_NOEND */
@@ -165,7 +169,7 @@ static void
 claim_work(void *arg)
 {
 	ClaimCall  *call = (ClaimCall *) arg;
-	Datum		values[2];
+	Datum		values[3];
 	bool		isnull;
 
 	delaysched_sql_forget_session_state();
@@ -177,11 +181,15 @@ claim_work(void *arg)
 		elog(ERROR, "SPI_connect failed");
 	if (claim_plan == NULL)
 	{
-		Oid			types[2] = {INT2OID, INT4OID};
+		Oid			types[3] = {INT2OID, INT4OID};
+		Oid			one_types[3] = {INT2OID, INT2OID, INT8OID};
 
 		claim_plan = delaysched_prepare_kept(
 			"SELECT id, bucket, biz_type, run_at, attempt, command, run_as, timeout_ms, next_at"
 			" FROM sched._sql_claim($1, $2)", 2, types);
+		claim_one_plan = delaysched_prepare_kept(
+			"SELECT id, bucket, biz_type, run_at, attempt, command, run_as, timeout_ms, next_at"
+			" FROM sched._sql_claim_one($1, $2, $3)", 3, one_types);
 		release_plan = delaysched_prepare_kept("SELECT sched._sql_release($1)", 1, types);
 	}
 	values[0] = Int16GetDatum(my_owner);
@@ -189,9 +197,19 @@ claim_work(void *arg)
 		SPI_execute_plan(release_plan, values, NULL, false, 1) != SPI_OK_SELECT)
 		elog(ERROR, "sched._sql_release failed");
 
-	values[1] = Int32GetDatum(1);
-	if (SPI_execute_plan(claim_plan, values, NULL, false, 0) != SPI_OK_SELECT)
-		elog(ERROR, "sched._sql_claim failed");
+	if (call->ready != NULL)
+	{
+		values[1] = Int16GetDatum(call->ready->bucket);
+		values[2] = Int64GetDatum(call->ready->id);
+		if (SPI_execute_plan(claim_one_plan, values, NULL, false, 0) != SPI_OK_SELECT)
+			elog(ERROR, "sched._sql_claim_one failed");
+	}
+	else
+	{
+		values[1] = Int32GetDatum(1);
+		if (SPI_execute_plan(claim_plan, values, NULL, false, 0) != SPI_OK_SELECT)
+			elog(ERROR, "sched._sql_claim failed");
+	}
 	call->got = false;
 	call->next_token = DT_NOEND;
 	for (uint64 i = 0; i < SPI_processed; i++)
@@ -350,6 +368,7 @@ delaysched_sql_main(Datum main_arg)
 	{
 		TimestampTz now;
 		ClaimCall	call;
+		SqlReady	ready;
 
 		CHECK_FOR_INTERRUPTS();
 		if (ConfigReloadPending)
@@ -373,6 +392,20 @@ delaysched_sql_main(Datum main_arg)
 		MemoryContextReset(job_context);
 		memset(&call, 0, sizeof(call));
 		call.release = !released;
+		/* A job a scanner named first: leased by its key, no search. */
+		if (released && delaysched_sql_ready_take(&ready))
+		{
+			call.ready = &ready;
+			if (delaysched_run_in_transaction("delaysched: leasing an SQL job", claim_work, &call) &&
+				call.got)
+			{
+				delaysched_write_time(&delaysched_sql_my_slot->last_claim, now);
+				run_job(&call.job);
+			}
+			/* Whether or not it was still parked, look again at once. */
+			want_claim = true;
+			continue;
+		}
 		if (!delaysched_run_in_transaction("delaysched: claiming SQL jobs", claim_work, &call))
 		{
 			/* No extension (yet), or an error (logged): look again later. */
