@@ -220,6 +220,29 @@ ROLLBACK;
 SELECT state, attempt FROM sched.task WHERE id = :job;
 SELECT sched.drop_biz('sj_held', cancel_tasks => true) AS dropped;
 
+-- Jobs due together: each runs once.  A worker leases its next job in the
+-- transaction of a run that succeeded; a run whose commit fails (a deferred
+-- constraint) takes that lease with it, and the job is leased again.
+CREATE TABLE sj_parent (id int PRIMARY KEY);
+CREATE TABLE sj_child (tag text, parent int REFERENCES sj_parent DEFERRABLE INITIALLY DEFERRED);
+GRANT INSERT ON sj_child TO regress_sj_app;
+SELECT sched.define_biz('sj_burst', 'sql', max_attempts => 1);
+SELECT sched.grant_biz('sj_burst', 'regress_sj_app');
+SET ROLE regress_sj_app;
+SELECT count(sched.add_sql('sj_burst', date_trunc('second', now()) + interval '1 second',
+		 format('INSERT INTO sj_child VALUES (%L, %s)', 'b' || i, CASE WHEN i % 3 = 0 THEN '1' ELSE 'NULL' END)))
+	AS added
+FROM generate_series(1, 24) i;
+RESET ROLE;
+SELECT wait_until($$(SELECT count(*) = 24 FROM sched.tasks WHERE biz_type = 'sj_burst' AND state IN ('done', 'dead'))$$);
+SELECT state, count(*), min(attempt), max(attempt), min(last_error) AS error
+FROM sched.tasks WHERE biz_type = 'sj_burst' GROUP BY state ORDER BY state;
+SELECT count(*) AS runs, count(DISTINCT a.id) AS jobs
+FROM sched.attempts a JOIN sched.tasks t USING (id) WHERE t.biz_type = 'sj_burst';
+SELECT count(*) AS rows_committed, count(DISTINCT tag) AS distinct_tags FROM sj_child;
+SELECT sched.drop_biz('sj_burst', cancel_tasks => true) >= 0 AS dropped;
+DROP TABLE sj_child, sj_parent;
+
 -------------------------------------------------------------------------------
 -- What a job leaves in its worker's session is dropped
 -------------------------------------------------------------------------------

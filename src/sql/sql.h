@@ -73,12 +73,21 @@ typedef struct SqlRun
 	int64		rows;			/* the rows its last statement processed */
 } SqlRun;
 
+/*
+ * Called by a run that succeeded, after its done mark, in its transaction
+ * (as the worker, SPI connected, in a subtransaction whose error is logged
+ * and forgotten): the worker leases its next job there, so that the lease
+ * commits with the run (sql_worker.c).
+ */
+typedef void (*SqlLeaseNext) (void *arg);
+
 /* sql_worker.c */
 extern PGDLLEXPORT void delaysched_sql_main(Datum main_arg);
 extern SqlWorkerSlot *delaysched_sql_my_slot;
 
 /* sql_run.c */
-extern void delaysched_sql_run(const SqlJob *job, int16 owner, SqlRun *run);
+extern void delaysched_sql_run(const SqlJob *job, int16 owner, SqlRun *run,
+							  SqlLeaseNext lease_next, void *lease_next_arg);
 extern void delaysched_sql_forget_session_state(void);
 
 /* sql_session.c */

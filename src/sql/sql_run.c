@@ -68,6 +68,7 @@
 #include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/portal.h"
+#include "utils/resowner.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
@@ -188,6 +189,41 @@ mark_done(const SqlJob *job, int16 owner, const SqlRun *run)
 }
 
 /*
+ * The worker's lease of its next job, after the done mark: in a
+ * subtransaction, so that an error there (logged) costs the next job its
+ * early lease and never this run its commit.
+ */
+static void
+lease_next_job(SqlLeaseNext lease_next, void *arg)
+{
+	MemoryContext context = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(context);
+	PG_TRY();
+	{
+		lease_next(arg);
+		ReleaseCurrentSubTransaction();
+	}
+	PG_CATCH();
+	{
+		ErrorData  *error;
+
+		MemoryContextSwitchTo(context);
+		error = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		ereport(LOG,
+				(errmsg("delaysched: could not lease the next SQL job: %s", error->message)));
+		FreeErrorData(error);
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(context);
+	CurrentResourceOwner = owner;
+}
+
+/*
  * Run the command's statements through SPI, their rows discarded; returns
  * the rows the last one processed.  Statements SPI cannot run here are an
  * error of the command's.
@@ -243,9 +279,12 @@ describe_failure(const SqlJob *job, ErrorData *error, SqlRun *run)
  * Run job, leased to owner, and say how it ended in *run.  Called outside
  * any transaction; starts and ends its own, never raises.  For a failure,
  * the caller records it (sched._sql_record) in a transaction of its own.
+ * lease_next, if given, is called after a successful run's done mark, in
+ * its transaction (see SqlLeaseNext).
  */
 void
-delaysched_sql_run(const SqlJob *job, int16 owner, SqlRun *run)
+delaysched_sql_run(const SqlJob *job, int16 owner, SqlRun *run,
+				   SqlLeaseNext lease_next, void *lease_next_arg)
 {
 	MemoryContext caller = CurrentMemoryContext;
 	Oid			worker_user;
@@ -330,6 +369,8 @@ delaysched_sql_run(const SqlJob *job, int16 owner, SqlRun *run)
 			set_bookkeeping_settings();
 			CommandCounterIncrement();
 			mark_done(job, owner, run);
+			if (lease_next != NULL)
+				lease_next_job(lease_next, lease_next_arg);
 			AtEOXact_GUC(false, nest);
 			SPI_finish();
 			PopActiveSnapshot();

@@ -22,6 +22,13 @@
  * sched.cancel stopped it, left to the cancellation).  Then it claims
  * again at once.
  *
+ * Leasing ahead.  A run that succeeded leases the next job the ready ring
+ * names in its own transaction, after its done mark (lease_ahead), so that
+ * the next lease commits with it: jobs due together cost one commit each,
+ * not two, and a commit waits for the WAL to reach the disk.  Only after
+ * the run: a job leased ahead never waits for the one before it.  If the
+ * run rolls back, the lease does too, and the entry is leased on its own.
+ *
  * Waiting.  With nothing to run, a worker waits on its latch, which a
  * commit that parked jobs sets, and on postmaster death; at most POLL_MS,
  * or until the next token of a rate-limited type with jobs.  A job whose
@@ -74,6 +81,7 @@ SqlWorkerSlot *delaysched_sql_my_slot = NULL;
 static int	my_index = -1;
 static int16 my_owner;
 static MemoryContext job_context = NULL;
+static MemoryContext next_context = NULL;	/* the job leased ahead's strings */
 static SPIPlanPtr claim_plan = NULL;
 static SPIPlanPtr claim_one_plan = NULL;
 static SPIPlanPtr release_plan = NULL;
@@ -88,6 +96,21 @@ typedef struct ClaimCall
 	SqlJob		job;
 	TimestampTz next_token;		/* a rate-limited type's next token, or DT_NOEND */
 } ClaimCall;
+
+/*
+ * The lease of the next job, made in the last run's transaction
+ * (lease_ahead): the ready ring's entry it took, and the job if that was
+ * still parked.  The job is run next if the run committed; if it did not,
+ * the lease went with it and the entry is leased again on its own.
+ */
+static struct
+{
+	bool		taken;			/* entry was taken during the last run */
+	SqlReady	entry;
+	bool		got;			/* job was leased (in the last run's transaction) */
+	SqlJob		job;
+	bool		retry;			/* lease entry on its own: the run rolled back */
+}			ahead;
 
 /* A failed run to record. */
 typedef struct RecordCall
@@ -147,9 +170,9 @@ sql_attach(int index)
 	return true;
 }
 
-/* Copy a text column of the claim's row into job_context; NULL if null. */
+/* Copy a text column of a claim's row into context; NULL if null. */
 static char *
-column_text(HeapTuple tuple, TupleDesc desc, int column)
+column_text(HeapTuple tuple, TupleDesc desc, int column, MemoryContext context)
 {
 	bool		isnull;
 	Datum		value = SPI_getbinval(tuple, desc, column, &isnull);
@@ -158,10 +181,73 @@ column_text(HeapTuple tuple, TupleDesc desc, int column)
 
 	if (isnull)
 		return NULL;
-	old = MemoryContextSwitchTo(job_context);
+	old = MemoryContextSwitchTo(context);
 	copy = TextDatumGetCString(value);
 	MemoryContextSwitchTo(old);
 	return copy;
+}
+
+/*
+ * A leased job from a row of sched._sql_claim or _sql_claim_one (a row
+ * with an id), its strings copied into context.
+ */
+static void
+read_job(HeapTuple tuple, TupleDesc desc, SqlJob *job, MemoryContext context)
+{
+	bool		isnull;
+
+	job->id = DatumGetInt64(SPI_getbinval(tuple, desc, 1, &isnull));
+	job->bucket = DatumGetInt16(SPI_getbinval(tuple, desc, 2, &isnull));
+	job->biz_type = column_text(tuple, desc, 3, context);
+	job->run_at = DatumGetTimestampTz(SPI_getbinval(tuple, desc, 4, &isnull));
+	job->attempt = DatumGetInt32(SPI_getbinval(tuple, desc, 5, &isnull));
+	job->command = column_text(tuple, desc, 6, context);
+	job->run_as = DatumGetObjectId(SPI_getbinval(tuple, desc, 7, &isnull));
+	if (isnull)
+		job->run_as = InvalidOid;
+	job->timeout_ms = DatumGetFloat8(SPI_getbinval(tuple, desc, 8, &isnull));
+}
+
+/* sched._sql_claim_one for entry; SPI connected.  Leaves the rows in SPI_tuptable. */
+static void
+lease_entry(const SqlReady *entry)
+{
+	Datum		values[3];
+
+	values[0] = Int16GetDatum(my_owner);
+	values[1] = Int16GetDatum(entry->bucket);
+	values[2] = Int64GetDatum(entry->id);
+	if (SPI_execute_plan(claim_one_plan, values, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "sched._sql_claim_one failed");
+}
+
+/*
+ * In the transaction of a run that succeeded (SqlLeaseNext): lease the
+ * next job the ready ring names, so that its lease commits with the run
+ * and the job starts without a transaction of its own first.  Only the
+ * ring's jobs: the search of sched._sql_claim stays in a transaction
+ * of its own.
+ */
+static void
+lease_ahead(void *arg)
+{
+	if (claim_one_plan == NULL || !delaysched_sql_ready_take(&ahead.entry))
+		return;
+	ahead.taken = true;
+	lease_entry(&ahead.entry);
+	if (SPI_processed > 0)
+	{
+		MemoryContextReset(next_context);
+		read_job(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, &ahead.job, next_context);
+		ahead.got = true;
+	}
+}
+
+/* Drop what the last job left in the session (sql_run.c), in a transaction. */
+static void
+forget_work(void *arg)
+{
+	delaysched_sql_forget_session_state();
 }
 
 /* The claim's transaction: release (first time), forget what the last job left, lease one. */
@@ -169,7 +255,7 @@ static void
 claim_work(void *arg)
 {
 	ClaimCall  *call = (ClaimCall *) arg;
-	Datum		values[3];
+	Datum		values[2];
 	bool		isnull;
 
 	delaysched_sql_forget_session_state();
@@ -181,7 +267,7 @@ claim_work(void *arg)
 		elog(ERROR, "SPI_connect failed");
 	if (claim_plan == NULL)
 	{
-		Oid			types[3] = {INT2OID, INT4OID};
+		Oid			types[2] = {INT2OID, INT4OID};
 		Oid			one_types[3] = {INT2OID, INT2OID, INT8OID};
 
 		claim_plan = delaysched_prepare_kept(
@@ -198,12 +284,7 @@ claim_work(void *arg)
 		elog(ERROR, "sched._sql_release failed");
 
 	if (call->ready != NULL)
-	{
-		values[1] = Int16GetDatum(call->ready->bucket);
-		values[2] = Int64GetDatum(call->ready->id);
-		if (SPI_execute_plan(claim_one_plan, values, NULL, false, 0) != SPI_OK_SELECT)
-			elog(ERROR, "sched._sql_claim_one failed");
-	}
+		lease_entry(call->ready);
 	else
 	{
 		values[1] = Int32GetDatum(1);
@@ -216,8 +297,8 @@ claim_work(void *arg)
 	{
 		HeapTuple	tuple = SPI_tuptable->vals[i];
 		TupleDesc	desc = SPI_tuptable->tupdesc;
-		Datum		id = SPI_getbinval(tuple, desc, 1, &isnull);
 
+		(void) SPI_getbinval(tuple, desc, 1, &isnull);
 		if (isnull)
 		{
 			/* A limit held a type back: when its next token comes. */
@@ -228,16 +309,7 @@ claim_work(void *arg)
 			continue;
 		}
 		call->got = true;
-		call->job.id = DatumGetInt64(id);
-		call->job.bucket = DatumGetInt16(SPI_getbinval(tuple, desc, 2, &isnull));
-		call->job.biz_type = column_text(tuple, desc, 3);
-		call->job.run_at = DatumGetTimestampTz(SPI_getbinval(tuple, desc, 4, &isnull));
-		call->job.attempt = DatumGetInt32(SPI_getbinval(tuple, desc, 5, &isnull));
-		call->job.command = column_text(tuple, desc, 6);
-		call->job.run_as = DatumGetObjectId(SPI_getbinval(tuple, desc, 7, &isnull));
-		if (isnull)
-			call->job.run_as = InvalidOid;
-		call->job.timeout_ms = DatumGetFloat8(SPI_getbinval(tuple, desc, 8, &isnull));
+		read_job(tuple, desc, &call->job, job_context);
 	}
 	SPI_finish();
 }
@@ -316,11 +388,18 @@ run_job(const SqlJob *job)
 		if (session)
 			delaysched_sql_run_in_session(job, my_owner, &run);
 		else
-			delaysched_sql_run(job, my_owner, &run);
+			delaysched_sql_run(job, my_owner, &run, lease_ahead, NULL);
 		if (run.end != SQL_RUN_HELD || GetCurrentTimestamp() >= give_up)
 			break;
 		nap(HELD_RETRY_MS);
 	}
+	if (ahead.taken && run.end != SQL_RUN_DONE)
+	{
+		/* The run rolled back, and the next job's lease with it. */
+		ahead.got = false;
+		ahead.retry = true;
+	}
+	ahead.taken = false;
 	if (run.end == SQL_RUN_DONE)
 		pg_atomic_fetch_add_u64(&delaysched_sql_my_slot->succeeded, 1);
 	if (run.end == SQL_RUN_DONE || run.end == SQL_RUN_FAILED)
@@ -363,6 +442,8 @@ delaysched_sql_main(Datum main_arg)
 	pgstat_report_appname("delaysched sql");
 	job_context = AllocSetContextCreate(TopMemoryContext, "delaysched SQL job",
 										ALLOCSET_DEFAULT_SIZES);
+	next_context = AllocSetContextCreate(TopMemoryContext, "delaysched next SQL job",
+										 ALLOCSET_DEFAULT_SIZES);
 
 	for (;;)
 	{
@@ -389,11 +470,37 @@ delaysched_sql_main(Datum main_arg)
 			continue;
 		}
 
+		if (ahead.got)
+		{
+			/* Leased with the last run's commit: run it now. */
+			SqlJob		job = ahead.job;
+			MemoryContext strings = next_context;
+
+			ahead.got = false;
+			next_context = job_context;
+			job_context = strings;
+			MemoryContextReset(next_context);
+			if (delaysched_run_in_transaction("delaysched: starting an SQL job", forget_work, NULL))
+			{
+				delaysched_write_time(&delaysched_sql_my_slot->last_claim, now);
+				run_job(&job);
+			}
+			want_claim = true;
+			continue;
+		}
+
 		MemoryContextReset(job_context);
 		memset(&call, 0, sizeof(call));
 		call.release = !released;
 		/* A job a scanner named first: leased by its key, no search. */
-		if (released && delaysched_sql_ready_take(&ready))
+		if (ahead.retry)
+		{
+			ready = ahead.entry;
+			ahead.retry = false;
+		}
+		else if (!released || !delaysched_sql_ready_take(&ready))
+			ready.id = 0;
+		if (ready.id != 0)
 		{
 			call.ready = &ready;
 			if (delaysched_run_in_transaction("delaysched: leasing an SQL job", claim_work, &call) &&
