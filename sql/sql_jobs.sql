@@ -96,7 +96,9 @@ SET ROLE regress_sj_app;
 SELECT sched.add_sql('sj_long', now(), 'SELECT pg_sleep(60)') AS job \gset
 RESET ROLE;
 SELECT wait_until(format('(SELECT status = %L FROM sched.tasks WHERE id = %s)', 'running', :job));
-SELECT count(*) AS workers_holding_it FROM sched.workers WHERE role = 'sql' AND holds = 'job ' || :job;
+-- (the lease commits before the command starts: wait for the worker to say so)
+SELECT wait_until(format('(SELECT count(*) = 1 FROM sched.workers WHERE role = %L AND holds = %L)',
+						 'sql', 'job ' || :job)) AS a_worker_holds_it;
 -- a role that may not schedule the type neither sees nor stops it
 SET ROLE regress_sj_other;
 SELECT sched.cancel(:job) AS other_cancelled;

@@ -476,16 +476,23 @@ delaysched_sql_main(Datum main_arg)
 			SqlJob		job = ahead.job;
 			MemoryContext strings = next_context;
 
+			want_claim = true;
+			if (!delaysched_run_in_transaction("delaysched: starting an SQL job", forget_work, NULL))
+			{
+				/*
+				 * Not now (an error, logged, or the extension being
+				 * updated): the job stays leased to this worker, and is run
+				 * once the last one's session state is gone, never before.
+				 */
+				nap(HELD_RETRY_MS);
+				continue;
+			}
 			ahead.got = false;
 			next_context = job_context;
 			job_context = strings;
 			MemoryContextReset(next_context);
-			if (delaysched_run_in_transaction("delaysched: starting an SQL job", forget_work, NULL))
-			{
-				delaysched_write_time(&delaysched_sql_my_slot->last_claim, now);
-				run_job(&job);
-			}
-			want_claim = true;
+			delaysched_write_time(&delaysched_sql_my_slot->last_claim, now);
+			run_job(&job);
 			continue;
 		}
 
