@@ -33,14 +33,17 @@ sub log_since
 	return substr(PostgreSQL::Test::Utils::slurp_file($node->logfile), $from);
 }
 
-# A database at 0.1, as the released script made it.  The scanners the
-# DROP stops are reaped, and their exits logged, before the log is watched.
+# A database at 0.1, as the released script made it.  The workers the DROP
+# stops (scanners, HTTP and SQL workers; the launcher stops those that
+# sleep with SIGTERM, which logs an exit code of 1) are reaped, and their
+# exits logged, before the log is watched.
 my $before_drop = -s $node->logfile;
-my $scanners = sql("SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'delaysched scanner'");
+my $workers = sql("SELECT count(*) FROM pg_stat_activity WHERE backend_type IN"
+	  . " ('delaysched scanner', 'delaysched http', 'delaysched sql')");
 sql('DROP EXTENSION delaysched');
 my $reap_deadline = time + 30;
 usleep(50_000)
-  until (() = log_since($before_drop) =~ /"delaysched scanner" \(PID \d+\) exited/g) >= $scanners
+  until (() = log_since($before_drop) =~ /"delaysched (?:scanner|http|sql)" \(PID \d+\) exited/g) >= $workers
   || time > $reap_deadline;
 my $log_from = -s $node->logfile;
 sql("CREATE EXTENSION delaysched VERSION '0.1'");
