@@ -46,6 +46,7 @@ OBJS = \
 	src/schedule/schedule_parse.o \
 	src/schedule/schedule_sql.o \
 	src/sql/sql_command.o \
+	src/sql/sql_plans.o \
 	src/sql/sql_ready.o \
 	src/sql/sql_run.o \
 	src/sql/sql_session.o \

@@ -119,41 +119,16 @@ COMMENT ON FUNCTION sched._sql_claim(smallint, int) IS 'internal: lease parked j
  * parked and its type is an sql type not paused, without a rate limit or a
  * concurrency cap.  Otherwise nothing: the job waits for sched._sql_claim.
  * The lease, and a schedule's next firing, are sched._sql_claim's; the row
- * has its columns (next_at NULL).
+ * has its columns (next_at NULL).  Written in C on the job's own partition
+ * (src/sql/sql_plans.c), as are _sql_begin and _sql_done, which the
+ * workers run for every job: as functions on the partitioned table they
+ * cost a short job most of its time.
  */
 CREATE OR REPLACE FUNCTION sched._sql_claim_one(p_owner smallint, p_bucket smallint, p_id bigint)
 RETURNS TABLE(id bigint, bucket smallint, biz_type text, run_at timestamptz, attempt int,
 			  command text, run_as oid, timeout_ms float8, next_at timestamptz)
-LANGUAGE plpgsql
-SET enable_seqscan = off
-AS $$
-#variable_conflict use_column
-DECLARE
-	v_now timestamptz := clock_timestamp();
-	v_skipped bigint[];
-	c record;
-BEGIN
-	SELECT t.id, t.bucket, t.run_at, t.biz_type, t.schedule, t.attempt, t.command, t.run_as,
-		   b.timeout
-	INTO c
-	FROM sched.task t JOIN sched.biz b ON b.name = t.biz_type
-	WHERE t.bucket = p_bucket AND t.id = p_id AND t.state = 'r'
-	  AND b.delivery = 'sql' AND NOT b.paused AND b.rate_limit IS NULL AND b.max_concurrency IS NULL
-	FOR UPDATE OF t SKIP LOCKED;
-	IF NOT FOUND THEN
-		RETURN;
-	END IF;
-	IF c.schedule IS NOT NULL AND c.attempt = 0 THEN
-		v_skipped := sched._fired(ARRAY[c.id], ARRAY[c.bucket], ARRAY[c.run_at], ARRAY[c.biz_type],
-								  ARRAY[c.schedule], v_now);
-	END IF;
-	RETURN QUERY
-	SELECT l.id, l.bucket, l.biz_type, l.run_at, l.attempt, c.command, c.run_as::oid,
-		   extract(epoch FROM c.timeout)::float8 * 1000, NULL::timestamptz
-	FROM sched._lease(ARRAY[c.bucket], ARRAY[c.id], '{r}', v_now, sched._http_lease(c.timeout), p_owner,
-					  p_skip => v_skipped) l;
-END
-$$;
+LANGUAGE c STRICT VOLATILE
+AS 'MODULE_PATHNAME', 'delaysched_sql_claim_one_sql';
 COMMENT ON FUNCTION sched._sql_claim_one(smallint, smallint, bigint) IS 'internal: lease to an SQL worker the parked job a scanner named to it';
 
 /*
@@ -165,24 +140,8 @@ COMMENT ON FUNCTION sched._sql_claim_one(smallint, smallint, bigint) IS 'interna
  */
 CREATE OR REPLACE FUNCTION sched._sql_begin(p_owner smallint, p_bucket smallint, p_id bigint, p_attempt int)
 RETURNS text
-LANGUAGE plpgsql
-SET enable_seqscan = off
-AS $$
-BEGIN
-	PERFORM FROM sched.task t
-	WHERE t.bucket = p_bucket AND t.id = p_id AND t.state = 'd' AND t.lease_owner = p_owner
-	  AND t.attempt = p_attempt
-	FOR UPDATE SKIP LOCKED;
-	IF FOUND THEN
-		RETURN 'run';
-	ELSIF EXISTS (SELECT FROM sched.task t
-				  WHERE t.bucket = p_bucket AND t.id = p_id AND t.state = 'd' AND t.lease_owner = p_owner
-					AND t.attempt = p_attempt) THEN
-		RETURN 'held';
-	END IF;
-	RETURN 'gone';
-END
-$$;
+LANGUAGE c STRICT VOLATILE
+AS 'MODULE_PATHNAME', 'delaysched_sql_begin_sql';
 COMMENT ON FUNCTION sched._sql_begin(smallint, smallint, bigint, int) IS 'internal: lock an SQL job''s row for its run, if the lease is still the worker''s';
 
 /*
@@ -196,25 +155,8 @@ COMMENT ON FUNCTION sched._sql_begin(smallint, smallint, bigint, int) IS 'intern
 CREATE OR REPLACE FUNCTION sched._sql_done(p_owner smallint, p_bucket smallint, p_id bigint, p_biz_type text,
 							   p_attempt int, p_started timestamptz, p_duration_ms float8, p_rows bigint)
 RETURNS boolean
-LANGUAGE plpgsql
-SET enable_seqscan = off
-AS $$
-DECLARE
-	v_done bigint[] := '{}';
-BEGIN
-	PERFORM FROM sched.task t
-	WHERE t.bucket = p_bucket AND t.id = p_id AND t.state = 'd' AND t.lease_owner = p_owner
-	  AND t.attempt = p_attempt
-	FOR UPDATE;
-	IF FOUND THEN
-		v_done := sched._finish(p_bucket, ARRAY[p_id], 'done', NULL, 'd');
-	END IF;
-	INSERT INTO sched.attempt (task_id, attempt, biz_type, started_at, duration, outcome, rows)
-	VALUES (p_id, p_attempt, p_biz_type, p_started, pg_catalog.make_interval(secs => p_duration_ms / 1000.0),
-			CASE WHEN pg_catalog.cardinality(v_done) > 0 THEN 'done' ELSE 'stale' END, p_rows);
-	RETURN pg_catalog.cardinality(v_done) > 0;
-END
-$$;
+LANGUAGE c STRICT VOLATILE
+AS 'MODULE_PATHNAME', 'delaysched_sql_done_sql';
 COMMENT ON FUNCTION sched._sql_done(smallint, smallint, bigint, text, int, timestamptz, float8, bigint) IS 'internal: mark an SQL job done in the transaction of its run';
 
 /*

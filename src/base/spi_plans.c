@@ -19,7 +19,19 @@
 SPIPlanPtr
 delaysched_prepare_kept(const char *sql, int nargs, Oid *types)
 {
-	SPIPlanPtr	plan = SPI_prepare(sql, nargs, types);
+	return delaysched_prepare_kept_with(sql, nargs, types, 0);
+}
+
+/*
+ * The same with cursor options: CURSOR_OPT_GENERIC_PLAN for a statement
+ * whose generic plan serves every call, and which a session that is not a
+ * scanner's (whose plan_cache_mode is the server's) runs too rarely per
+ * plan for the plan cache to stop planning it afresh.
+ */
+SPIPlanPtr
+delaysched_prepare_kept_with(const char *sql, int nargs, Oid *types, int cursor_options)
+{
+	SPIPlanPtr	plan = SPI_prepare_cursor(sql, nargs, types, cursor_options);
 
 	if (plan == NULL)
 		elog(ERROR, "SPI_prepare failed for \"%s\": %s", sql,

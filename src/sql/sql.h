@@ -12,6 +12,9 @@
  *					commit, VACUUM): run by a session worker as the job's role
  *	 sql_signal.c	waking the SQL workers after commit, and stopping the
  *					statement of a job that sched.cancel cancels
+ *	 sql_plans.c	the statements of every job, on its own task partition:
+ *					its lease from the ready ring, its row locked for the
+ *					run, its done mark
  *	 sql_ready.c	the ready ring: the jobs a scanner's commit parked, named
  *					to the workers, which lease them by key
  *	 sql_command.c	sched._check_command(): refusing a command that could
@@ -30,6 +33,7 @@
 
 #include "postgres.h"
 
+#include "utils/guc.h"
 #include "utils/timestamp.h"
 
 #include "base/shmem.h"
@@ -81,6 +85,14 @@ typedef struct SqlRun
  */
 typedef void (*SqlLeaseNext) (void *arg);
 
+/* How the start of a run found its job's row (sql_plans.c). */
+typedef enum SqlBegin
+{
+	SQL_BEGIN_RUN,				/* locked: run it */
+	SQL_BEGIN_GONE,				/* no longer this lease's: nothing to do */
+	SQL_BEGIN_HELD				/* another transaction holds it: later */
+} SqlBegin;
+
 /* sql_worker.c */
 extern PGDLLEXPORT void delaysched_sql_main(Datum main_arg);
 extern SqlWorkerSlot *delaysched_sql_my_slot;
@@ -89,11 +101,18 @@ extern SqlWorkerSlot *delaysched_sql_my_slot;
 extern void delaysched_sql_run(const SqlJob *job, int16 owner, SqlRun *run,
 							  SqlLeaseNext lease_next, void *lease_next_arg);
 extern void delaysched_sql_forget_session_state(void);
+extern void delaysched_sql_bookkeeping_settings(GucAction action);
 
 /* sql_session.c */
 extern PGDLLEXPORT void delaysched_sql_session_main(Datum main_arg);
 extern bool delaysched_sql_needs_session(const char *command);
 extern void delaysched_sql_run_in_session(const SqlJob *job, int16 owner, SqlRun *run);
+
+/* sql_plans.c */
+extern bool delaysched_sql_lease_parked(int16 owner, int16 bucket, int64 id, SqlJob *job,
+										MemoryContext context);
+extern SqlBegin delaysched_sql_lock_leased(const SqlJob *job, int16 owner);
+extern bool delaysched_sql_mark_done(const SqlJob *job, int16 owner, const SqlRun *run);
 
 /* sql_ready.c */
 extern void delaysched_sql_ready_note(int64 id, int16 bucket, TimestampTz run_at);

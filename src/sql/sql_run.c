@@ -4,8 +4,8 @@
  *		One run of an SQL job, in one transaction: lock the job's row, run
  *		its command as the job's role, mark the job done, commit.
  *
- * Exactly once.  The command's work and the done mark (sched._sql_done:
- * the task to sched.finished, a row in sched.attempt) commit together, or
+ * Exactly once.  The command's work and the done mark (sql_plans.c: the
+ * task to sched.finished, a row in sched.attempt) commit together, or
  * neither does: a job that committed is never run again, and a run that
  * failed, timed out, was cancelled or was cut short by a crash left nothing
  * behind.  The lease that sched._sql_claim committed before (state 'd',
@@ -85,21 +85,23 @@ typedef enum RunStage
 	STAGE_COMMAND				/* the command, the done mark, the commit */
 } RunStage;
 
-static SPIPlanPtr begin_plan = NULL;
-static SPIPlanPtr done_plan = NULL;
-
 /*
  * The worker's own settings for its statements, for the rest of the
- * current GUC nest level: its functions assume pg_catalog alone is
- * searched, and it waits for no lock for long.
+ * current GUC nest level (GUC_ACTION_SAVE) or transaction
+ * (GUC_ACTION_LOCAL): its functions assume pg_catalog alone is searched,
+ * it waits for no lock for long, and its statements are written for an
+ * index (a plan made while a partition looked empty would otherwise read
+ * it whole once it is not; see delaysched_setup_worker_session).
  */
-static void
-set_bookkeeping_settings(void)
+void
+delaysched_sql_bookkeeping_settings(GucAction action)
 {
 	(void) set_config_option("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_SESSION,
-							 GUC_ACTION_SAVE, true, 0, false);
+							 action, true, 0, false);
 	(void) set_config_option("lock_timeout", "500ms", PGC_SUSET, PGC_S_SESSION,
-							 GUC_ACTION_SAVE, true, 0, false);
+							 action, true, 0, false);
+	(void) set_config_option("enable_seqscan", "off", PGC_SUSET, PGC_S_SESSION,
+							 action, true, 0, false);
 }
 
 /*
@@ -137,55 +139,6 @@ apply_role_settings(Oid role)
 		systable_endscan(scan);
 	}
 	table_close(rel, AccessShareLock);
-}
-
-/* sched._sql_begin: 'run', 'gone' or 'held'. */
-static char *
-lock_job(const SqlJob *job, int16 owner)
-{
-	Datum		values[4];
-	bool		isnull;
-	Datum		result;
-
-	if (begin_plan == NULL)
-	{
-		Oid			types[4] = {INT2OID, INT2OID, INT8OID, INT4OID};
-
-		begin_plan = delaysched_prepare_kept("SELECT sched._sql_begin($1, $2, $3, $4)", 4, types);
-	}
-	values[0] = Int16GetDatum(owner);
-	values[1] = Int16GetDatum(job->bucket);
-	values[2] = Int64GetDatum(job->id);
-	values[3] = Int32GetDatum(job->attempt);
-	if (SPI_execute_plan(begin_plan, values, NULL, false, 1) != SPI_OK_SELECT || SPI_processed != 1)
-		elog(ERROR, "sched._sql_begin failed");
-	result = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-	return isnull ? pstrdup("gone") : TextDatumGetCString(result);
-}
-
-/* sched._sql_done, in the run's transaction. */
-static void
-mark_done(const SqlJob *job, int16 owner, const SqlRun *run)
-{
-	Datum		values[8];
-
-	if (done_plan == NULL)
-	{
-		Oid			types[8] = {INT2OID, INT2OID, INT8OID, TEXTOID, INT4OID, TIMESTAMPTZOID, FLOAT8OID, INT8OID};
-
-		done_plan = delaysched_prepare_kept("SELECT sched._sql_done($1, $2, $3, $4, $5, $6, $7, $8)",
-											8, types);
-	}
-	values[0] = Int16GetDatum(owner);
-	values[1] = Int16GetDatum(job->bucket);
-	values[2] = Int64GetDatum(job->id);
-	values[3] = CStringGetTextDatum(job->biz_type);
-	values[4] = Int32GetDatum(job->attempt);
-	values[5] = TimestampTzGetDatum(run->started);
-	values[6] = Float8GetDatum(run->duration_ms);
-	values[7] = Int64GetDatum(run->rows);
-	if (SPI_execute_plan(done_plan, values, NULL, false, 1) != SPI_OK_SELECT)
-		elog(ERROR, "sched._sql_done failed");
 }
 
 /*
@@ -302,29 +255,29 @@ delaysched_sql_run(const SqlJob *job, int16 owner, SqlRun *run,
 	PG_TRY();
 	{
 		int			nest;
-		char	   *begun;
+		SqlBegin	begun;
 		bool		role_exists;
 
 		/* The row first, as the worker. */
 		nest = NewGUCNestLevel();
-		set_bookkeeping_settings();
+		delaysched_sql_bookkeeping_settings(GUC_ACTION_SAVE);
 		PushActiveSnapshot(GetTransactionSnapshot());
 		if (SPI_connect() != SPI_OK_CONNECT)
 			elog(ERROR, "SPI_connect failed");
-		begun = lock_job(job, owner);
+		begun = delaysched_sql_lock_leased(job, owner);
 		role_exists = SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(job->run_as));
 		SPI_finish();
 		PopActiveSnapshot();
 		AtEOXact_GUC(false, nest);
 
-		if (strcmp(begun, "run") != 0 || !role_exists || job->command == NULL)
+		if (begun != SQL_BEGIN_RUN || !role_exists || job->command == NULL)
 		{
 			/* Nothing ran; the commit lets the row go. */
 			CommitTransactionCommand();
 			MemoryContextSwitchTo(caller);
-			if (strcmp(begun, "held") == 0)
+			if (begun == SQL_BEGIN_HELD)
 				run->end = SQL_RUN_HELD;
-			else if (strcmp(begun, "gone") == 0)
+			else if (begun == SQL_BEGIN_GONE)
 				run->end = SQL_RUN_GONE;
 			else if (!role_exists)
 			{
@@ -366,9 +319,9 @@ delaysched_sql_run(const SqlJob *job, int16 owner, SqlRun *run,
 
 			/* The done mark, as the worker, and the commit of both. */
 			nest = NewGUCNestLevel();
-			set_bookkeeping_settings();
+			delaysched_sql_bookkeeping_settings(GUC_ACTION_SAVE);
 			CommandCounterIncrement();
-			mark_done(job, owner, run);
+			delaysched_sql_mark_done(job, owner, run);
 			if (lease_next != NULL)
 				lease_next_job(lease_next, lease_next_arg);
 			AtEOXact_GUC(false, nest);

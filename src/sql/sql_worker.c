@@ -10,7 +10,7 @@
  * (state 'r', as an http type's task) and its commit wakes these workers
  * (claim_wanted and the latch; sql_signal.c), naming the jobs of types
  * without limits in the ready ring (sql_ready.c).  A worker leases such a
- * job by its key (sched._sql_claim_one), and otherwise searches: it leases
+ * job by its key (sql_plans.c), and otherwise searches: it leases
  * one parked job in a short transaction of its own (sched._sql_claim: state
  * 'd', attempt + 1, lease_owner = DELAYSCHED_SQL_OWNER_BASE + its number,
  * for the type's timeout and 30 seconds), the types taken in a random order
@@ -83,7 +83,6 @@ static int16 my_owner;
 static MemoryContext job_context = NULL;
 static MemoryContext next_context = NULL;	/* the job leased ahead's strings */
 static SPIPlanPtr claim_plan = NULL;
-static SPIPlanPtr claim_one_plan = NULL;
 static SPIPlanPtr release_plan = NULL;
 static SPIPlanPtr record_plan = NULL;
 
@@ -188,7 +187,7 @@ column_text(HeapTuple tuple, TupleDesc desc, int column, MemoryContext context)
 }
 
 /*
- * A leased job from a row of sched._sql_claim or _sql_claim_one (a row
+ * A leased job from a row of sched._sql_claim (a row
  * with an id), its strings copied into context.
  */
 static void
@@ -208,19 +207,6 @@ read_job(HeapTuple tuple, TupleDesc desc, SqlJob *job, MemoryContext context)
 	job->timeout_ms = DatumGetFloat8(SPI_getbinval(tuple, desc, 8, &isnull));
 }
 
-/* sched._sql_claim_one for entry; SPI connected.  Leaves the rows in SPI_tuptable. */
-static void
-lease_entry(const SqlReady *entry)
-{
-	Datum		values[3];
-
-	values[0] = Int16GetDatum(my_owner);
-	values[1] = Int16GetDatum(entry->bucket);
-	values[2] = Int64GetDatum(entry->id);
-	if (SPI_execute_plan(claim_one_plan, values, NULL, false, 0) != SPI_OK_SELECT)
-		elog(ERROR, "sched._sql_claim_one failed");
-}
-
 /*
  * In the transaction of a run that succeeded (SqlLeaseNext): lease the
  * next job the ready ring names, so that its lease commits with the run
@@ -231,16 +217,12 @@ lease_entry(const SqlReady *entry)
 static void
 lease_ahead(void *arg)
 {
-	if (claim_one_plan == NULL || !delaysched_sql_ready_take(&ahead.entry))
+	if (!delaysched_sql_ready_take(&ahead.entry))
 		return;
 	ahead.taken = true;
-	lease_entry(&ahead.entry);
-	if (SPI_processed > 0)
-	{
-		MemoryContextReset(next_context);
-		read_job(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, &ahead.job, next_context);
-		ahead.got = true;
-	}
+	MemoryContextReset(next_context);
+	ahead.got = delaysched_sql_lease_parked(my_owner, ahead.entry.bucket, ahead.entry.id,
+											&ahead.job, next_context);
 }
 
 /* Drop what the last job left in the session (sql_run.c), in a transaction. */
@@ -259,23 +241,16 @@ claim_work(void *arg)
 	bool		isnull;
 
 	delaysched_sql_forget_session_state();
-	(void) set_config_option("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_SESSION,
-							 GUC_ACTION_LOCAL, true, 0, false);
-	(void) set_config_option("lock_timeout", "500ms", PGC_SUSET, PGC_S_SESSION,
-							 GUC_ACTION_LOCAL, true, 0, false);
+	delaysched_sql_bookkeeping_settings(GUC_ACTION_LOCAL);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	if (claim_plan == NULL)
 	{
 		Oid			types[2] = {INT2OID, INT4OID};
-		Oid			one_types[3] = {INT2OID, INT2OID, INT8OID};
 
 		claim_plan = delaysched_prepare_kept(
 			"SELECT id, bucket, biz_type, run_at, attempt, command, run_as, timeout_ms, next_at"
 			" FROM sched._sql_claim($1, $2)", 2, types);
-		claim_one_plan = delaysched_prepare_kept(
-			"SELECT id, bucket, biz_type, run_at, attempt, command, run_as, timeout_ms, next_at"
-			" FROM sched._sql_claim_one($1, $2, $3)", 3, one_types);
 		release_plan = delaysched_prepare_kept("SELECT sched._sql_release($1)", 1, types);
 	}
 	values[0] = Int16GetDatum(my_owner);
@@ -283,16 +258,18 @@ claim_work(void *arg)
 		SPI_execute_plan(release_plan, values, NULL, false, 1) != SPI_OK_SELECT)
 		elog(ERROR, "sched._sql_release failed");
 
-	if (call->ready != NULL)
-		lease_entry(call->ready);
-	else
-	{
-		values[1] = Int32GetDatum(1);
-		if (SPI_execute_plan(claim_plan, values, NULL, false, 0) != SPI_OK_SELECT)
-			elog(ERROR, "sched._sql_claim failed");
-	}
 	call->got = false;
 	call->next_token = DT_NOEND;
+	if (call->ready != NULL)
+	{
+		call->got = delaysched_sql_lease_parked(my_owner, call->ready->bucket, call->ready->id,
+												&call->job, job_context);
+		SPI_finish();
+		return;
+	}
+	values[1] = Int32GetDatum(1);
+	if (SPI_execute_plan(claim_plan, values, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "sched._sql_claim failed");
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
 		HeapTuple	tuple = SPI_tuptable->vals[i];
