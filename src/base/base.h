@@ -31,6 +31,9 @@ extern SPIPlanPtr delaysched_prepare_kept(const char *sql, int nargs, Oid *types
 extern SPIPlanPtr delaysched_prepare_kept_with(const char *sql, int nargs, Oid *types,
 											   int cursor_options);
 extern void delaysched_free_plan(SPIPlanPtr *plan);
+extern int	delaysched_read_bucket_count(void);
+extern char *delaysched_spi_text(HeapTuple tuple, TupleDesc desc, int column,
+								 MemoryContext context);
 extern bool delaysched_fetch_timestamp(SPIPlanPtr plan, Datum *values, TimestampTz *result);
 extern int	delaysched_fetch_int(SPIPlanPtr plan, Datum *values);
 

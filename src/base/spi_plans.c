@@ -2,8 +2,9 @@
  *
  * spi_plans.c
  *		Small helpers for the statements the workers prepare once and keep
- *		(tick.c, drain.c): prepare and keep, free, and run a statement that
- *		returns one value.  SPI connected.
+ *		(tick.c, drain.c, sql_plans.c, http_store.c): prepare and keep,
+ *		free, run a statement that returns one value, read the bucket
+ *		count, copy a text column out of a row.  SPI connected.
  *
  * IDENTIFICATION
  *	  src/base/spi_plans.c
@@ -12,6 +13,7 @@
  */
 #include "postgres.h"
 
+#include "utils/builtins.h"
 #include "utils/timestamp.h"
 
 #include "base/base.h"
@@ -75,4 +77,36 @@ delaysched_fetch_int(SPIPlanPtr plan, Datum *values)
 		elog(ERROR, "a delaysched statement returning a count failed");
 	value = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
 	return isnull ? 0 : DatumGetInt32(value);
+}
+
+/* The bucket count of the installed extension (sched._bucket_count()). */
+int
+delaysched_read_bucket_count(void)
+{
+	bool		isnull;
+	int			nbuckets;
+
+	if (SPI_execute("SELECT sched._bucket_count()", true, 1) != SPI_OK_SELECT ||
+		SPI_processed != 1)
+		elog(ERROR, "could not read the bucket count of delaysched");
+	nbuckets = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	SPI_freetuptable(SPI_tuptable);
+	return nbuckets;
+}
+
+/* A text column of an SPI row, copied into context; NULL if null. */
+char *
+delaysched_spi_text(HeapTuple tuple, TupleDesc desc, int column, MemoryContext context)
+{
+	bool		isnull;
+	Datum		value = SPI_getbinval(tuple, desc, column, &isnull);
+	MemoryContext old;
+	char	   *copy;
+
+	if (isnull)
+		return NULL;
+	old = MemoryContextSwitchTo(context);
+	copy = TextDatumGetCString(value);
+	MemoryContextSwitchTo(old);
+	return copy;
 }

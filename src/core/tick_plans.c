@@ -142,7 +142,6 @@ void
 delaysched_prepare_tick_plans(void)
 {
 	Oid			extension = get_extension_oid("delaysched", false);
-	bool		isnull;
 
 	if (delaysched_tick_plans.extension == extension)
 		return;
@@ -167,11 +166,7 @@ delaysched_prepare_tick_plans(void)
 	delaysched_free_plan(&delaysched_tick_plans.purge);
 	delaysched_tick_plans.extension = InvalidOid;
 
-	if (SPI_execute("SELECT sched._bucket_count()", true, 1) != SPI_OK_SELECT ||
-		SPI_processed != 1)
-		elog(ERROR, "could not read the bucket count of delaysched");
-	delaysched_tick_plans.nbuckets = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0],
-												 SPI_tuptable->tupdesc, 1, &isnull));
+	delaysched_tick_plans.nbuckets = delaysched_read_bucket_count();
 	delaysched_tick_plans.buckets = MemoryContextAllocZero(TopMemoryContext,
 										   sizeof(BucketPlans) * delaysched_tick_plans.nbuckets);
 

@@ -88,16 +88,7 @@ prepare_plans(Oid extension)
 	}
 	plans.extension = InvalidOid;
 
-	{
-		bool		isnull;
-
-		if (SPI_execute("SELECT sched._bucket_count()", true, 1) != SPI_OK_SELECT ||
-			SPI_processed != 1)
-			elog(ERROR, "could not read the bucket count of delaysched");
-		plans.nbuckets = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0],
-													 SPI_tuptable->tupdesc, 1, &isnull));
-		SPI_freetuptable(SPI_tuptable);
-	}
+	plans.nbuckets = delaysched_read_bucket_count();
 	plans.fetch = MemoryContextAllocZero(TopMemoryContext, sizeof(SPIPlanPtr) * plans.nbuckets);
 
 	plans.read_types = delaysched_prepare_kept(

@@ -153,16 +153,7 @@ prepare_plans(void)
 	delaysched_free_plan(&plans.fired);
 	plans.extension = InvalidOid;
 
-	{
-		bool		isnull;
-
-		if (SPI_execute("SELECT sched._bucket_count()", true, 1) != SPI_OK_SELECT ||
-			SPI_processed != 1)
-			elog(ERROR, "could not read the bucket count of delaysched");
-		plans.nbuckets = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0],
-													 SPI_tuptable->tupdesc, 1, &isnull));
-		SPI_freetuptable(SPI_tuptable);
-	}
+	plans.nbuckets = delaysched_read_bucket_count();
 	plans.buckets = MemoryContextAllocZero(TopMemoryContext,
 										   sizeof(SqlBucketPlans) * plans.nbuckets);
 	{
@@ -173,6 +164,19 @@ prepare_plans(void)
 			lengthof(types), types);
 	}
 	plans.extension = extension;
+}
+
+/*
+ * A statement on one partition, kept.  Each plan serves a sixtieth of the
+ * jobs: left to choose, the plan cache would plan most calls afresh (the
+ * first five calls of a plan are custom), where the generic plan serves
+ * every call.
+ */
+static SPIPlanPtr
+prepare_leaf(const char *sql, const char *partition, int nargs, Oid *types)
+{
+	return delaysched_prepare_kept_with(psprintf(sql, partition), nargs, types,
+										CURSOR_OPT_GENERIC_PLAN);
 }
 
 /* The plans of bucket, made now if not yet. */
@@ -194,46 +198,15 @@ bucket_plans(int16 bucket)
 		Oid			done_types[] = {INT8OID, INT2OID, INT2OID, INT4OID, TEXTOID, TIMESTAMPTZOID,
 		FLOAT8OID, INT8OID};
 
-		/*
-		 * The partitions' names, as the install script makes them.  Each
-		 * plan serves a sixtieth of the jobs: left to choose, the plan
-		 * cache would plan most calls afresh (its first five are custom).
-		 */
+		/* The partitions' names, as the install script makes them. */
 		snprintf(partition, sizeof(partition), "task_%04d", bucket);
-		bp->lock_parked = delaysched_prepare_kept_with(psprintf(lock_parked_sql, partition),
-												  lengthof(lock_types), lock_types,
-												  CURSOR_OPT_GENERIC_PLAN);
-		bp->lease = delaysched_prepare_kept_with(psprintf(lease_sql, partition),
-											lengthof(lease_types), lease_types,
-											CURSOR_OPT_GENERIC_PLAN);
-		bp->lock_leased = delaysched_prepare_kept_with(psprintf(lock_leased_sql, partition),
-												  lengthof(leased_types), leased_types,
-												  CURSOR_OPT_GENERIC_PLAN);
-		bp->find_leased = delaysched_prepare_kept_with(psprintf(find_leased_sql, partition),
-												  lengthof(leased_types), leased_types,
-												  CURSOR_OPT_GENERIC_PLAN);
-		bp->done = delaysched_prepare_kept_with(psprintf(done_sql, partition),
-										   lengthof(done_types), done_types,
-										   CURSOR_OPT_GENERIC_PLAN);
+		bp->lock_parked = prepare_leaf(lock_parked_sql, partition, lengthof(lock_types), lock_types);
+		bp->lease = prepare_leaf(lease_sql, partition, lengthof(lease_types), lease_types);
+		bp->lock_leased = prepare_leaf(lock_leased_sql, partition, lengthof(leased_types), leased_types);
+		bp->find_leased = prepare_leaf(find_leased_sql, partition, lengthof(leased_types), leased_types);
+		bp->done = prepare_leaf(done_sql, partition, lengthof(done_types), done_types);
 	}
 	return bp;
-}
-
-/* Copy a text column into context; NULL if null. */
-static char *
-text_column(HeapTuple tuple, TupleDesc desc, int column, MemoryContext context)
-{
-	bool		isnull;
-	Datum		value = SPI_getbinval(tuple, desc, column, &isnull);
-	MemoryContext old;
-	char	   *copy;
-
-	if (isnull)
-		return NULL;
-	old = MemoryContextSwitchTo(context);
-	copy = TextDatumGetCString(value);
-	MemoryContextSwitchTo(old);
-	return copy;
 }
 
 /*
@@ -296,8 +269,8 @@ delaysched_sql_lease_parked(int16 owner, int16 bucket, int64 id, SqlJob *job,
 	job->id = id;
 	job->bucket = bucket;
 	job->run_at = DatumGetTimestampTz(SPI_getbinval(row, desc, 1, &isnull));
-	job->biz_type = text_column(row, desc, 2, context);
-	job->command = text_column(row, desc, 5, context);
+	job->biz_type = delaysched_spi_text(row, desc, 2, context);
+	job->command = delaysched_spi_text(row, desc, 5, context);
 	job->run_as = DatumGetObjectId(SPI_getbinval(row, desc, 6, &isnull));
 	if (isnull)
 		job->run_as = InvalidOid;

@@ -169,23 +169,6 @@ sql_attach(int index)
 	return true;
 }
 
-/* Copy a text column of a claim's row into context; NULL if null. */
-static char *
-column_text(HeapTuple tuple, TupleDesc desc, int column, MemoryContext context)
-{
-	bool		isnull;
-	Datum		value = SPI_getbinval(tuple, desc, column, &isnull);
-	MemoryContext old;
-	char	   *copy;
-
-	if (isnull)
-		return NULL;
-	old = MemoryContextSwitchTo(context);
-	copy = TextDatumGetCString(value);
-	MemoryContextSwitchTo(old);
-	return copy;
-}
-
 /*
  * A leased job from a row of sched._sql_claim (a row
  * with an id), its strings copied into context.
@@ -197,10 +180,10 @@ read_job(HeapTuple tuple, TupleDesc desc, SqlJob *job, MemoryContext context)
 
 	job->id = DatumGetInt64(SPI_getbinval(tuple, desc, 1, &isnull));
 	job->bucket = DatumGetInt16(SPI_getbinval(tuple, desc, 2, &isnull));
-	job->biz_type = column_text(tuple, desc, 3, context);
+	job->biz_type = delaysched_spi_text(tuple, desc, 3, context);
 	job->run_at = DatumGetTimestampTz(SPI_getbinval(tuple, desc, 4, &isnull));
 	job->attempt = DatumGetInt32(SPI_getbinval(tuple, desc, 5, &isnull));
-	job->command = column_text(tuple, desc, 6, context);
+	job->command = delaysched_spi_text(tuple, desc, 6, context);
 	job->run_as = DatumGetObjectId(SPI_getbinval(tuple, desc, 7, &isnull));
 	if (isnull)
 		job->run_as = InvalidOid;
