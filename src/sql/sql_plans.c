@@ -129,6 +129,16 @@ static const char done_sql[] =
 ")"
 " SELECT counted.done FROM counted";
 
+static void
+free_bucket_plans(SqlBucketPlans *bp)
+{
+	delaysched_free_plan(&bp->lock_parked);
+	delaysched_free_plan(&bp->lease);
+	delaysched_free_plan(&bp->lock_leased);
+	delaysched_free_plan(&bp->find_leased);
+	delaysched_free_plan(&bp->done);
+}
+
 /* Plans made for another extension object (recreated, perhaps with another bucket count) go. */
 static void
 prepare_plans(void)
@@ -140,13 +150,7 @@ prepare_plans(void)
 	if (plans.buckets != NULL)
 	{
 		for (int b = 0; b < plans.nbuckets; b++)
-		{
-			delaysched_free_plan(&plans.buckets[b].lock_parked);
-			delaysched_free_plan(&plans.buckets[b].lease);
-			delaysched_free_plan(&plans.buckets[b].lock_leased);
-			delaysched_free_plan(&plans.buckets[b].find_leased);
-			delaysched_free_plan(&plans.buckets[b].done);
-		}
+			free_bucket_plans(&plans.buckets[b]);
 		pfree(plans.buckets);
 		plans.buckets = NULL;
 	}
@@ -197,6 +201,9 @@ bucket_plans(int16 bucket)
 		Oid			leased_types[] = {INT8OID, INT2OID, INT2OID, INT4OID};
 		Oid			done_types[] = {INT8OID, INT2OID, INT2OID, INT4OID, TEXTOID, TIMESTAMPTZOID,
 		FLOAT8OID, INT8OID};
+
+		/* What a preparation that failed half-way left; done is made last. */
+		free_bucket_plans(bp);
 
 		/* The partitions' names, as the install script makes them. */
 		snprintf(partition, sizeof(partition), "task_%04d", bucket);
