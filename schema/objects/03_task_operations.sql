@@ -287,3 +287,65 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION sched._unlease(smallint[], bigint[], text, text) IS 'internal: take back the lease of locked delivered tasks (expired, requeued or deferred: the reverse of sched._lease)';
+
+/*
+ * How many of p_want due tasks of type b a claim may lease now, within the
+ * type's concurrency cap and rate limit; written once for the three claims
+ * (sched.claim, sched._http_claim, sched._sql_claim).
+ *   want     how many (0: none);
+ *   tokens   the tokens taken from the type's bucket: the claim gives back
+ *            those it does not use (sched._return_tokens);
+ *   held     the concurrency cap held the type back;
+ *   next_at  when the type's next token comes, if it ran out.
+ * One claim at a time counts a capped type's leases, holding the type's
+ * row (and reading its cap there, as it is now).  With p_wait the claim
+ * waits for another's (sched.claim, a consumer's call); without it the type
+ * is held (a worker, which looks again at its next claim and never waits
+ * for an administrator's open transaction).
+ */
+CREATE OR REPLACE FUNCTION sched._claim_allowance(b sched.biz, p_want int, p_now timestamptz, p_wait boolean,
+									   OUT want int, OUT tokens int, OUT held boolean,
+									   OUT next_at timestamptz)
+LANGUAGE plpgsql
+AS $$
+DECLARE
+	v_cap int;
+BEGIN
+	want := p_want;
+	tokens := 0;
+	held := false;
+	IF b.max_concurrency IS NOT NULL THEN
+		IF p_wait THEN
+			SELECT x.max_concurrency INTO v_cap FROM sched.biz x WHERE x.name = b.name FOR NO KEY UPDATE;
+		ELSE
+			SELECT x.max_concurrency INTO v_cap FROM sched.biz x WHERE x.name = b.name
+			FOR NO KEY UPDATE SKIP LOCKED;
+			IF NOT FOUND THEN
+				held := true;
+				want := 0;
+				RETURN;
+			END IF;
+		END IF;
+		IF v_cap IS NOT NULL THEN
+			want := LEAST(want, v_cap - (
+				SELECT count(*) FROM (SELECT FROM sched.task t
+									  WHERE t.biz_type = b.name AND t.state = 'd'
+									  LIMIT v_cap) s)::int);
+			IF want <= 0 THEN
+				held := true;		-- at its concurrency cap
+				want := 0;
+				RETURN;
+			END IF;
+		END IF;
+	END IF;
+	IF b.rate_limit IS NOT NULL AND want > 0 THEN
+		tokens := sched._take_tokens(b.name, b.rate_limit, b.burst, want);
+		IF tokens < want THEN
+			-- Out of tokens: look again when the next one comes.
+			next_at := p_now + pg_catalog.make_interval(secs => GREATEST(0.01, 1.0 / b.rate_limit));
+		END IF;
+		want := tokens;
+	END IF;
+END
+$$;
+COMMENT ON FUNCTION sched._claim_allowance(sched.biz, int, timestamptz, boolean) IS 'internal: how many due tasks of a type a claim may lease now, within its concurrency cap and rate limit';

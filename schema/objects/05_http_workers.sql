@@ -53,6 +53,7 @@ DECLARE
 	v_buckets smallint[];
 	v_skipped bigint[];
 	b sched.biz;
+	a record;
 BEGIN
 	SELECT pg_catalog.array_agg(x.name ORDER BY pg_catalog.random()) INTO v_types
 	FROM sched.biz x
@@ -80,32 +81,13 @@ BEGIN
 			CONTINUE;
 		END IF;
 		SELECT * INTO b FROM sched.biz x WHERE x.name = v_name;
-		IF b.max_concurrency IS NOT NULL THEN
-			-- As sched.claim: one claim at a time counts the type's leases.
-			-- (An administrator's open transaction changing the type holds
-			-- the row: try the type again at the next claim.)
-			SELECT * INTO b FROM sched.biz x WHERE x.name = v_name FOR NO KEY UPDATE SKIP LOCKED;
-			IF NOT FOUND THEN
-				v_held := true;
-				CONTINUE;
-			END IF;
-			v_want := LEAST(v_want, b.max_concurrency - (
-				SELECT count(*) FROM (SELECT FROM sched.task t
-									  WHERE t.biz_type = b.name AND t.state = 'd'
-									  LIMIT b.max_concurrency) s)::int);
-			IF v_want <= 0 THEN
-				v_held := true;		-- at its concurrency cap
-				CONTINUE;
-			END IF;
-		END IF;
 		v_tokens := 0;
-		IF b.rate_limit IS NOT NULL THEN
-			v_tokens := sched._take_tokens(b.name, b.rate_limit, b.burst, v_want);
-			IF v_tokens < v_want THEN
-				-- Out of tokens: look again when the next one comes.
-				v_next := LEAST(v_next, v_now + pg_catalog.make_interval(secs => GREATEST(0.01, 1.0 / b.rate_limit)));
-			END IF;
-			v_want := v_tokens;
+		IF b.max_concurrency IS NOT NULL OR b.rate_limit IS NOT NULL THEN
+			a := sched._claim_allowance(b, v_want, v_now, false);
+			v_held := v_held OR a.held;
+			v_next := LEAST(v_next, a.next_at);
+			v_tokens := a.tokens;
+			v_want := a.want;
 			CONTINUE WHEN v_want <= 0;
 		END IF;
 		-- As sched.claim: lock first, let the schedules among them fire.

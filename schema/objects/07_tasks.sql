@@ -337,6 +337,7 @@ DECLARE
 	v_ids bigint[];
 	v_buckets smallint[];
 	v_skipped bigint[];
+	a record;
 BEGIN
 	PERFORM sched._require(p_max, 'max_tasks');
 	IF p_max < 1 OR p_max > 10000 THEN
@@ -349,17 +350,11 @@ BEGIN
 	IF b.paused THEN
 		RETURN;
 	END IF;
-	IF b.max_concurrency IS NOT NULL THEN
-		-- One claim at a time counts the type's leases and takes slots.
-		SELECT * INTO b FROM sched.biz x WHERE x.name = b.name FOR NO KEY UPDATE;
-		v_max := LEAST(v_max, b.max_concurrency - (
-			SELECT count(*) FROM (SELECT FROM sched.task t
-								  WHERE t.biz_type = b.name AND t.state = 'd'
-								  LIMIT b.max_concurrency) s)::int);
-	END IF;
-	IF b.rate_limit IS NOT NULL AND v_max > 0 THEN
-		v_tokens := sched._take_tokens(b.name, b.rate_limit, b.burst, v_max);
-		v_max := v_tokens;
+	IF b.max_concurrency IS NOT NULL OR b.rate_limit IS NOT NULL THEN
+		-- One claim at a time counts a capped type's leases and takes slots.
+		a := sched._claim_allowance(b, v_max, v_now, true);
+		v_tokens := a.tokens;
+		v_max := a.want;
 	END IF;
 	IF v_max <= 0 THEN
 		RETURN;
