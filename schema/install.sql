@@ -66,7 +66,9 @@ CREATE TABLE sched.biz (
 	rate_limit	 float8,
 	burst		 int,
 	max_concurrency int,
-	-- delivery 'http' only (NULL otherwise): the webhook and how to call it
+	-- how to call a webhook: url, headers, secret, follow_redirects for
+	-- delivery 'http' only (NULL or false otherwise), timeout for 'http' and
+	-- 'sql' (a run's statement timeout), the backoff for every delivery
 	url			 text,
 	headers		 jsonb,
 	timeout		 interval,

@@ -16,7 +16,7 @@ CREATE ROLE regress_sj_app;
 CREATE ROLE regress_sj_other;
 GRANT USAGE ON SCHEMA sched TO regress_sj_app, regress_sj_other;
 GRANT EXECUTE ON FUNCTION sched.add_sql(text, timestamptz, text, text), sched.cancel(bigint),
-	sched.add(text, timestamptz, jsonb, text) TO regress_sj_app, regress_sj_other;
+	sched.add(text, timestamptz, jsonb, text, text, interval) TO regress_sj_app, regress_sj_other;
 GRANT SELECT ON sched.tasks TO regress_sj_app, regress_sj_other;
 GRANT INSERT ON sj_log TO regress_sj_app;
 SELECT sched.grant_biz('sj_jobs', 'regress_sj_app');

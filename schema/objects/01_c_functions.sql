@@ -13,10 +13,6 @@ LANGUAGE c VOLATILE
 AS 'MODULE_PATHNAME', 'delaysched_wake_drain';
 COMMENT ON FUNCTION sched._wake_drain(boolean) IS 'internal: after commit, run the drain (for_slot: only if a type waits at its concurrency cap)';
 
-CREATE OR REPLACE FUNCTION sched._note_parked(biz_type text) RETURNS void
-LANGUAGE c STRICT VOLATILE
-AS 'MODULE_PATHNAME', 'delaysched_note_parked_sql';
-COMMENT ON FUNCTION sched._note_parked(text) IS 'internal: after commit, tell the drain that tasks of a type were parked';
 
 CREATE OR REPLACE FUNCTION sched._tokens(biz_type text, rate float8, burst int) RETURNS float8
 LANGUAGE c STRICT VOLATILE

@@ -160,6 +160,28 @@ END
 $$;
 COMMENT ON FUNCTION sched._check_task(timestamptz, jsonb, text) IS 'internal: refuse a task that could not be delivered as asked';
 
+/* What sched.add does with a dedupe key already held (see sched._insert). */
+CREATE OR REPLACE FUNCTION sched._check_on_duplicate(on_duplicate text, max_wait interval) RETURNS void
+LANGUAGE plpgsql IMMUTABLE
+AS $$
+BEGIN
+	PERFORM sched._require(on_duplicate, 'on_duplicate');
+	IF on_duplicate NOT IN ('keep', 'replace', 'debounce') THEN
+		RAISE EXCEPTION 'invalid on_duplicate "%"', sched._clip(on_duplicate)
+			USING ERRCODE = 'invalid_parameter_value',
+				  HINT = 'on_duplicate is ''keep'' (the task holding the dedupe key stays as it is), ''replace'' (it takes the new run_at and payload) or ''debounce'' (the same, no later than max_wait after its first add).';
+	END IF;
+	IF max_wait IS NOT NULL THEN
+		IF on_duplicate <> 'debounce' THEN
+			RAISE EXCEPTION 'max_wait is for on_duplicate ''debounce'' only'
+				USING ERRCODE = 'invalid_parameter_value';
+		END IF;
+		PERFORM sched._check_interval(max_wait, 'max_wait', interval '0', interval '1 year');
+	END IF;
+END
+$$;
+COMMENT ON FUNCTION sched._check_on_duplicate(text, interval) IS 'internal: refuse an on_duplicate or max_wait sched.add does not know';
+
 /*
  * The arguments of an http business type (see sched.define_biz).  The URL
  * is parsed by libcurl's parser in C (sched._check_url); the rest here.

@@ -3,15 +3,19 @@
 -------------------------------------------------------------------------------
 
 /*
- * Store one validated task; with a dedupe key, return the unfinished task
- * that already holds the key instead.  Wakes the scanner after commit.
- * A firing names its schedule (p_schedule); an SQL job carries its command
- * and the role it runs as (p_command, p_run_as); p_run_now marks a firing
- * made by sched.run_now, which its schedule does not count.
+ * Store one validated task; with a dedupe key that an unfinished task
+ * holds already, do as p_on_duplicate says (sched.add): 'keep' returns the
+ * holder, 'replace' and 'debounce' change it if it is still pending
+ * (sched._replace) and return it, or else add this task, which takes the
+ * key.  Wakes the scanner after commit.  A firing names its schedule
+ * (p_schedule); an SQL job carries its command and the role it runs as
+ * (p_command, p_run_as); p_run_now marks a firing made by sched.run_now,
+ * which its schedule does not count.
  */
 CREATE OR REPLACE FUNCTION sched._insert(p_biz text, p_run_at timestamptz, p_payload jsonb, p_dedupe_key text,
 							  p_schedule text DEFAULT NULL, p_command text DEFAULT NULL,
-							  p_run_as regrole DEFAULT NULL, p_run_now boolean DEFAULT NULL)
+							  p_run_as regrole DEFAULT NULL, p_run_now boolean DEFAULT NULL,
+							  p_on_duplicate text DEFAULT 'keep', p_max_wait interval DEFAULT NULL)
 RETURNS bigint
 LANGUAGE plpgsql
 AS $$
@@ -19,6 +23,7 @@ DECLARE
 	v_bucket smallint := sched._bucket(p_run_at);
 	v_id bigint := sched._new_id(v_bucket);
 	v_existing bigint;
+	v_how text;
 BEGIN
 	IF p_dedupe_key IS NOT NULL THEN
 		LOOP
@@ -29,9 +34,18 @@ BEGIN
 			SELECT d.task_id INTO v_existing FROM sched.dedupe d
 				WHERE d.biz_type = p_biz AND d.dedupe_key = p_dedupe_key;
 			IF FOUND THEN
-				RETURN v_existing;
+				IF p_on_duplicate = 'keep' THEN
+					RETURN v_existing;
+				END IF;
+				v_how := sched._replace(p_biz, p_dedupe_key, v_existing, v_id, p_run_at, p_payload,
+										p_on_duplicate, p_max_wait);
+				IF v_how = 'replaced' THEN
+					RETURN v_existing;
+				END IF;
+				-- 'handed over': the key is this task's now.
+				EXIT WHEN v_how = 'handed over';
 			END IF;
-			-- The holder finished between the two statements: try again.
+			-- The holder finished, or the key moved on, meanwhile: try again.
 		END LOOP;
 	END IF;
 
@@ -44,7 +58,59 @@ BEGIN
 	RETURN v_id;
 END
 $$;
-COMMENT ON FUNCTION sched._insert(text, timestamptz, jsonb, text, text, text, regrole, boolean) IS 'internal: store a validated task (a firing of p_schedule, an SQL job''s command, if given)';
+COMMENT ON FUNCTION sched._insert(text, timestamptz, jsonb, text, text, text, regrole, boolean, text, interval) IS 'internal: store a validated task (a firing of p_schedule, an SQL job''s command, if given), or replace the pending one that holds its dedupe key';
+
+/*
+ * sched.add with on_duplicate 'replace' or 'debounce', and p_holder the
+ * unfinished task of type p_biz that holds dedupe key p_key:
+ *   'replaced'     the holder was pending (or parked, or announced and not
+ *                  claimed): it takes p_run_at and p_payload ('debounce':
+ *                  p_run_at, but no later than p_max_wait after the
+ *                  holder's first add, its created_at), keeping its id and
+ *                  attempts, as sched.reschedule would;
+ *   'handed over'  the holder was delivered: it is left to its consumer,
+ *                  and the key goes to p_new_id, the task the caller adds
+ *                  now (a change that came after the delivery is delivered
+ *                  too, after it);
+ *   'gone'         the holder finished, or the key moved on, meanwhile.
+ * The holder's row is locked before the key's, the order in which
+ * sched._finish takes them; concurrent adds of one key wait for each
+ * other, and a claim or a tick passes the locked holder by (SKIP LOCKED).
+ */
+CREATE OR REPLACE FUNCTION sched._replace(p_biz text, p_key text, p_holder bigint, p_new_id bigint,
+							   p_run_at timestamptz, p_payload jsonb, p_how text, p_max_wait interval)
+RETURNS text
+LANGUAGE plpgsql
+-- By index, whatever the statistics say (see sched._lock).
+SET enable_seqscan = off
+AS $$
+DECLARE
+	v_bucket smallint := sched._lock(p_holder, '{p,r,d}');
+	t record;
+BEGIN
+	IF v_bucket IS NULL THEN
+		RETURN 'gone';
+	END IF;
+	PERFORM FROM sched.dedupe d
+		WHERE d.biz_type = p_biz AND d.dedupe_key = p_key AND d.task_id = p_holder
+		FOR UPDATE;
+	IF NOT FOUND THEN
+		RETURN 'gone';
+	END IF;
+	SELECT k.state, k.created_at INTO t FROM sched.task k WHERE k.bucket = v_bucket AND k.id = p_holder;
+	IF t.state = 'd' THEN
+		UPDATE sched.dedupe d SET task_id = p_new_id
+			WHERE d.biz_type = p_biz AND d.dedupe_key = p_key;
+		RETURN 'handed over';
+	END IF;
+	PERFORM sched._move(v_bucket, p_holder,
+						CASE WHEN p_how = 'debounce' AND p_max_wait IS NOT NULL
+							 THEN LEAST(p_run_at, t.created_at + p_max_wait) ELSE p_run_at END,
+						NULL, p_payload);
+	RETURN 'replaced';
+END
+$$;
+COMMENT ON FUNCTION sched._replace(text, text, bigint, bigint, timestamptz, jsonb, text, interval) IS 'internal: give the pending task holding a dedupe key a new run_at and payload, or hand the key of a delivered one to a new task';
 
 /*
  * Lock an unfinished task by id in one of the given states and return its
@@ -220,10 +286,12 @@ COMMENT ON FUNCTION sched._finish_by_id(bigint, "char"[], text, text) IS 'intern
 
 /*
  * Give a locked task a new run_at (and so maybe a new bucket), keeping its
- * id, as pending.  Delete and insert rather than UPDATE, so that no
- * concurrent locker ever meets a row moved to another partition.
+ * id, as pending; and a new payload, if given.  Delete and insert rather
+ * than UPDATE, so that no concurrent locker ever meets a row moved to
+ * another partition.
  */
-CREATE OR REPLACE FUNCTION sched._move(p_bucket smallint, p_id bigint, p_run_at timestamptz, p_error text)
+CREATE OR REPLACE FUNCTION sched._move(p_bucket smallint, p_id bigint, p_run_at timestamptz, p_error text,
+							p_payload jsonb DEFAULT NULL)
 RETURNS void
 LANGUAGE plpgsql
 -- By index, whatever the statistics say (see sched._lock).
@@ -238,14 +306,37 @@ BEGIN
 							created_at, delivered_at, lease_until, last_error, schedule,
 							command, run_as, run_now)
 	SELECT gone.id, sched._bucket(p_run_at), gone.biz_type, p_run_at, 'p', gone.attempt,
-		   gone.payload, gone.dedupe_key, gone.created_at, gone.delivered_at, NULL,
+		   coalesce(p_payload, gone.payload), gone.dedupe_key, gone.created_at, gone.delivered_at, NULL,
 		   coalesce(p_error, gone.last_error), gone.schedule,
 		   gone.command, gone.run_as, gone.run_now
 	FROM gone;
 	PERFORM sched._wake(p_run_at, sched._door(p_id));
 END
 $$;
-COMMENT ON FUNCTION sched._move(smallint, bigint, timestamptz, text) IS 'internal: make a locked task pending again at a new time';
+COMMENT ON FUNCTION sched._move(smallint, bigint, timestamptz, text, jsonb) IS 'internal: make a locked task pending again at a new time (with a new payload, if given)';
+
+/*
+ * The wait before the next try of a task whose attempt-th delivery failed
+ * (a failed SQL run, a nack without retry_in, a lease that ran out):
+ * min_backoff doubled with each attempt up to max_backoff, then somewhere
+ * in the upper half of that, and never below min_backoff.  The jitter
+ * spreads the retries of tasks that failed together.  The HTTP workers
+ * follow the same rule in C (src/http/http_request.c).
+ */
+CREATE OR REPLACE FUNCTION sched._backoff(p_min interval, p_max interval, p_attempt int) RETURNS interval
+LANGUAGE plpgsql VOLATILE
+AS $$
+DECLARE
+	v_min float8 := extract(epoch FROM p_min)::float8;
+	v_delay float8;
+BEGIN
+	v_delay := LEAST(v_min * pg_catalog.power(2, LEAST(GREATEST(p_attempt, 1) - 1, 30)),
+					 extract(epoch FROM p_max)::float8);
+	v_delay := GREATEST(v_min, v_delay * (0.5 + pg_catalog.random() / 2));
+	RETURN pg_catalog.make_interval(secs => v_delay);
+END
+$$;
+COMMENT ON FUNCTION sched._backoff(interval, interval, int) IS 'internal: the wait before retrying a task whose attempt-th delivery failed (the type''s min_backoff doubled per attempt, capped at max_backoff, with jitter)';
 
 /*
  * The reverse of the lease transition (src/lease.h), written once: locked

@@ -5,18 +5,17 @@
 -------------------------------------------------------------------------------
 
 /*
- * Deliveries of a range whose lease ran out: redeliver (attempt + 1), make
- * pull tasks claimable again, park the tasks of a paused type (until
- * sched.resume) or of a limited one (for the drain, which takes a token
- * for the redelivery; with p_park_all every notify type is limited), or
- * declare dead after max_attempts.  Only leases that ran out at or after
+ * Deliveries of a range whose lease ran out: a notify or pull task waits
+ * the type's backoff as pending (then delivered as any due task: within
+ * the type's limits, or parked while it is paused), an HTTP request or SQL
+ * job whose worker died is parked for the workers again; or dead after
+ * max_attempts.  Only leases that ran out at or after
  * p_from: the sweep passes where the previous one left off, so as not to
  * read again the leases of acknowledged tasks, which stay in the index
  * until vacuum (while a transaction holds back the xmin horizon, all of
  * them).
  */
 CREATE OR REPLACE FUNCTION sched._expire_leases(p_range smallint, p_now timestamptz, p_batch int,
-									 p_park_all boolean DEFAULT false,
 									 p_from timestamptz DEFAULT '-infinity')
 RETURNS int
 LANGUAGE plpgsql
@@ -28,8 +27,7 @@ DECLARE
 BEGIN
 	FOR r IN
 		SELECT t.bucket, t.id, t.biz_type, t.run_at, t.payload, t.attempt, t.schedule, t.delivered_at,
-			   b.delivery, b.channel, b.max_attempts, b.ack_timeout, b.paused,
-			   (b.rate_limit IS NOT NULL OR b.max_concurrency IS NOT NULL OR p_park_all) AS limited
+			   b.delivery, b.max_attempts, b.paused, b.ack_timeout, b.min_backoff, b.max_backoff
 		FROM sched.task t JOIN sched.biz b ON b.name = t.biz_type
 		WHERE t.door = p_range AND t.state = 'd' AND t.lease_until <= p_now
 		  AND t.lease_until >= p_from
@@ -57,33 +55,29 @@ BEGIN
 		END IF;
 		IF r.attempt >= r.max_attempts THEN
 			PERFORM sched._finish(r.bucket, ARRAY[r.id], 'dead', v_error);
-		ELSIF r.delivery IN ('pull', 'http', 'sql') OR r.paused OR r.limited THEN
-			-- Claimable again, or parked until sched.resume, for the drain or
-			-- for the HTTP workers.
+		ELSIF r.delivery IN ('notify', 'pull') THEN
+			-- Tried again after the type's backoff, as after a nack.
+			PERFORM sched._move(r.bucket, r.id,
+								pg_catalog.clock_timestamp() + sched._backoff(r.min_backoff, r.max_backoff, r.attempt),
+								v_error);
+		ELSE
+			-- An HTTP or SQL worker died holding it: parked for the workers
+			-- again at once (or until sched.resume).
 			PERFORM sched._unlease(ARRAY[r.bucket], ARRAY[r.id], 'expired', v_error);
 			IF r.paused THEN
 				NULL;
 			ELSIF r.delivery = 'http' THEN
 				PERFORM sched._wake_http();
-			ELSIF r.delivery = 'sql' THEN
-				PERFORM sched._wake_sql();
-			ELSIF r.delivery = 'pull' THEN
-				PERFORM pg_catalog.pg_notify(r.channel, sched._announcement(r.biz_type));
 			ELSE
-				PERFORM sched._note_parked(r.biz_type);
+				PERFORM sched._wake_sql();
 			END IF;
-		ELSE
-			PERFORM FROM sched._lease(ARRAY[r.bucket], ARRAY[r.id], '{d}', pg_catalog.clock_timestamp(),
-									  r.ack_timeout, p_error => v_error);
-			PERFORM pg_catalog.pg_notify(r.channel,
-				sched._message(r.id, r.biz_type, r.run_at, r.payload, r.attempt + 1, r.schedule));
 		END IF;
 		n := n + 1;
 	END LOOP;
 	RETURN n;
 END
 $$;
-COMMENT ON FUNCTION sched._expire_leases(smallint, timestamptz, int, boolean, timestamptz) IS 'internal: redeliver or kill deliveries of a range whose ack timeout passed';
+COMMENT ON FUNCTION sched._expire_leases(smallint, timestamptz, int, timestamptz) IS 'internal: retry after a backoff, re-park or kill the deliveries of a range whose lease ran out';
 
 /*
  * Remove finished tasks past their retention, a batch at a time, oldest

@@ -146,9 +146,8 @@ COMMENT ON FUNCTION sched._sql_done(smallint, smallint, bigint, text, int, times
 
 /*
  * A run that did not commit, recorded in a transaction after it:
- *   p_outcome 'retry'      an error or the timeout: retried after a
- *                          backoff (min_backoff doubled per attempt, with
- *                          jitter, capped at max_backoff), or dead once
+ *   p_outcome 'retry'      an error or the timeout: retried after the
+ *                          type's backoff (sched._backoff), or dead once
  *                          max_attempts runs have failed;
  *   p_outcome 'dead'       no run can succeed (the role is gone);
  *   p_outcome 'cancelled'  sched.cancel stopped it: it cancels the task
@@ -169,7 +168,6 @@ DECLARE
 	t record;
 	v_outcome text := p_outcome;
 	v_error text := p_error;
-	v_delay float8;
 BEGIN
 	SELECT k.attempt, b.max_attempts, b.min_backoff, b.max_backoff INTO t
 	FROM sched.task k JOIN sched.biz b ON b.name = k.biz_type
@@ -192,11 +190,8 @@ BEGIN
 		v_error := pg_catalog.format('%s (attempt %s of %s)', p_error, p_attempt, t.max_attempts);
 		PERFORM sched._finish(p_bucket, ARRAY[p_id], 'dead', v_error, 'd');
 	ELSE
-		-- min_backoff * 2^(attempt - 1), then somewhere in its upper half.
-		v_delay := LEAST(extract(epoch FROM t.min_backoff)::float8 * pg_catalog.power(2, LEAST(p_attempt - 1, 30)),
-						 extract(epoch FROM t.max_backoff)::float8);
-		v_delay := GREATEST(extract(epoch FROM t.min_backoff)::float8, v_delay * (0.5 + pg_catalog.random() / 2));
-		PERFORM sched._move(p_bucket, p_id, pg_catalog.clock_timestamp() + pg_catalog.make_interval(secs => v_delay),
+		PERFORM sched._move(p_bucket, p_id,
+							pg_catalog.clock_timestamp() + sched._backoff(t.min_backoff, t.max_backoff, p_attempt),
 							p_error);
 		v_outcome := 'retry';
 	END IF;

@@ -42,28 +42,26 @@ BEGIN
 	IF delivery = 'http' THEN
 		timeout := coalesce(timeout, interval '10 seconds');
 		PERFORM sched._check_http(url, headers, timeout, min_backoff, max_backoff, secret, follow_redirects);
-	ELSIF delivery = 'sql' THEN
-		-- timeout is the statement timeout of one run.
+	ELSE
 		IF url IS NOT NULL OR headers IS NOT NULL OR secret IS NOT NULL OR follow_redirects THEN
 			RAISE EXCEPTION 'url, headers, secret and follow_redirects are for delivery ''http'' only'
 				USING ERRCODE = 'invalid_parameter_value';
 		END IF;
-		timeout := coalesce(timeout, interval '1 hour');
-		PERFORM sched._check_interval(timeout, 'timeout', interval '100 milliseconds', interval '7 days');
+		IF delivery = 'sql' THEN
+			-- timeout is the statement timeout of one run.
+			timeout := coalesce(timeout, interval '1 hour');
+			PERFORM sched._check_interval(timeout, 'timeout', interval '100 milliseconds', interval '7 days');
+		ELSE
+			timeout := NULL;
+		END IF;
+		-- The waits before a retry: after a failed run (sql), a nack without
+		-- retry_in or a lease that ran out (notify, pull).
 		PERFORM sched._check_interval(min_backoff, 'min_backoff', interval '10 milliseconds', interval '1 day');
 		PERFORM sched._check_interval(max_backoff, 'max_backoff', interval '10 milliseconds', interval '7 days');
 		IF max_backoff < min_backoff THEN
 			RAISE EXCEPTION 'max_backoff (%) must not be less than min_backoff (%)', max_backoff, min_backoff
 				USING ERRCODE = 'invalid_parameter_value';
 		END IF;
-	ELSE
-		IF url IS NOT NULL OR headers IS NOT NULL OR secret IS NOT NULL OR follow_redirects THEN
-			RAISE EXCEPTION 'url, headers, secret and follow_redirects are for delivery ''http'' only'
-				USING ERRCODE = 'invalid_parameter_value';
-		END IF;
-		timeout := NULL;
-		min_backoff := NULL;
-		max_backoff := NULL;
 	END IF;
 	PERFORM sched._check_name(v_channel, 'channel name',
 		'LISTEN folds unquoted names to lower case, so a channel is a lowercase identifier.');

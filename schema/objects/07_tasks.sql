@@ -2,8 +2,16 @@
 -- Public functions: tasks
 -------------------------------------------------------------------------------
 
+/*
+ * With a dedupe key an unfinished task holds already, on_duplicate says
+ * what happens (sched._insert): 'keep' the holder as it is, 'replace' its
+ * run_at and payload while it is pending, or 'debounce' (the same, its
+ * run_at no later than max_wait after its first add).  A holder already
+ * delivered is never changed: a new task takes the key (sched._replace).
+ */
 CREATE OR REPLACE FUNCTION sched.add(biz_type text, run_at timestamptz, payload jsonb DEFAULT '{}',
-						  dedupe_key text DEFAULT NULL)
+						  dedupe_key text DEFAULT NULL, on_duplicate text DEFAULT 'keep',
+						  max_wait interval DEFAULT NULL)
 RETURNS bigint
 LANGUAGE plpgsql
 SECURITY DEFINER
@@ -15,13 +23,16 @@ BEGIN
 		PERFORM sched._require_grant(biz_type, 'schedule');
 	END IF;
 	PERFORM sched._check_task(run_at, payload, dedupe_key);
-	RETURN sched._insert(biz_type, run_at, payload, dedupe_key);
+	PERFORM sched._check_on_duplicate(on_duplicate, max_wait);
+	RETURN sched._insert(biz_type, run_at, payload, dedupe_key,
+						 p_on_duplicate => on_duplicate, p_max_wait => max_wait);
 END
 $$;
-COMMENT ON FUNCTION sched.add(text, timestamptz, jsonb, text) IS 'schedule a task for run_at; returns its id';
+COMMENT ON FUNCTION sched.add(text, timestamptz, jsonb, text, text, interval) IS 'schedule a task for run_at; returns its id (with a dedupe key already held: the holder''s, kept, replaced or debounced as on_duplicate says)';
 
 CREATE OR REPLACE FUNCTION sched.add_after(biz_type text, delay interval, payload jsonb DEFAULT '{}',
-								dedupe_key text DEFAULT NULL)
+								dedupe_key text DEFAULT NULL, on_duplicate text DEFAULT 'keep',
+								max_wait interval DEFAULT NULL)
 RETURNS bigint
 LANGUAGE plpgsql
 SECURITY DEFINER
@@ -34,10 +45,10 @@ BEGIN
 			USING ERRCODE = 'invalid_parameter_value',
 				  HINT = 'Use a delay of zero to deliver at once.';
 	END IF;
-	RETURN sched.add(biz_type, clock_timestamp() + delay, payload, dedupe_key);
+	RETURN sched.add(biz_type, clock_timestamp() + delay, payload, dedupe_key, on_duplicate, max_wait);
 END
 $$;
-COMMENT ON FUNCTION sched.add_after(text, interval, jsonb, text) IS 'schedule a task for delay from now (the clock, not the transaction start); returns its id';
+COMMENT ON FUNCTION sched.add_after(text, interval, jsonb, text, text, interval) IS 'schedule a task for delay from now (the clock, not the transaction start); returns its id';
 
 /*
  * A one-shot SQL job: command runs at run_at in this database, by an SQL
@@ -296,7 +307,7 @@ BEGIN
 	IF v_bucket IS NULL THEN
 		RETURN false;
 	END IF;
-	SELECT k.attempt, k.biz_type, b.max_attempts INTO t
+	SELECT k.attempt, k.biz_type, b.max_attempts, b.min_backoff, b.max_backoff INTO t
 		FROM sched.task k JOIN sched.biz b ON b.name = k.biz_type
 		WHERE k.bucket = v_bucket AND k.id = nack.id;
 	PERFORM sched._tally(t.biz_type, 'nacked', 1);
@@ -304,9 +315,8 @@ BEGIN
 		PERFORM sched._finish(v_bucket, ARRAY[id], 'dead',
 			format('nack: %s (attempt %s of %s)', coalesce(error, 'negative acknowledgement'), t.attempt, t.max_attempts));
 	ELSE
-		-- Without retry_in: 1 s, 2 s, 4 s ... capped at one hour.
-		v_delay := coalesce(retry_in,
-							LEAST(interval '1 second' * power(2, LEAST(t.attempt - 1, 12)), interval '1 hour'));
+		-- Without retry_in: the type's backoff.
+		v_delay := coalesce(retry_in, sched._backoff(t.min_backoff, t.max_backoff, t.attempt));
 		PERFORM sched._move(v_bucket, id, clock_timestamp() + v_delay,
 							'nack: ' || coalesce(error, 'negative acknowledgement'));
 		PERFORM sched._wake_drain(true);
@@ -315,6 +325,84 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION sched.nack(bigint, interval, text) IS 'report a failed delivery: retry later, or dead after max_attempts; false if no delivery of this id awaits acknowledgement';
+
+/*
+ * A consumer's heartbeat: the lease of a notify or pull delivery runs on
+ * until "by" from now (never shortened).  Also for a lease that ran out,
+ * as long as the sweep has not taken the task back (the sweep passes by a
+ * row this holds).  NULL if no delivery of this id awaits acknowledgement
+ * by the caller.  The lease of an HTTP request or an SQL job is its
+ * worker's: refused.
+ */
+CREATE OR REPLACE FUNCTION sched.extend(id bigint, by interval) RETURNS timestamptz
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+-- By index, whatever the statistics say (see sched._lock).
+SET enable_seqscan = off
+AS $$
+DECLARE
+	v_bucket smallint;
+	v_delivery text;
+	v_until timestamptz;
+BEGIN
+	PERFORM sched._require(id, 'id');
+	PERFORM sched._check_interval(extend.by, 'by', interval '1 second', interval '7 days');
+	v_bucket := sched._lock(id, '{d}', 'consume');
+	IF v_bucket IS NULL THEN
+		RETURN NULL;
+	END IF;
+	SELECT b.delivery INTO v_delivery
+		FROM sched.task t JOIN sched.biz b ON b.name = t.biz_type
+		WHERE t.bucket = v_bucket AND t.id = extend.id;
+	IF v_delivery NOT IN ('notify', 'pull') THEN
+		RAISE EXCEPTION 'the lease of task % cannot be extended', id
+			USING ERRCODE = 'wrong_object_type',
+				  DETAIL = pg_catalog.format('Its type delivers by %s: the lease is its worker''s.', v_delivery),
+				  HINT = 'Only a notify or pull delivery, which a consumer acknowledges, has a lease to extend.';
+	END IF;
+	UPDATE sched.task t
+		SET lease_until = GREATEST(t.lease_until, pg_catalog.clock_timestamp() + extend.by)
+		WHERE t.bucket = v_bucket AND t.id = extend.id
+		RETURNING t.lease_until INTO v_until;
+	RETURN v_until;
+END
+$$;
+COMMENT ON FUNCTION sched.extend(bigint, interval) IS 'extend the lease of a delivered notify or pull task to "by" from now (a consumer''s heartbeat); returns the new lease_until, or NULL if no delivery of this id awaits acknowledgement';
+
+/*
+ * Cancel the pending task of a type that holds a dedupe key.  The key
+ * leads to the task (sched.dedupe); if that task finished in between and
+ * another took the key, the other is the one looked at.
+ */
+CREATE OR REPLACE FUNCTION sched.cancel_by_key(biz_type text, dedupe_key text) RETURNS boolean
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	b sched.biz := sched._biz(biz_type);
+	v_id bigint;
+	v_seen bigint;
+BEGIN
+	PERFORM sched._require(dedupe_key, 'dedupe_key');
+	IF NOT sched._caller_is_admin() THEN
+		PERFORM sched._require_grant(b.name, 'schedule');
+	END IF;
+	LOOP
+		SELECT d.task_id INTO v_id FROM sched.dedupe d
+			WHERE d.biz_type = b.name AND d.dedupe_key = cancel_by_key.dedupe_key;
+		IF v_id IS NULL OR v_id = v_seen THEN
+			RETURN false;
+		END IF;
+		IF sched._finish_by_id(v_id, '{p,r}', 'cancelled', 'schedule') THEN
+			RETURN true;
+		END IF;
+		v_seen := v_id;
+	END LOOP;
+END
+$$;
+COMMENT ON FUNCTION sched.cancel_by_key(text, text) IS 'cancel the pending task of a business type that holds a dedupe key; false if there is none';
 
 /*
  * The body of sched.claim.  PL/pgSQL cannot have an argument and a result

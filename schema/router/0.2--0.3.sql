@@ -34,6 +34,12 @@
  * reads _schedules_on's rows, names them.  A role crosses to the router by
  * name, as everywhere here: run_as is the router's role of that name, NULL
  * if it has none.
+ *
+ * sched.add and add_after take on_duplicate and max_wait, passed on to
+ * the node (the owner of the dedupe key).  And a consumer's lease
+ * extension, sched.extend, to the node the id
+ * names (as sched.ack); sched.cancel_by_key to the node that owns the
+ * dedupe key (where sched.add put the task).
  */
 
 DROP FUNCTION sched.drop_schedule(text);
@@ -148,6 +154,17 @@ DROP FUNCTION sched.define_schedule(text, text, text, jsonb, text, text, timesta
 DROP FUNCTION sched._tasks_on(int);
 DROP FUNCTION sched._schedules_on(int);
 
+-- (sched.add and add_after take on_duplicate and max_wait too.)
+DROP FUNCTION sched._add_on(int, text, timestamptz, jsonb, text);
+DROP FUNCTION sched._add_after_on(int, text, interval, jsonb, text);
+CREATE FUNCTION sched._add_on(p int, biz_type text, run_at timestamptz, payload jsonb, dedupe_key text,
+	on_duplicate text, max_wait interval) RETURNS bigint
+LANGUAGE plproxy AS $$ CLUSTER 'delaysched'; RUN ON p;
+	SELECT sched.add(biz_type, run_at, payload, dedupe_key, on_duplicate, max_wait); $$;
+CREATE FUNCTION sched._add_after_on(p int, biz_type text, delay interval, payload jsonb, dedupe_key text,
+	on_duplicate text, max_wait interval) RETURNS bigint
+LANGUAGE plproxy AS $$ CLUSTER 'delaysched'; RUN ON p;
+	SELECT sched.add_after(biz_type, delay, payload, dedupe_key, on_duplicate, max_wait); $$;
 CREATE FUNCTION sched._add_sql_on(p int, biz_type text, run_at timestamptz, command text, dedupe_key text)
 RETURNS bigint
 LANGUAGE plproxy AS $$ CLUSTER 'delaysched'; RUN ON p; SELECT sched.add_sql(biz_type, run_at, command, dedupe_key); $$;
@@ -185,7 +202,8 @@ LANGUAGE plproxy AS $$ CLUSTER 'delaysched'; RUN ON p;
 -- names the node function; each call is written out, static, so that its
 -- plan is kept.
 CREATE FUNCTION sched._add(p_call text, p_biz text, p_run_at timestamptz, p_delay interval,
-						   p_payload jsonb, p_command text, p_dedupe_key text)
+						   p_payload jsonb, p_command text, p_dedupe_key text,
+						   p_on_duplicate text DEFAULT 'keep', p_max_wait interval DEFAULT NULL)
 RETURNS bigint
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -199,9 +217,12 @@ BEGIN
 			 UNION ALL (SELECT * FROM sched._owner(p_biz, p_dedupe_key) WHERE p_dedupe_key IS NOT NULL) LOOP
 		BEGIN
 			CASE p_call
-				WHEN 'add' THEN RETURN sched._add_on(n.position, p_biz, p_run_at, p_payload, p_dedupe_key);
+				WHEN 'add' THEN
+					RETURN sched._add_on(n.position, p_biz, p_run_at, p_payload, p_dedupe_key,
+										 p_on_duplicate, p_max_wait);
 				WHEN 'add_after' THEN
-					RETURN sched._add_after_on(n.position, p_biz, p_delay, p_payload, p_dedupe_key);
+					RETURN sched._add_after_on(n.position, p_biz, p_delay, p_payload, p_dedupe_key,
+											   p_on_duplicate, p_max_wait);
 				WHEN 'add_sql' THEN RETURN sched._add_sql_on(n.position, p_biz, p_run_at, p_command, p_dedupe_key);
 			END CASE;
 		EXCEPTION WHEN OTHERS THEN
@@ -217,28 +238,38 @@ BEGIN
 	RETURN NULL;
 END
 $$;
-COMMENT ON FUNCTION sched._add(text, text, timestamptz, interval, jsonb, text, text) IS 'internal: the body of sched.add, sched.add_after and sched.add_sql';
+COMMENT ON FUNCTION sched._add(text, text, timestamptz, interval, jsonb, text, text, text, interval) IS 'internal: the body of sched.add, sched.add_after and sched.add_sql';
 
 -- (As every internal function but the administrators' in 0.2: a call
 -- reaches the node as its caller, which checks that role there.)
-GRANT EXECUTE ON FUNCTION sched._add(text, text, timestamptz, interval, jsonb, text, text),
+GRANT EXECUTE ON FUNCTION sched._add(text, text, timestamptz, interval, jsonb, text, text, text, interval),
+	sched._add_on(int, text, timestamptz, jsonb, text, text, interval),
+	sched._add_after_on(int, text, interval, jsonb, text, text, interval),
 	sched._add_sql_on(int, text, timestamptz, text, text),
 	sched._define_schedule_on(int, text, text, text, jsonb, text, text, timestamptz, timestamptz, boolean, text),
 	sched._run_now_on(int, text, text), sched._tasks_on(int), sched._schedules_on(int) TO PUBLIC;
 
-CREATE OR REPLACE FUNCTION sched.add(biz_type text, run_at timestamptz, payload jsonb DEFAULT '{}',
-									 dedupe_key text DEFAULT NULL)
+-- sched.add and add_after: with on_duplicate and max_wait, as a node's (the
+-- grants on the 0.2 functions go to these by keep-privileges-restore.sql).
+DROP FUNCTION sched.add(text, timestamptz, jsonb, text);
+DROP FUNCTION sched.add_after(text, interval, jsonb, text);
+CREATE FUNCTION sched.add(biz_type text, run_at timestamptz, payload jsonb DEFAULT '{}',
+						  dedupe_key text DEFAULT NULL, on_duplicate text DEFAULT 'keep',
+						  max_wait interval DEFAULT NULL)
 RETURNS bigint
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
-AS $$ BEGIN RETURN sched._add('add', biz_type, run_at, NULL, payload, NULL, dedupe_key); END $$;
+AS $$ BEGIN RETURN sched._add('add', biz_type, run_at, NULL, payload, NULL, dedupe_key, on_duplicate, max_wait); END $$;
+COMMENT ON FUNCTION sched.add(text, timestamptz, jsonb, text, text, interval) IS 'schedule a task on one of the nodes (with a dedupe key, on the node that owns the key, which keeps, replaces or debounces the task holding it as on_duplicate says); returns its id, which carries the node';
 
-CREATE OR REPLACE FUNCTION sched.add_after(biz_type text, delay interval, payload jsonb DEFAULT '{}',
-										   dedupe_key text DEFAULT NULL)
+CREATE FUNCTION sched.add_after(biz_type text, delay interval, payload jsonb DEFAULT '{}',
+								dedupe_key text DEFAULT NULL, on_duplicate text DEFAULT 'keep',
+								max_wait interval DEFAULT NULL)
 RETURNS bigint
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
-AS $$ BEGIN RETURN sched._add('add_after', biz_type, NULL, delay, payload, NULL, dedupe_key); END $$;
+AS $$ BEGIN RETURN sched._add('add_after', biz_type, NULL, delay, payload, NULL, dedupe_key, on_duplicate, max_wait); END $$;
+COMMENT ON FUNCTION sched.add_after(text, interval, jsonb, text, text, interval) IS 'schedule a task for delay from now on one of the nodes, as sched.add; returns its id, which carries the node';
 
 CREATE FUNCTION sched.add_sql(biz_type text, run_at timestamptz, command text, dedupe_key text DEFAULT NULL)
 RETURNS bigint
@@ -277,7 +308,9 @@ COMMENT ON FUNCTION sched.run_now(text, text) IS 'add one firing of a schedule d
 -- As the 0.2 script leaves every public function: for administrators to
 -- grant (what was granted on define_schedule before goes to this one, by
 -- keep-privileges-restore.sql).
-REVOKE ALL ON FUNCTION sched.add_sql(text, timestamptz, text, text),
+REVOKE ALL ON FUNCTION sched.add(text, timestamptz, jsonb, text, text, interval),
+	sched.add_after(text, interval, jsonb, text, text, interval),
+	sched.add_sql(text, timestamptz, text, text),
 	sched.define_schedule(text, text, text, jsonb, text, text, timestamptz, timestamptz, boolean, text),
 	sched.run_now(text, text) FROM PUBLIC;
 
@@ -340,3 +373,59 @@ BEGIN
 	RETURN (SELECT sum(c::bigint) FROM pg_catalog.unnest(v_counts) c);
 END
 $$;
+
+-------------------------------------------------------------------------------
+-- Leases a consumer extends, cancelling by dedupe key
+-------------------------------------------------------------------------------
+
+CREATE FUNCTION sched._extend_on(p int, id bigint, by interval) RETURNS timestamptz
+LANGUAGE plproxy AS $$ CLUSTER 'delaysched'; RUN ON p; SELECT sched.extend(id, by); $$;
+CREATE FUNCTION sched._cancel_by_key_on(p int, biz_type text, dedupe_key text) RETURNS boolean
+LANGUAGE plproxy AS $$ CLUSTER 'delaysched'; RUN ON p; SELECT sched.cancel_by_key(biz_type, dedupe_key); $$;
+GRANT EXECUTE ON FUNCTION sched._extend_on(int, bigint, interval),
+	sched._cancel_by_key_on(int, text, text) TO PUBLIC;
+
+CREATE FUNCTION sched.extend(id bigint, by interval) RETURNS timestamptz
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	n sched.node := sched._node_of_id(id);
+	e_state text; e_message text; e_detail text; e_hint text;
+BEGIN
+	RETURN sched._extend_on(n.position, id, extend.by);
+EXCEPTION WHEN OTHERS THEN
+	GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT,
+							e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
+	PERFORM sched._raise_node_error(n.node, e_state, e_message, e_detail, e_hint);
+	RETURN NULL;
+END
+$$;
+COMMENT ON FUNCTION sched.extend(bigint, interval) IS 'extend the lease of a delivered notify or pull task, on its node, to "by" from now; returns the new lease_until, or NULL if no delivery of this id awaits acknowledgement';
+
+CREATE FUNCTION sched.cancel_by_key(biz_type text, dedupe_key text) RETURNS boolean
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	n sched.node;
+	e_state text; e_message text; e_detail text; e_hint text;
+BEGIN
+	PERFORM sched._require(biz_type, 'biz_type');
+	PERFORM sched._require(dedupe_key, 'dedupe_key');
+	n := sched._owner(biz_type, dedupe_key);
+	RETURN sched._cancel_by_key_on(n.position, biz_type, dedupe_key);
+EXCEPTION WHEN OTHERS THEN
+	GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT,
+							e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
+	IF n.node IS NULL THEN
+		RAISE;
+	END IF;
+	PERFORM sched._raise_node_error(n.node, e_state, e_message, e_detail, e_hint);
+	RETURN NULL;
+END
+$$;
+COMMENT ON FUNCTION sched.cancel_by_key(text, text) IS 'cancel the pending task of a business type that holds a dedupe key, on the node that owns the key; false if there is none';
+
+-- For administrators to grant, as every public function.
+REVOKE ALL ON FUNCTION sched.extend(bigint, interval), sched.cancel_by_key(text, text) FROM PUBLIC;

@@ -24,7 +24,10 @@
  * commits.  SQL jobs (delivery 'sql'): tasks, finished tasks and schedules
  * carry a command and the role it runs as; sched.attempt keeps a run's
  * SQLSTATE and rows; sched._insert and sched.define_schedule take the
- * command.
+ * command.  Notify and pull types have a backoff too (a nack without
+ * retry_in, a lease that ran out), and sched._expire_leases no longer
+ * parks them.  sched.add and add_after can replace or debounce the task
+ * that holds their dedupe key (on_duplicate, max_wait).
  */
 
 -- A schedule defined before the update is taken as defined at the dawn of
@@ -85,3 +88,21 @@ COMMENT ON TABLE sched.attempt IS 'every HTTP request and SQL job run delaysched
 -- define_schedule go to the new one by keep-privileges-restore.sql.
 DROP FUNCTION sched._insert(text, timestamptz, jsonb, text, text);
 DROP FUNCTION sched.define_schedule(text, text, text, jsonb, text, text, timestamptz, timestamptz, boolean);
+
+-- A notify or pull type waits min_backoff, doubled per attempt up to
+-- max_backoff, after a nack without retry_in and after a lease that ran
+-- out: 0.2's types get define_biz's defaults (0.2 waited 1 s doubled up to
+-- an hour after a nack, and redelivered an expired lease at once).
+UPDATE sched.biz SET min_backoff = interval '1 second', max_backoff = interval '1 hour'
+	WHERE delivery IN ('notify', 'pull') AND min_backoff IS NULL;
+-- Without p_park_all (an expired notify task is pending again, and the
+-- tick's limits apply when it falls due): made anew below.
+DROP FUNCTION sched._expire_leases(smallint, timestamptz, int, boolean, timestamptz);
+-- What it called to park the expired leases of limited types for the drain.
+DROP FUNCTION sched._note_parked(text);
+-- sched.add and add_after take on_duplicate and max_wait, and sched._move a
+-- payload: made anew below (the grants on add and add_after go to the new
+-- ones by keep-privileges-restore.sql: the one function of each name).
+DROP FUNCTION sched.add(text, timestamptz, jsonb, text);
+DROP FUNCTION sched.add_after(text, interval, jsonb, text);
+DROP FUNCTION sched._move(smallint, bigint, timestamptz, text);

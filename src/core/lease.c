@@ -2,8 +2,7 @@
  *
  * lease.c
  *		sched._lease(): lease the given tasks, for the functions written in
- *		SQL that deliver (sched.claim, sched._http_claim,
- *		sched._expire_leases).  The transition itself is DELAYSCHED_LEASE
+ *		SQL that deliver (sched.claim, sched._http_claim).  The transition itself is DELAYSCHED_LEASE
  *		(core.h), which the walk and the drain use in their own statements.
  *
  * The caller has locked the rows (FOR UPDATE, in its transaction) and says

@@ -167,8 +167,7 @@ delaysched_sweep(const TickRequest *request, int late, bool late_more, TickResul
 		values[0] = Int16GetDatum((int16) request->range);
 		values[1] = TimestampTzGetDatum(request->now);
 		values[2] = Int32GetDatum(request->batch);
-		values[3] = BoolGetDatum(request->park_all);
-		values[4] = TimestampTzGetDatum(request->lease_from);
+		values[3] = TimestampTzGetDatum(request->lease_from);
 		expired = delaysched_fetch_int(delaysched_tick_plans.expire_leases, values);
 
 		/*

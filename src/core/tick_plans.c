@@ -191,7 +191,7 @@ delaysched_prepare_tick_plans(void)
 			3, types);
 	}
 	{
-		Oid			types[] = {INT2OID, TIMESTAMPTZOID, INT4OID, BOOLOID, TIMESTAMPTZOID};
+		Oid			types[] = {INT2OID, TIMESTAMPTZOID, INT4OID, TIMESTAMPTZOID};
 		Oid			next_lease_types[] = {INT2OID, TIMESTAMPTZOID, TIMESTAMPTZOID};
 
 		/*
@@ -221,7 +221,7 @@ delaysched_prepare_tick_plans(void)
 			"   AND t.lease_until <= $3"
 			" ORDER BY t.lease_until LIMIT 1",
 			3, next_lease_types);
-		delaysched_tick_plans.expire_leases = delaysched_prepare_kept("SELECT sched._expire_leases($1, $2, $3, $4, $5)", 5, types);
+		delaysched_tick_plans.expire_leases = delaysched_prepare_kept("SELECT sched._expire_leases($1, $2, $3, $4)", 4, types);
 	}
 	{
 		Oid			types[] = {TIMESTAMPTZOID, INT4OID, INT4OID, INT4OID, TIMESTAMPTZOID, TIMESTAMPTZOID};

@@ -306,9 +306,11 @@ forget_parked(void)
 }
 
 /*
- * sched._note_parked(biz_type text) RETURNS void
- *
- * For SQL that parks tasks (sched._expire_leases): tell the drain at commit.
+ * sched._note_parked(biz_type text) RETURNS void of 0.1 and 0.2, whose
+ * sched._expire_leases parked the expired leases of limited types: tell
+ * the drain at commit.  0.3 has no such function (the tick parks those
+ * tasks when they fall due again), but the released scripts create it, and
+ * PostgreSQL looks for the symbol then: it stays for them.
  */
 Datum
 delaysched_note_parked_sql(PG_FUNCTION_ARGS)

@@ -47,6 +47,11 @@ usleep(50_000)
   || time > $reap_deadline;
 my $log_from = -s $node->logfile;
 sql("CREATE EXTENSION delaysched VERSION '0.1'");
+# Notify and pull types wait a backoff in 0.3 (a nack, a lease that ran out):
+# the update gives the older types define_biz's defaults.
+my $backoffs = q{SELECT count(*) || ' ' || count(*) FILTER (WHERE min_backoff = '1 second' AND max_backoff = '1 hour')
+	FROM sched.biz WHERE delivery IN ('notify', 'pull')};
+
 is(sql("SELECT extversion FROM pg_extension WHERE extname = 'delaysched'"), '0.1', 'installed at 0.1');
 
 # Pending tasks of every delivery kind: due now, due in two seconds, and
@@ -84,6 +89,7 @@ is(sql("SELECT path FROM pg_extension_update_paths('delaysched') WHERE source = 
 my $listener = DelayschedTest::Listener->start($node, 'postgres', ['--ack'], 'up_notify');
 sql('ALTER EXTENSION delaysched UPDATE');
 is(sql("SELECT extversion FROM pg_extension WHERE extname = 'delaysched'"), '0.3', 'updated to 0.3');
+like(sql($backoffs), qr/^([1-9]\d*) \1$/, 'its notify and pull types have the default backoff');
 
 # Every pending task is delivered, each once.
 my @notified = $listener->wait_for(10, 30);
@@ -158,6 +164,7 @@ is(sql02("SELECT count(*) FROM sched.tasks WHERE state = 'pending'"), '10',
 my $listener02 = DelayschedTest::Listener->start($node, 'from02', ['--ack'], 'v2_notify');
 sql02('ALTER EXTENSION delaysched UPDATE');
 is(sql02("SELECT extversion FROM pg_extension WHERE extname = 'delaysched'"), '0.3', 'updated from 0.2 to 0.3');
+like(sql02($backoffs), qr/^([1-9]\d*) \1$/, 'the 0.2 notify and pull types have the default backoff');
 my @got02;
 $deadline = time + 30;
 while (time < $deadline)

@@ -131,12 +131,26 @@ is($owner->safe_psql('postgres', "SELECT state FROM sched.tasks WHERE id = $clai
 	'the task is done on the node its id names');
 is(r("SELECT sched.ack_many(ARRAY[" . join(',', @claimed[1 .. 9]) . "])"), '9', 'ack_many splits the ids by node');
 is(r("SELECT sched.nack($claimed[10], interval '1 hour')"), 't', 'nack by id through the router');
+is(r("SELECT sched.extend($claimed[11], '2 hours') > now() + interval '1 hour 59 minutes'"), 't',
+	'extend by id through the router');
+is($nodes[ r("SELECT position FROM sched.node WHERE node = sched.node_of($claimed[11])") ]->safe_psql('postgres',
+		"SELECT lease_until > now() + interval '1 hour 59 minutes' FROM sched.tasks WHERE id = $claimed[11]"),
+	't', 'the lease is extended on the node its id names');
 my $later = r("SELECT sched.add('jobs', now() + interval '1 day')");
 is(r("SELECT sched.reschedule($later, now() + interval '2 days')"), 't', 'reschedule by id');
 is(r("SELECT sched.cancel($later)"), 't', 'cancel by id through the router');
 is(r("SELECT state FROM sched.tasks WHERE id = $later"), 'cancelled', 'sched.tasks on the router shows it cancelled');
 my (undef, $err) = r_try('SELECT sched.ack(' . ((32000 << 48) + 5) . ')');
 like($err, qr/belongs to node 32000, which is not in this router's node list/, 'an id of no listed node is a clear error');
+
+# --- a dedupe key through the router: replace and cancel on the key's owner ---
+my $keyed = r("SELECT sched.add('jobs', now() + interval '1 day', '{\"v\": 1}', 'routed-key')");
+is(r("SELECT sched.add('jobs', now() + interval '2 days', '{\"v\": 2}', 'routed-key', 'replace')"), $keyed,
+	'a replace through the router reaches the task holding the key');
+is(r("SELECT payload->>'v' FROM sched.tasks WHERE id = $keyed"), '2', 'which took the new payload');
+is(r("SELECT sched.cancel_by_key('jobs', 'routed-key')"), 't', 'cancel_by_key through the router');
+is(r("SELECT state FROM sched.tasks WHERE id = $keyed"), 'cancelled', 'on the node that owns the key');
+is(r("SELECT sched.cancel_by_key('jobs', 'routed-key')"), 'f', 'a second cancel_by_key finds nothing');
 
 # --- dedupe across the cluster ---
 my $ids = r(q{
