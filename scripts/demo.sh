@@ -5,8 +5,9 @@
 # starts a throwaway PostgreSQL cluster in /tmp (unix socket only), schedules
 # a handful of tasks over the next few seconds and shows each one arriving at
 # a LISTEN client with its lateness, and a few webhooks arriving at a local
-# receiver (test/http_receiver.py), one of them retried, and a recurring
-# schedule firing every second, and a preview of a readable rule.  Removes the
+# receiver (test/http_receiver.py), one of them retried, SQL jobs run as an
+# ordinary role (one-shot and every second), a recurring schedule firing
+# every second, and a preview of a readable rule.  Removes the
 # cluster when done.
 set -euo pipefail
 
@@ -102,6 +103,45 @@ for line in open(sys.argv[1]):
         h.get("idempotency-key"), h.get("x-delaysched-attempt"),
         "signed " + h["x-delaysched-signature"][:15] + "..." if "x-delaysched-signature" in h else ""))
 PY
+
+log "SQL jobs of type maintenance, run by the SQL workers as role demo_app: one-shot in 1 s, and every second"
+sql >/dev/null <<'SQL'
+CREATE ROLE demo_app NOLOGIN;
+CREATE TABLE demo_runs (job text, run_by name DEFAULT current_user, at timestamptz DEFAULT clock_timestamp());
+GRANT INSERT ON demo_runs TO demo_app;
+GRANT USAGE ON SCHEMA sched TO demo_app;
+GRANT EXECUTE ON FUNCTION sched.add_sql(text, timestamptz, text, text),
+	sched.define_schedule(text, text, text, jsonb, text, text, timestamptz, timestamptz, boolean, text) TO demo_app;
+SELECT sched.define_biz('maintenance', delivery => 'sql', timeout => '1 minute');
+SELECT sched.grant_biz('maintenance', 'demo_app');
+SQL
+sql <<'SQL'
+\pset footer off
+SET ROLE demo_app;
+SELECT sched.add_sql('maintenance', now() + interval '1 second',
+                     $$INSERT INTO demo_runs (job) VALUES ('one-shot')$$) AS job_id;
+SELECT sched.define_schedule('log_every_second', 'maintenance', '* * * * * *',
+                             command => $$INSERT INTO demo_runs (job) VALUES ('every second')$$) AS first_run;
+SQL
+deadline=$((SECONDS + 15))
+until [ "$(sql -At -c "SELECT count(*) FILTER (WHERE job = 'one-shot') >= 1
+                        AND count(*) FILTER (WHERE job = 'every second') >= 3 FROM demo_runs")" = t ]; do
+	if [ "$SECONDS" -ge "$deadline" ]; then
+		echo "demo: the SQL jobs did not run within 15 s" >&2
+		exit 1
+	fi
+	sleep 0.1
+done
+sql -c "SELECT sched.drop_schedule('log_every_second')" >/dev/null
+sql <<'SQL'
+\pset footer off
+SELECT r.job, r.run_by, to_char(r.at, 'HH24:MI:SS.MS') AS ran_at,
+       round(extract(epoch FROM r.at - t.run_at) * 1000, 1) AS late_ms
+FROM demo_runs r
+JOIN sched.attempts a ON a.started_at <= r.at AND r.at <= a.started_at + a.duration
+JOIN sched.tasks t ON t.id = a.id
+ORDER BY r.at;
+SQL
 
 log "a recurring schedule, '* * * * * *' (every second), on type heartbeat: three firings"
 sql -c "SELECT sched.define_biz('heartbeat')" >/dev/null
