@@ -23,7 +23,10 @@ BEGIN
 		PERFORM sched._require_grant(biz_type, 'schedule');
 	END IF;
 	PERFORM sched._check_task(run_at, payload, dedupe_key);
-	PERFORM sched._check_on_duplicate(on_duplicate, max_wait);
+	-- (The default asks no check: an add costs what it did.)
+	IF on_duplicate IS DISTINCT FROM 'keep' OR max_wait IS NOT NULL THEN
+		PERFORM sched._check_on_duplicate(on_duplicate, max_wait);
+	END IF;
 	RETURN sched._insert(biz_type, run_at, payload, dedupe_key,
 						 p_on_duplicate => on_duplicate, p_max_wait => max_wait);
 END
