@@ -70,6 +70,23 @@ SELECT sched.add('od_pull', '2100-05-01', '{"v": 4}', 'a', on_duplicate => 'repl
 SELECT sched.cancel(:a2) AS cancelled;
 SELECT count(*) AS key_rows FROM sched.dedupe WHERE biz_type = 'od_pull' AND dedupe_key = 'a';
 
+-- a handed-over task that fails is not tried again: its payload is older
+-- than the new task's; it is cancelled as superseded (a nack here, and
+-- likewise a lease that runs out or a failed request)
+SELECT sched.add('od_pull', now() - interval '1 minute', '{"v": 1}', 'h') AS h1 \gset
+SELECT wait_announced('od_pull');
+SELECT payload, attempt FROM sched.claim('od_pull');
+SELECT sched.add('od_pull', '2100-01-01', '{"v": 2}', 'h', on_duplicate => 'replace') AS h2 \gset
+SELECT sched.nack(:h1, '0') AS nacked;
+SELECT id = :h1 AS first, state, last_error FROM sched.tasks WHERE id IN (:h1, :h2) ORDER BY id = :h1 DESC;
+SELECT task_id = :h2 AS key_with_new FROM sched.dedupe WHERE biz_type = 'od_pull' AND dedupe_key = 'h';
+-- a nack of a task that holds its key is a retry as before
+SELECT sched.reschedule(:h2, now() - interval '1 minute') AS due;
+SELECT wait_announced('od_pull');
+SELECT payload, attempt FROM sched.claim('od_pull');
+SELECT sched.nack(:h2, '1 hour') AS nacked;
+SELECT state, attempt FROM sched.tasks WHERE id = :h2;
+
 -- refused, and nothing changed
 SELECT try($$SELECT sched.add('od_pull', '2100-01-01', '{}', 'k', on_duplicate => NULL)$$) AS null_mode;
 SELECT try($$SELECT sched.add('od_pull', '2100-01-01', '{}', 'k', on_duplicate => 'upsert')$$) AS bad_mode;

@@ -23,6 +23,7 @@ DECLARE
 	v_bucket smallint := sched._bucket(p_run_at);
 	v_id bigint := sched._new_id(v_bucket);
 	v_existing bigint;
+	v_gone bigint;
 	v_how text;
 BEGIN
 	IF p_dedupe_key IS NOT NULL THEN
@@ -44,6 +45,14 @@ BEGIN
 				END IF;
 				-- 'handed over': the key is this task's now.
 				EXIT WHEN v_how = 'handed over';
+				-- The key's row names a task that is not there, twice: no
+				-- task holds the key (never seen; never loop on it).
+				IF v_existing = v_gone THEN
+					UPDATE sched.dedupe d SET task_id = v_id
+						WHERE d.biz_type = p_biz AND d.dedupe_key = p_dedupe_key AND d.task_id = v_gone;
+					EXIT WHEN FOUND;
+				END IF;
+				v_gone := v_existing;
 			END IF;
 			-- The holder finished, or the key moved on, meanwhile: try again.
 		END LOOP;
@@ -289,6 +298,12 @@ COMMENT ON FUNCTION sched._finish_by_id(bigint, "char"[], text, text) IS 'intern
  * id, as pending; and a new payload, if given.  Delete and insert rather
  * than UPDATE, so that no concurrent locker ever meets a row moved to
  * another partition.
+ *
+ * A task whose dedupe key a newer task took while it was delivered
+ * (sched._replace: its key's row names the other task now) is not tried
+ * again, whatever asked (a nack, a lease that ran out, a failed request or
+ * run): it would deliver an older payload after the newer task's.  It is
+ * cancelled instead, as superseded.
  */
 CREATE OR REPLACE FUNCTION sched._move(p_bucket smallint, p_id bigint, p_run_at timestamptz, p_error text,
 							p_payload jsonb DEFAULT NULL)
@@ -298,6 +313,15 @@ LANGUAGE plpgsql
 SET enable_seqscan = off
 AS $$
 BEGIN
+	IF EXISTS (SELECT FROM sched.task t
+			   WHERE t.bucket = p_bucket AND t.id = p_id AND t.dedupe_key IS NOT NULL
+				 AND NOT EXISTS (SELECT FROM sched.dedupe d
+								 WHERE d.biz_type = t.biz_type AND d.dedupe_key = t.dedupe_key
+								   AND d.task_id = t.id)) THEN
+		PERFORM sched._finish(p_bucket, ARRAY[p_id], 'cancelled',
+							  'superseded: a newer task took its dedupe key while it was delivered');
+		RETURN;
+	END IF;
 	WITH gone AS (
 		DELETE FROM sched.task t WHERE t.bucket = p_bucket AND t.id = p_id
 		RETURNING t.*
@@ -327,11 +351,12 @@ CREATE OR REPLACE FUNCTION sched._backoff(p_min interval, p_max interval, p_atte
 LANGUAGE plpgsql VOLATILE
 AS $$
 DECLARE
-	v_min float8 := extract(epoch FROM p_min)::float8;
+	-- (NULL only in a type restored from a 0.2 dump: define_biz's defaults.)
+	v_min float8 := extract(epoch FROM coalesce(p_min, interval '1 second'))::float8;
 	v_delay float8;
 BEGIN
 	v_delay := LEAST(v_min * pg_catalog.power(2, LEAST(GREATEST(p_attempt, 1) - 1, 30)),
-					 extract(epoch FROM p_max)::float8);
+					 extract(epoch FROM coalesce(p_max, interval '1 hour'))::float8);
 	v_delay := GREATEST(v_min, v_delay * (0.5 + pg_catalog.random() / 2));
 	RETURN pg_catalog.make_interval(secs => v_delay);
 END

@@ -26,7 +26,7 @@ DECLARE
 	v_error text;
 BEGIN
 	FOR r IN
-		SELECT t.bucket, t.id, t.biz_type, t.run_at, t.payload, t.attempt, t.schedule, t.delivered_at,
+		SELECT t.bucket, t.id, t.biz_type, t.attempt, t.delivered_at,
 			   b.delivery, b.max_attempts, b.paused, b.ack_timeout, b.min_backoff, b.max_backoff
 		FROM sched.task t JOIN sched.biz b ON b.name = t.biz_type
 		WHERE t.door = p_range AND t.state = 'd' AND t.lease_until <= p_now
@@ -35,6 +35,12 @@ BEGIN
 		LIMIT p_batch
 		FOR UPDATE OF t SKIP LOCKED
 	LOOP
+		-- The type's row too, FOR KEY SHARE, as whatever stores a task
+		-- holds it (sched._biz): a task moved below is then never one that
+		-- a sched.drop_biz under way has passed by.  A type that drop_biz
+		-- holds is skipped: it cancels the task, or a later sweep finds it.
+		PERFORM FROM sched.biz b WHERE b.name = r.biz_type FOR KEY SHARE SKIP LOCKED;
+		CONTINUE WHEN NOT FOUND;
 		IF r.delivery = 'http' THEN
 			-- The HTTP worker that sent it did not record a result: it died.
 			v_error := pg_catalog.format('no_result: no result recorded for the HTTP request (attempt %s of %s)',
@@ -74,6 +80,10 @@ BEGIN
 		END IF;
 		n := n + 1;
 	END LOOP;
+	IF n > 0 THEN
+		-- A delivery that ends frees a slot of its type's concurrency cap.
+		PERFORM sched._wake_drain(true);
+	END IF;
 	RETURN n;
 END
 $$;

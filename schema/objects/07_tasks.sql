@@ -335,7 +335,8 @@ COMMENT ON FUNCTION sched.nack(bigint, interval, text) IS 'report a failed deliv
  * as long as the sweep has not taken the task back (the sweep passes by a
  * row this holds).  NULL if no delivery of this id awaits acknowledgement
  * by the caller.  The lease of an HTTP request or an SQL job is its
- * worker's: refused.
+ * worker's: refused, before its row is locked (a running job's worker
+ * holds it for the whole run).
  */
 CREATE OR REPLACE FUNCTION sched.extend(id bigint, by interval) RETURNS timestamptz
 LANGUAGE plpgsql
@@ -347,22 +348,34 @@ AS $$
 DECLARE
 	v_bucket smallint;
 	v_delivery text;
+	v_state "char";
 	v_until timestamptz;
+	-- A task of a type the caller may not consume is not there for it.
+	v_types text[] := CASE WHEN NOT sched._caller_is_admin() THEN sched._granted_types('consume') END;
 BEGIN
 	PERFORM sched._require(id, 'id');
 	PERFORM sched._check_interval(extend.by, 'by', interval '1 second', interval '7 days');
-	v_bucket := sched._lock(id, '{d}', 'consume');
-	IF v_bucket IS NULL THEN
-		RETURN NULL;
-	END IF;
-	SELECT b.delivery INTO v_delivery
+	-- In the bucket the id was made in, then (a task that moved) in all;
+	-- by primary key, the state tested here (see sched._lock).
+	SELECT b.delivery, t.state INTO v_delivery, v_state
 		FROM sched.task t JOIN sched.biz b ON b.name = t.biz_type
-		WHERE t.bucket = v_bucket AND t.id = extend.id;
-	IF v_delivery NOT IN ('notify', 'pull') THEN
+		WHERE t.bucket = sched._id_bucket(extend.id) AND t.id = extend.id
+		  AND (v_types IS NULL OR t.biz_type = ANY (v_types));
+	IF NOT FOUND THEN
+		SELECT b.delivery, t.state INTO v_delivery, v_state
+			FROM sched.task t JOIN sched.biz b ON b.name = t.biz_type
+			WHERE t.id = extend.id
+			  AND (v_types IS NULL OR t.biz_type = ANY (v_types));
+	END IF;
+	IF v_state = 'd' AND v_delivery NOT IN ('notify', 'pull') THEN
 		RAISE EXCEPTION 'the lease of task % cannot be extended', id
 			USING ERRCODE = 'wrong_object_type',
 				  DETAIL = pg_catalog.format('Its type delivers by %s: the lease is its worker''s.', v_delivery),
 				  HINT = 'Only a notify or pull delivery, which a consumer acknowledges, has a lease to extend.';
+	END IF;
+	v_bucket := sched._lock(id, '{d}', 'consume');
+	IF v_bucket IS NULL THEN
+		RETURN NULL;
 	END IF;
 	UPDATE sched.task t
 		SET lease_until = GREATEST(t.lease_until, pg_catalog.clock_timestamp() + extend.by)

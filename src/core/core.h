@@ -142,8 +142,8 @@ extern TimestampTz delaysched_check_horizon(TimestampTz now);
  * A task is delivered by leasing it, whichever way it goes out: NOTIFY from
  * the walk (walk.c) or from the drain (drain.c), a pull claim
  * (sched.claim), a hand-off to an HTTP worker (delivery.c) or its claim
- * (sched._http_claim), a redelivery after a lease ran out
- * (sched._expire_leases).  Every one sets the same columns the same way:
+ * (sched._http_claim), an SQL worker's lease (sql_plans.c).  Every one
+ * sets the same columns the same way:
  *
  *	 state = 'd', attempt = attempt + 1, delivered_at = AT,
  *	 lease_until = AT + FOR, lease_owner = OWNER
