@@ -1,5 +1,5 @@
-# Unacknowledged deliveries: redelivered after ack_timeout with attempt + 1,
-# dead after max_attempts, revived by sched.retry.  Pull types: announced,
+# Unacknowledged deliveries: redelivered after ack_timeout and the type's
+# backoff with attempt + 1, dead after max_attempts, revived by sched.retry.  Pull types: announced,
 # claimed, and claimable again when the lease runs out.
 use strict;
 use warnings;
@@ -11,16 +11,18 @@ use Test::More;
 
 my $node = DelayschedTest::new_node('redelivery');
 $node->safe_psql('postgres',
-	"SELECT sched.define_biz('flaky', ack_timeout => '1 second', max_attempts => 3)");
+	"SELECT sched.define_biz('flaky', ack_timeout => '1 second', max_attempts => 3, min_backoff => '2 seconds')");
 
 # A listener that never acknowledges.
 my $listener = DelayschedTest::Listener->start($node, 'postgres', [], 'flaky');
 my $id = $node->safe_psql('postgres',
 	"SELECT sched.add('flaky', clock_timestamp() + interval '200 milliseconds', '{\"k\": 1}')");
 
-# Each redelivery happens only once the previous lease has run out: compare
-# the server's own times (the lease of attempt N against the delivery time of
-# attempt N + 1), not arrival times at the client.
+# Each redelivery happens only once the previous lease has run out and the
+# type's backoff has passed (at least min_backoff, 2 s: longer than the
+# sweep takes to find the lease, so a redelivery at once would show):
+# compare the server's own times (the lease of attempt N against the
+# delivery time of attempt N + 1), not arrival times at the client.
 my @got;
 my $previous_lease;
 for my $attempt (1 .. 3)
@@ -32,8 +34,9 @@ for my $attempt (1 .. 3)
 		 FROM sched.task WHERE id = $id AND attempt = $attempt");
 	if ($attempt > 1)
 	{
-		cmp_ok($delivered_at, '>=', $previous_lease,
-			"attempt $attempt was not delivered before the lease of attempt " . ($attempt - 1) . ' ran out');
+		cmp_ok($delivered_at, '>=', $previous_lease + 2,
+			"attempt $attempt was not delivered before the lease of attempt " . ($attempt - 1)
+			  . ' ran out and min_backoff passed');
 	}
 	$previous_lease = $lease_until;
 }
