@@ -114,7 +114,7 @@ CREATE OR REPLACE FUNCTION sched._cluster(
 	OUT role text, OUT database name, OUT pid int, OUT state text,
 	OUT scanners int, OUT scanners_granted int, OUT http_workers int, OUT http_granted int,
 	OUT failures int, OUT next_start timestamptz, OUT pointer_lag interval,
-	OUT served_since timestamptz)
+	OUT served_since timestamptz, OUT sql_workers int, OUT sql_granted int)
 RETURNS SETOF record
 LANGUAGE c STRICT VOLATILE
 AS 'MODULE_PATHNAME', 'delaysched_cluster_status';

@@ -117,7 +117,8 @@ COMMENT ON VIEW sched.workers IS 'the delaysched background workers and the rang
 
 CREATE OR REPLACE VIEW sched.cluster AS
 	SELECT c.role, c.database, c.pid, c.state, c.scanners, c.scanners_granted, c.http_workers,
-		   c.http_granted, c.failures, c.next_start, c.pointer_lag, c.served_since
+		   c.http_granted, c.failures, c.next_start, c.pointer_lag, c.served_since, c.sql_workers,
+		   c.sql_granted
 	FROM sched._cluster() c;
 COMMENT ON VIEW sched.cluster IS 'the delaysched launcher and every database it serves in the cluster: workers running and granted, failures, pointer lag (superusers and pg_monitor)';
 

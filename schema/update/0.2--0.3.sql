@@ -106,3 +106,8 @@ DROP FUNCTION sched._note_parked(text);
 DROP FUNCTION sched.add(text, timestamptz, jsonb, text);
 DROP FUNCTION sched.add_after(text, interval, jsonb, text);
 DROP FUNCTION sched._move(smallint, bigint, timestamptz, text);
+-- sched.cluster shows the SQL workers too: sched._cluster() returns two
+-- columns more, so both are made anew below (the view's grants are kept by
+-- keep-privileges-restore.sql).
+DROP VIEW sched.cluster;
+DROP FUNCTION sched._cluster();

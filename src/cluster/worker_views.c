@@ -263,7 +263,7 @@ delaysched_worker_status(PG_FUNCTION_ARGS)
 	return (Datum) 0;
 }
 
-#define CLUSTER_COLUMNS 12
+#define CLUSTER_COLUMNS 14
 
 /*
  * The earliest time pointer of database entry d's ranges; DT_NOEND if none
@@ -288,7 +288,8 @@ oldest_pointer(int d)
  * sched._cluster() RETURNS TABLE(role text, database name, pid int,
  *		state text, scanners int, scanners_granted int, http_workers int,
  *		http_granted int, failures int, next_start timestamptz,
- *		pointer_lag interval, served_since timestamptz)
+ *		pointer_lag interval, served_since timestamptz, sql_workers int,
+ *		sql_granted int)
  *
  * The launcher, then every database in the table of databases served
  * (base/shmem.h), for the sched.cluster view; superusers and members of
@@ -342,6 +343,7 @@ delaysched_cluster_status(PG_FUNCTION_ARGS)
 		entry.leaving_for = delaysched_cluster->databases[d].leaving_for;
 		entry.scanners_granted = delaysched_cluster->databases[d].scanners_granted;
 		entry.http_granted = delaysched_cluster->databases[d].http_granted;
+		entry.sql_granted = delaysched_cluster->databases[d].sql_granted;
 		entry.waiting = delaysched_cluster->databases[d].waiting;
 		entry.failures = delaysched_cluster->databases[d].failures;
 		entry.retry_at = delaysched_cluster->databases[d].retry_at;
@@ -384,6 +386,8 @@ delaysched_cluster_status(PG_FUNCTION_ARGS)
 			values[10] = DirectFunctionCall2(timestamp_mi, TimestampTzGetDatum(now),
 											 TimestampTzGetDatum(oldest));
 		values[11] = TimestampTzGetDatum(entry.served_since);
+		values[12] = Int32GetDatum(pids.count[WORKER_SQL]);
+		values[13] = Int32GetDatum(entry.sql_granted);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;

@@ -265,6 +265,11 @@ sql('postgres', q{CREATE ROLE watcher LOGIN IN ROLE pg_monitor});
 is($out, 't', 'a member of pg_monitor may') or diag($err);
 like(sql('postgres', q{SELECT pointer_lag < interval '5 s' FROM sched.cluster WHERE database = 'delta'}), qr/^t$/,
 	'the pointer lag of a served database is small');
+my $sql_workers = $node->safe_psql('postgres', 'SHOW delaysched.sql_workers');
+ok(DelayschedTest::poll_until($node,
+	q{SELECT sql_workers || ' of ' || sql_granted FROM sched.cluster WHERE database = 'delta'},
+	"$sql_workers of $sql_workers", 30),
+	"its SQL workers run, as many as the budget grants ($sql_workers)");
 
 # ---------------------------------------------------------------------------
 # delaysched.max_deliveries_per_second is the cluster's, shared fairly: two
