@@ -182,6 +182,21 @@ END
 $$;
 COMMENT ON FUNCTION sched._check_on_duplicate(text, interval) IS 'internal: refuse an on_duplicate or max_wait sched.add does not know';
 
+/* A type's waits before a retry (every delivery; see sched._backoff). */
+CREATE OR REPLACE FUNCTION sched._check_backoff(min_backoff interval, max_backoff interval) RETURNS void
+LANGUAGE plpgsql IMMUTABLE
+AS $$
+BEGIN
+	PERFORM sched._check_interval(min_backoff, 'min_backoff', interval '10 milliseconds', interval '1 day');
+	PERFORM sched._check_interval(max_backoff, 'max_backoff', interval '10 milliseconds', interval '7 days');
+	IF max_backoff < min_backoff THEN
+		RAISE EXCEPTION 'max_backoff (%) must not be less than min_backoff (%)', max_backoff, min_backoff
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+END
+$$;
+COMMENT ON FUNCTION sched._check_backoff(interval, interval) IS 'internal: refuse a min_backoff or max_backoff outside its range, or a max below the min';
+
 /*
  * The arguments of an http business type (see sched.define_biz).  The URL
  * is parsed by libcurl's parser in C (sched._check_url); the rest here.
@@ -225,12 +240,7 @@ BEGIN
 		END LOOP;
 	END IF;
 	PERFORM sched._check_interval(timeout, 'timeout', interval '100 milliseconds', interval '10 minutes');
-	PERFORM sched._check_interval(min_backoff, 'min_backoff', interval '10 milliseconds', interval '1 day');
-	PERFORM sched._check_interval(max_backoff, 'max_backoff', interval '10 milliseconds', interval '7 days');
-	IF max_backoff < min_backoff THEN
-		RAISE EXCEPTION 'max_backoff (%) must not be less than min_backoff (%)', max_backoff, min_backoff
-			USING ERRCODE = 'invalid_parameter_value';
-	END IF;
+	PERFORM sched._check_backoff(min_backoff, max_backoff);
 	IF secret IS NOT NULL AND (pg_catalog.octet_length(secret) < 16 OR pg_catalog.octet_length(secret) > 1024) THEN
 		RAISE EXCEPTION 'secret must be 16 to 1024 bytes long'
 			USING ERRCODE = 'invalid_parameter_value',

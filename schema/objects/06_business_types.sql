@@ -56,12 +56,7 @@ BEGIN
 		END IF;
 		-- The waits before a retry: after a failed run (sql), a nack without
 		-- retry_in or a lease that ran out (notify, pull).
-		PERFORM sched._check_interval(min_backoff, 'min_backoff', interval '10 milliseconds', interval '1 day');
-		PERFORM sched._check_interval(max_backoff, 'max_backoff', interval '10 milliseconds', interval '7 days');
-		IF max_backoff < min_backoff THEN
-			RAISE EXCEPTION 'max_backoff (%) must not be less than min_backoff (%)', max_backoff, min_backoff
-				USING ERRCODE = 'invalid_parameter_value';
-		END IF;
+		PERFORM sched._check_backoff(min_backoff, max_backoff);
 	END IF;
 	PERFORM sched._check_name(v_channel, 'channel name',
 		'LISTEN folds unquoted names to lower case, so a channel is a lowercase identifier.');
