@@ -93,7 +93,7 @@ cat >"$scripts/add.sql" <<'SQL'
 SELECT sched.add('bench', now() + interval '1 day');
 SQL
 cat >"$scripts/add_on.sql" <<'SQL'
-SELECT sched._add_on(0, 'bench', now() + interval '1 day', '{}', NULL, 'keep', NULL);
+SELECT sched._add_on(0, 'bench', now() + interval '1 day', '{}', NULL, 'keep', NULL, NULL, 0);
 SQL
 cat >"$scripts/add_many.sql" <<'SQL'
 SELECT count(*) FROM sched.add_many('bench', array_fill(now() + interval '1 day', ARRAY[1000]));

@@ -79,7 +79,10 @@ CREATE TABLE sched.biz (
 	created_at	 timestamptz NOT NULL DEFAULT pg_catalog.now(),
 	updated_at	 timestamptz NOT NULL DEFAULT pg_catalog.now(),
 	-- its part of every delivery statement against other types with due tasks
-	weight		 int NOT NULL DEFAULT 1 CONSTRAINT biz_weight_check CHECK (weight BETWEEN 1 AND 1000)
+	weight		 int NOT NULL DEFAULT 1 CONSTRAINT biz_weight_check CHECK (weight BETWEEN 1 AND 1000),
+	-- a task of the type was ever added with a key: its parked tasks go in
+	-- turns by key (sched._pick); set by the first such add, never unset
+	keyed		 boolean NOT NULL DEFAULT false
 );
 COMMENT ON TABLE sched.biz IS 'delaysched business types; change with sched.define_biz and sched.drop_biz';
 
@@ -105,12 +108,8 @@ CREATE TABLE sched.task (
 COMMENT ON TABLE sched.task IS 'unfinished delaysched tasks, partitioned by run-at second mod the bucket count; read sched.tasks instead';
 
 -- The scanner's walk and sweep, and sched.claim: with the door column,
--- which is added with the partitions, below.
--- The drain (src/drain.c): a type's parked tasks in run-at order.  (Its
--- deliveries awaiting acknowledgement, counted against max_concurrency, are
--- found through task_leased_idx below: an index of their own would cost
--- every delivery of every type an index insert.)
-CREATE INDEX task_parked_idx ON sched.task (biz_type, run_at, id) WHERE state = 'r';
+-- which is added with the partitions, below; the parked tasks' index with
+-- the key and priority columns, below.
 
 CREATE TABLE sched.finished (
 	id			 bigint PRIMARY KEY,
@@ -129,7 +128,9 @@ CREATE TABLE sched.finished (
 	-- it runs as; run_now: made by sched.run_now, not by the schedule's rule
 	command		 text,
 	run_as		 regrole,
-	run_now		 boolean
+	run_now		 boolean,
+	key			 text,
+	priority	 smallint NOT NULL DEFAULT 0
 );
 COMMENT ON TABLE sched.finished IS 'finished delaysched tasks, kept for delaysched.retention (dead ones for delaysched.dead_retention)';
 CREATE INDEX finished_finished_at_idx ON sched.finished (finished_at);
@@ -294,6 +295,18 @@ CREATE INDEX task_schedule_idx ON sched.task (schedule, biz_type) WHERE schedule
 -- schedule's rule, which its schedule does not count).  As ALTER EXTENSION
 -- UPDATE from 0.2 adds them.
 ALTER TABLE sched.task ADD COLUMN command text, ADD COLUMN run_as regrole, ADD COLUMN run_now boolean;
+-- Keys and priorities (sched.add's key and priority), as ALTER EXTENSION
+-- UPDATE from 0.2 adds them.
+ALTER TABLE sched.task ADD COLUMN key text, ADD COLUMN priority smallint NOT NULL DEFAULT 0;
+-- sched._pick: a type's parked tasks (due, waiting for a claim, the drain
+-- or a worker) key by key, each key's in priority then run-at order; the
+-- tasks without a key are the key '' (a key is never empty), so that a
+-- type without keys reads one run of the index.  (The deliveries awaiting
+-- acknowledgement, counted against max_concurrency, are found through
+-- task_leased_idx: an index of their own would cost every delivery of
+-- every type an index insert.)
+CREATE INDEX task_parked_idx ON sched.task (biz_type, (coalesce(key, '')), priority DESC, run_at, id)
+	WHERE state = 'r';
 
 COMMENT ON FUNCTION sched._bucket_count() IS 'internal: number of delaysched task partitions';
 COMMENT ON FUNCTION sched._bucket(timestamptz) IS 'internal: the partition of a task due at run_at';
@@ -360,6 +373,8 @@ CREATE TABLE sched.schedule (
 	-- as (the one that defined the schedule)
 	command		 text,
 	run_as		 regrole,
+	-- the priority of every firing
+	priority	 smallint NOT NULL DEFAULT 0,
 	PRIMARY KEY (name, biz_type)
 );
 COMMENT ON TABLE sched.schedule IS 'delaysched recurring schedules; change with sched.define_schedule and friends, read sched.schedules';

@@ -110,8 +110,8 @@ CREATE ROLE demo_app NOLOGIN;
 CREATE TABLE demo_runs (job text, run_by name DEFAULT current_user, at timestamptz DEFAULT clock_timestamp());
 GRANT INSERT ON demo_runs TO demo_app;
 GRANT USAGE ON SCHEMA sched TO demo_app;
-GRANT EXECUTE ON FUNCTION sched.add_sql(text, timestamptz, text, text),
-	sched.define_schedule(text, text, text, jsonb, text, text, timestamptz, timestamptz, boolean, text) TO demo_app;
+GRANT EXECUTE ON FUNCTION sched.add_sql(text, timestamptz, text, text, text, int),
+	sched.define_schedule(text, text, text, jsonb, text, text, timestamptz, timestamptz, boolean, text, int) TO demo_app;
 SELECT sched.define_biz('maintenance', delivery => 'sql', timeout => '1 minute');
 SELECT sched.grant_biz('maintenance', 'demo_app');
 SQL

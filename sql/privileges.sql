@@ -96,7 +96,7 @@ SELECT q, try(q) FROM (VALUES
 RESET ROLE;
 
 -- EXECUTE on sched.add is not enough: the type must be granted too
-GRANT EXECUTE ON FUNCTION sched.add(text, timestamptz, jsonb, text, text, interval) TO regress_ds_app;
+GRANT EXECUTE ON FUNCTION sched.add(text, timestamptz, jsonb, text, text, interval, text, int) TO regress_ds_app;
 SET ROLE regress_ds_app;
 SELECT try($$SELECT sched.add('priv_jobs', '2100-01-01')$$, true);
 RESET ROLE;
@@ -148,8 +148,8 @@ SELECT payload, dedupe_key, state FROM sched.tasks WHERE payload->>'by' LIKE 'ap
 ORDER BY run_at, dedupe_key NULLS FIRST;
 
 -- EXECUTE on add_after alone is enough: it calls sched.add as the definer
-REVOKE EXECUTE ON FUNCTION sched.add(text, timestamptz, jsonb, text, text, interval) FROM regress_ds_app;
-GRANT EXECUTE ON FUNCTION sched.add_after(text, interval, jsonb, text, text, interval) TO regress_ds_app;
+REVOKE EXECUTE ON FUNCTION sched.add(text, timestamptz, jsonb, text, text, interval, text, int) FROM regress_ds_app;
+GRANT EXECUTE ON FUNCTION sched.add_after(text, interval, jsonb, text, text, interval, text, int) TO regress_ds_app;
 SET ROLE regress_ds_app;
 SELECT sched.add_after('priv_jobs', '1 day', '{"by": "app, add_after"}') IS NOT NULL AS added_after;
 SELECT try($$SELECT sched.add('priv_jobs', '2100-01-01')$$) AS add_revoked;
@@ -175,7 +175,7 @@ RESET ROLE;
 SELECT sched.define_biz('priv_other', 'pull', ack_timeout => '1 hour');
 SELECT sched.add('priv_other', '2000-01-01', '{"secret": "other"}') AS other_id \gset
 SELECT wait_announced('priv_other');
-GRANT EXECUTE ON FUNCTION sched.add(text, timestamptz, jsonb, text, text, interval), sched.add_many(text, timestamptz[], jsonb[], text[]),
+GRANT EXECUTE ON FUNCTION sched.add(text, timestamptz, jsonb, text, text, interval, text, int), sched.add_many(text, timestamptz[], jsonb[], text[], text[], int[]),
 	sched.cancel(bigint), sched.reschedule(bigint, timestamptz), sched.claim(text, int), sched.ack(bigint),
 	sched.ack_many(bigint[]), sched.nack(bigint, interval, text), sched.retry(bigint) TO regress_ds_app;
 SET ROLE regress_ds_app;
@@ -210,7 +210,7 @@ RESET ROLE;
 CREATE ROLE regress_ds_team NOLOGIN;
 GRANT regress_ds_team TO regress_ds_nobody;
 GRANT USAGE ON SCHEMA sched TO regress_ds_nobody;
-GRANT EXECUTE ON FUNCTION sched.add(text, timestamptz, jsonb, text, text, interval) TO regress_ds_nobody;
+GRANT EXECUTE ON FUNCTION sched.add(text, timestamptz, jsonb, text, text, interval, text, int) TO regress_ds_nobody;
 SELECT sched.grant_biz('priv_other', 'regress_ds_team');
 SET ROLE regress_ds_nobody;
 SELECT sched.add('priv_other', '2100-01-01') IS NOT NULL AS added_as_member;
@@ -295,4 +295,4 @@ DROP ROLE regress_ds_app;
 DROP ROLE regress_ds_nobody;
 DROP ROLE regress_ds_team;
 SELECT count(*) AS roles_left FROM pg_roles WHERE rolname LIKE 'regress\_ds\_%';
-SELECT has_function_privilege('public', 'sched.add(text, timestamptz, jsonb, text, text, interval)', 'EXECUTE') AS public_add;
+SELECT has_function_privilege('public', 'sched.add(text, timestamptz, jsonb, text, text, interval, text, int)', 'EXECUTE') AS public_add;

@@ -13,7 +13,7 @@ CREATE ROLE regress_router_app LOGIN;
 CREATE ROLE regress_router_mallory LOGIN;
 SELECT format('host=%s port=%s dbname=', split_part(current_setting('unix_socket_directories'), ',', 1),
 			  current_setting('port')) AS base \gset
-\set node_grants 'GRANT USAGE ON SCHEMA sched TO regress_router_app, regress_router_mallory; GRANT EXECUTE ON FUNCTION sched.add(text, timestamptz, jsonb, text, text, interval), sched.ack(bigint), sched.claim(text, int) TO regress_router_app, regress_router_mallory; GRANT EXECUTE ON FUNCTION sched.define_schedule(text, text, text, jsonb, text, text, timestamptz, timestamptz, boolean, text), sched.drop_schedule(text, text) TO regress_router_app;'
+\set node_grants 'GRANT USAGE ON SCHEMA sched TO regress_router_app, regress_router_mallory; GRANT EXECUTE ON FUNCTION sched.add(text, timestamptz, jsonb, text, text, interval, text, int), sched.ack(bigint), sched.claim(text, int) TO regress_router_app, regress_router_mallory; GRANT EXECUTE ON FUNCTION sched.define_schedule(text, text, text, jsonb, text, text, timestamptz, timestamptz, boolean, text, int), sched.drop_schedule(text, text) TO regress_router_app;'
 
 -- A router cannot live beside delaysched.  (Without the error's context:
 -- PostgreSQL 18 adds the script's statement and line to it.)
@@ -211,7 +211,7 @@ SELECT paused FROM sched.biz_stats;
 -- An application role: what an administrator grants on the router, and the
 -- nodes' own grants (given to every node by the router).
 GRANT USAGE ON SCHEMA sched TO regress_router_app, regress_router_mallory;
-GRANT EXECUTE ON FUNCTION sched.add(text, timestamptz, jsonb, text, text, interval), sched.ack(bigint),
+GRANT EXECUTE ON FUNCTION sched.add(text, timestamptz, jsonb, text, text, interval, text, int), sched.ack(bigint),
 	sched.claim(text, int), sched.node_of(bigint) TO regress_router_app, regress_router_mallory;
 -- (and on every node, as on one: doc/privileges.md; done above)
 SELECT sched.grant_biz('r_orders', 'regress_router_app', 'schedule');
@@ -220,7 +220,7 @@ SELECT count(*) FROM sched.biz_grant;
 -- a type defined again keeps its recorded grants (set_nodes gives them to new nodes)
 SELECT sched.define_biz('r_orders', rate_limit => 6, burst => 3, max_concurrency => 1);
 SELECT count(*) FROM sched.biz_grant;
-GRANT EXECUTE ON FUNCTION sched.define_schedule(text, text, text, jsonb, text, text, timestamptz, timestamptz, boolean, text),
+GRANT EXECUTE ON FUNCTION sched.define_schedule(text, text, text, jsonb, text, text, timestamptz, timestamptz, boolean, text, int),
 	sched.drop_schedule(text, text) TO regress_router_app;
 SET ROLE regress_router_app;
 SELECT sched.add('r_orders', now() + interval '1 day') > 0 AS app_added;
@@ -238,7 +238,7 @@ SELECT count(*) FROM sched.schedule_home;
 -- A hostile role: the router gives it nothing the nodes did not.
 SET ROLE regress_router_mallory;
 SELECT pg_temp.try($$SELECT sched.add('r_orders', now())$$);
-SELECT pg_temp.try($$SELECT sched._add_on(0, 'r_orders', now(), '{}', NULL, 'keep', NULL)$$);
+SELECT pg_temp.try($$SELECT sched._add_on(0, 'r_orders', now(), '{}', NULL, 'keep', NULL, NULL, 0)$$);
 SELECT pg_temp.try($$SELECT sched.define_biz('r_orders', rate_limit => 1000)$$);
 SELECT pg_temp.try($$SELECT * FROM sched.set_nodes(ARRAY['dbname=regress_ds_node1 user=postgres'])$$);
 SELECT pg_temp.try($$SELECT * FROM sched._node_state_at('dbname=regress_ds_node1 user=postgres')$$);

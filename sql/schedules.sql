@@ -209,7 +209,7 @@ FROM sch_fingerprint f;
 -- per-type grants: a role may define schedules only onto the types it may schedule
 CREATE ROLE regress_ds_sch NOLOGIN;
 GRANT USAGE ON SCHEMA sched TO regress_ds_sch;
-GRANT EXECUTE ON FUNCTION sched.define_schedule(text, text, text, jsonb, text, text, timestamptz, timestamptz, boolean, text),
+GRANT EXECUTE ON FUNCTION sched.define_schedule(text, text, text, jsonb, text, text, timestamptz, timestamptz, boolean, text, int),
                           sched.drop_schedule(text, text), sched.pause_schedule(text, text),
                           sched.resume_schedule(text, text)
       TO regress_ds_sch;
@@ -258,7 +258,7 @@ SELECT sched.define_biz('sch_team_b', 'pull', ack_timeout => '1 hour');
 CREATE ROLE regress_ds_team_a NOLOGIN;
 CREATE ROLE regress_ds_team_b NOLOGIN;
 GRANT USAGE ON SCHEMA sched TO regress_ds_team_a, regress_ds_team_b;
-GRANT EXECUTE ON FUNCTION sched.define_schedule(text, text, text, jsonb, text, text, timestamptz, timestamptz, boolean, text),
+GRANT EXECUTE ON FUNCTION sched.define_schedule(text, text, text, jsonb, text, text, timestamptz, timestamptz, boolean, text, int),
                           sched.drop_schedule(text, text), sched.pause_schedule(text, text),
                           sched.resume_schedule(text, text)
       TO regress_ds_team_a, regress_ds_team_b;

@@ -15,8 +15,8 @@ CREATE TABLE sj_secret (x int);
 CREATE ROLE regress_sj_app;
 CREATE ROLE regress_sj_other;
 GRANT USAGE ON SCHEMA sched TO regress_sj_app, regress_sj_other;
-GRANT EXECUTE ON FUNCTION sched.add_sql(text, timestamptz, text, text), sched.cancel(bigint),
-	sched.add(text, timestamptz, jsonb, text, text, interval) TO regress_sj_app, regress_sj_other;
+GRANT EXECUTE ON FUNCTION sched.add_sql(text, timestamptz, text, text, text, int), sched.cancel(bigint),
+	sched.add(text, timestamptz, jsonb, text, text, interval, text, int) TO regress_sj_app, regress_sj_other;
 GRANT SELECT ON sched.tasks TO regress_sj_app, regress_sj_other;
 GRANT INSERT ON sj_log TO regress_sj_app;
 SELECT sched.grant_biz('sj_jobs', 'regress_sj_app');
@@ -158,7 +158,7 @@ BEGIN
 END $$;
 CREATE ROLE regress_sj_session LOGIN;
 GRANT USAGE ON SCHEMA sched TO regress_sj_session;
-GRANT EXECUTE ON FUNCTION sched.add_sql(text, timestamptz, text, text) TO regress_sj_session;
+GRANT EXECUTE ON FUNCTION sched.add_sql(text, timestamptz, text, text, text, int) TO regress_sj_session;
 GRANT INSERT ON sj_log TO regress_sj_session;
 SELECT sched.grant_biz('sj_jobs', 'regress_sj_session');
 SELECT sched.add_sql('sj_jobs', now(), 'CALL sj_commits()') AS job \gset

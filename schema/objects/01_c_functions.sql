@@ -131,11 +131,11 @@ AS 'MODULE_PATHNAME', 'delaysched_database_listed_sql';
 COMMENT ON FUNCTION sched._database_listed() IS 'internal: whether delaysched.databases (or the deprecated delaysched.database) lets delaysched serve the current database';
 
 CREATE OR REPLACE FUNCTION sched._message(p_id bigint, p_biz text, p_run_at timestamptz, p_payload jsonb, p_attempt int,
-							   p_schedule text DEFAULT NULL)
+							   p_schedule text DEFAULT NULL, p_key text DEFAULT NULL)
 RETURNS text
 LANGUAGE c STABLE
 AS 'MODULE_PATHNAME', 'delaysched_message';
-COMMENT ON FUNCTION sched._message(bigint, text, timestamptz, jsonb, int, text) IS 'internal: the NOTIFY payload of a delivery (without the payload if it would not fit in 8000 bytes; with the schedule that made it, if any)';
+COMMENT ON FUNCTION sched._message(bigint, text, timestamptz, jsonb, int, text, text) IS 'internal: the NOTIFY payload of a delivery (without the payload if it would not fit in 8000 bytes; with the schedule that made it and the task''s key, if any)';
 
 CREATE OR REPLACE FUNCTION sched._announcement(p_biz text) RETURNS text
 LANGUAGE c STRICT IMMUTABLE

@@ -160,6 +160,29 @@ END
 $$;
 COMMENT ON FUNCTION sched._check_task(timestamptz, jsonb, text) IS 'internal: refuse a task that could not be delivered as asked';
 
+/*
+ * A task's key (its turn among the type's keys) and priority; the priority
+ * comes as an int, so that a literal needs no cast, and is stored as a
+ * smallint.
+ */
+CREATE OR REPLACE FUNCTION sched._check_key(key text, priority int) RETURNS void
+LANGUAGE plpgsql IMMUTABLE
+AS $$
+BEGIN
+	IF key IS NOT NULL AND (key = '' OR pg_catalog.octet_length(key) > 512) THEN
+		RAISE EXCEPTION 'key must be between 1 and 512 bytes long'
+			USING ERRCODE = 'invalid_parameter_value',
+				  HINT = 'Pass NULL for a task without a key.';
+	END IF;
+	PERFORM sched._require(priority, 'priority');
+	IF priority NOT BETWEEN -32768 AND 32767 THEN
+		RAISE EXCEPTION 'priority must be between -32768 and 32767, not %', priority
+			USING ERRCODE = 'numeric_value_out_of_range';
+	END IF;
+END
+$$;
+COMMENT ON FUNCTION sched._check_key(text, int) IS 'internal: refuse a key or priority a task cannot have';
+
 /* What sched.add does with a dedupe key already held (see sched._insert). */
 CREATE OR REPLACE FUNCTION sched._check_on_duplicate(on_duplicate text, max_wait interval) RETURNS void
 LANGUAGE plpgsql IMMUTABLE

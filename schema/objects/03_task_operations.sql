@@ -3,6 +3,19 @@
 -------------------------------------------------------------------------------
 
 /*
+ * Mark type p_biz as keyed (sched.biz.keyed), before its first task with a
+ * key is stored: from then on sched._pick gives its parked tasks turns by
+ * key.  An update only the first time (the row is read, not locked, once
+ * the mark is there); it commits with the task.
+ */
+CREATE OR REPLACE FUNCTION sched._note_keyed(p_biz text) RETURNS void
+LANGUAGE sql
+AS $$
+	UPDATE sched.biz x SET keyed = true WHERE x.name = p_biz AND NOT x.keyed
+$$;
+COMMENT ON FUNCTION sched._note_keyed(text) IS 'internal: mark a business type as having tasks with keys';
+
+/*
  * Store one validated task; with a dedupe key that an unfinished task
  * holds already, do as p_on_duplicate says (sched.add): 'keep' returns the
  * holder, 'replace' and 'debounce' change it if it is still pending
@@ -10,12 +23,14 @@
  * key.  Wakes the scanner after commit.  A firing names its schedule
  * (p_schedule); an SQL job carries its command and the role it runs as
  * (p_command, p_run_as); p_run_now marks a firing made by sched.run_now,
- * which its schedule does not count.
+ * which its schedule does not count.  p_key and p_priority: the task's
+ * key and priority (sched._pick).
  */
 CREATE OR REPLACE FUNCTION sched._insert(p_biz text, p_run_at timestamptz, p_payload jsonb, p_dedupe_key text,
 							  p_schedule text DEFAULT NULL, p_command text DEFAULT NULL,
 							  p_run_as regrole DEFAULT NULL, p_run_now boolean DEFAULT NULL,
-							  p_on_duplicate text DEFAULT 'keep', p_max_wait interval DEFAULT NULL)
+							  p_on_duplicate text DEFAULT 'keep', p_max_wait interval DEFAULT NULL,
+							  p_key text DEFAULT NULL, p_priority int DEFAULT 0)
 RETURNS bigint
 LANGUAGE plpgsql
 AS $$
@@ -58,16 +73,19 @@ BEGIN
 		END LOOP;
 	END IF;
 
+	IF p_key IS NOT NULL THEN
+		PERFORM sched._note_keyed(p_biz);
+	END IF;
 	INSERT INTO sched.task (id, bucket, biz_type, run_at, payload, dedupe_key, created_at, schedule,
-							command, run_as, run_now)
+							command, run_as, run_now, key, priority)
 		VALUES (v_id, v_bucket, p_biz, p_run_at, p_payload, p_dedupe_key, pg_catalog.clock_timestamp(),
-				p_schedule, p_command, p_run_as, p_run_now);
+				p_schedule, p_command, p_run_as, p_run_now, p_key, p_priority);
 	PERFORM sched._tally(p_biz, 'added', 1);
 	PERFORM sched._wake(p_run_at, sched._door(v_id));
 	RETURN v_id;
 END
 $$;
-COMMENT ON FUNCTION sched._insert(text, timestamptz, jsonb, text, text, text, regrole, boolean, text, interval) IS 'internal: store a validated task (a firing of p_schedule, an SQL job''s command, if given), or replace the pending one that holds its dedupe key';
+COMMENT ON FUNCTION sched._insert(text, timestamptz, jsonb, text, text, text, regrole, boolean, text, interval, text, int) IS 'internal: store a validated task (a firing of p_schedule, an SQL job''s command, if given), or replace the pending one that holds its dedupe key';
 
 /*
  * sched.add with on_duplicate 'replace' or 'debounce', and p_holder the
@@ -246,11 +264,11 @@ BEGIN
 	), stored AS (
 		INSERT INTO sched.finished (id, biz_type, run_at, state, attempt, payload, dedupe_key,
 									created_at, delivered_at, finished_at, last_error, schedule,
-									command, run_as, run_now)
+									command, run_as, run_now, key, priority)
 		SELECT gone.id, gone.biz_type, gone.run_at, p_state, gone.attempt, gone.payload,
 			   gone.dedupe_key, gone.created_at, gone.delivered_at, pg_catalog.clock_timestamp(),
 			   coalesce(p_error, gone.last_error), gone.schedule,
-			   gone.command, gone.run_as, gone.run_now
+			   gone.command, gone.run_as, gone.run_now, gone.key, gone.priority
 		FROM gone
 		RETURNING id, schedule, attempt, run_now
 	)
@@ -328,11 +346,11 @@ BEGIN
 	)
 	INSERT INTO sched.task (id, bucket, biz_type, run_at, state, attempt, payload, dedupe_key,
 							created_at, delivered_at, lease_until, last_error, schedule,
-							command, run_as, run_now)
+							command, run_as, run_now, key, priority)
 	SELECT gone.id, sched._bucket(p_run_at), gone.biz_type, p_run_at, 'p', gone.attempt,
 		   coalesce(p_payload, gone.payload), gone.dedupe_key, gone.created_at, gone.delivered_at, NULL,
 		   coalesce(p_error, gone.last_error), gone.schedule,
-		   gone.command, gone.run_as, gone.run_now
+		   gone.command, gone.run_as, gone.run_now, gone.key, gone.priority
 	FROM gone;
 	PERFORM sched._wake(p_run_at, sched._door(p_id));
 END
@@ -465,3 +483,196 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION sched._claim_allowance(sched.biz, int, timestamptz, boolean) IS 'internal: how many due tasks of a type a claim may lease now, within its concurrency cap and rate limit';
+
+/*
+ * The keys of type p_biz that have parked tasks (state 'r'), in key order,
+ * from p_from on (p_from itself left out), at most p_max: a skip scan of
+ * task_parked_idx, one probe a key, however many tasks each key has.  The
+ * tasks without a key are the key '' (no key is empty), first in the order.
+ */
+CREATE OR REPLACE FUNCTION sched._parked_keys(p_biz text, p_from text, p_max int) RETURNS text[]
+LANGUAGE sql STABLE
+SET enable_seqscan = off
+AS $$
+	WITH RECURSIVE walk(k) AS (
+		(SELECT coalesce(t.key, '') FROM sched.task t
+		 WHERE t.biz_type = p_biz AND t.state = 'r' AND coalesce(t.key, '') >= p_from
+		 ORDER BY coalesce(t.key, '') LIMIT 1)
+		UNION ALL
+		SELECT (SELECT coalesce(t.key, '') FROM sched.task t
+				WHERE t.biz_type = p_biz AND t.state = 'r' AND coalesce(t.key, '') > w.k
+				ORDER BY coalesce(t.key, '') LIMIT 1)
+		FROM walk w WHERE w.k IS NOT NULL
+	)
+	SELECT coalesce(pg_catalog.array_agg(s.k), '{}') FROM (
+		SELECT w.k FROM walk w WHERE w.k IS NOT NULL AND w.k <> p_from LIMIT p_max) s
+$$;
+COMMENT ON FUNCTION sched._parked_keys(text, text, int) IS 'internal: the keys of a type with parked tasks, in key order from a key on';
+
+/*
+ * Lock and return the parked tasks of type b (state 'r': due, waiting for
+ * a claim, the drain or a worker) that a delivery of at most p_max takes
+ * now, in the order they go (ord):
+ *   - a type none of whose tasks ever had a key (b.keyed false): by
+ *     priority, highest first, then run_at and id;
+ *   - a keyed type: in turns by key, the tasks without a key taking their
+ *     turn as one key more.  Every key with parked tasks gets one before
+ *     any gets a second (each key's own in priority then run-at order),
+ *     and the tasks of each turn go by priority then run_at.  A key alone
+ *     gets all p_max.  When more keys wait than p_max, the turns go in key
+ *     order from where this session's last pick of the type stopped (kept
+ *     in a session setting), so that no key waits behind others for ever.
+ * Rows another transaction holds are passed over (SKIP LOCKED).  The keys'
+ * shares are water-filled: a key with fewer tasks than its share leaves
+ * the rest to the keys that had more, in at most three more rounds.
+ */
+CREATE OR REPLACE FUNCTION sched._pick(b sched.biz, p_max int)
+RETURNS TABLE(bucket smallint, id bigint, run_at timestamptz, schedule text, attempt int, key text,
+			  priority smallint)
+LANGUAGE plpgsql
+-- By index, whatever the statistics say (see sched._lock).
+SET enable_seqscan = off
+AS $$
+#variable_conflict use_column
+DECLARE
+	v_setting text;
+	v_cursor text;
+	v_keys text[];
+	v_n int;
+	v_need int := p_max;
+	v_round int := 0;
+	v_ids bigint[] := '{}';
+	v_buckets smallint[] := '{}';
+	v_run_ats timestamptz[] := '{}';
+	v_schedules text[] := '{}';
+	v_attempts int[] := '{}';
+	v_task_keys text[] := '{}';
+	v_priorities smallint[] := '{}';
+	r record;
+BEGIN
+	IF NOT b.keyed THEN
+		RETURN QUERY
+		SELECT t.bucket, t.id, t.run_at, t.schedule, t.attempt, t.key, t.priority FROM sched.task t
+		WHERE t.biz_type = b.name AND t.state = 'r' AND coalesce(t.key, '') = ''
+		ORDER BY coalesce(t.key, ''), t.priority DESC, t.run_at, t.id
+		LIMIT p_max
+		FOR UPDATE SKIP LOCKED;
+		RETURN;
+	END IF;
+
+	-- The keys whose turn it is: those after the cursor, the keyless tasks
+	-- (key ''), then the keys from the first up to the cursor.
+	v_setting := 'delaysched_pick.k' || pg_catalog.md5(b.name);
+	v_cursor := coalesce(pg_catalog.current_setting(v_setting, true), '');
+	v_keys := sched._parked_keys(b.name, v_cursor, p_max);
+	IF pg_catalog.cardinality(v_keys) < p_max AND EXISTS (
+		SELECT FROM sched.task t WHERE t.biz_type = b.name AND t.state = 'r' AND coalesce(t.key, '') = '') THEN
+		v_keys := v_keys || ''::text;
+	END IF;
+	IF pg_catalog.cardinality(v_keys) < p_max AND v_cursor <> '' THEN
+		v_keys := v_keys || ARRAY(SELECT k FROM pg_catalog.unnest(sched._parked_keys(b.name, '', p_max)) k
+								  WHERE k <= v_cursor
+								  LIMIT p_max - pg_catalog.cardinality(v_keys));
+	END IF;
+	v_n := pg_catalog.cardinality(v_keys);
+	IF v_n = 0 THEN
+		RETURN;
+	END IF;
+	IF v_n = p_max THEN
+		PERFORM pg_catalog.set_config(v_setting, v_keys[v_n], false);
+	END IF;
+
+	-- Each round shares what is still wanted among the keys of the round,
+	-- one more to the first (need mod n) of them; a key that filled its
+	-- share may have more, and is in the next round.
+	WHILE v_need > 0 AND v_n > 0 AND v_round < 4 LOOP
+		v_round := v_round + 1;
+		WITH got AS MATERIALIZED (
+			SELECT g.k, g.pos, x.*,
+				   v_need / v_n + CASE WHEN g.pos <= v_need % v_n THEN 1 ELSE 0 END AS share
+			FROM pg_catalog.unnest(v_keys) WITH ORDINALITY AS g(k, pos),
+			LATERAL (SELECT t.bucket, t.id, t.run_at, t.schedule, t.attempt, t.key, t.priority
+					 FROM sched.task t
+					 WHERE t.biz_type = b.name AND t.state = 'r' AND coalesce(t.key, '') = g.k
+					   AND t.id <> ALL (v_ids)
+					 ORDER BY coalesce(t.key, ''), t.priority DESC, t.run_at, t.id
+					 LIMIT v_need / v_n + CASE WHEN g.pos <= v_need % v_n THEN 1 ELSE 0 END
+					 FOR UPDATE OF t SKIP LOCKED) x
+		), filled AS (
+			SELECT got.k, got.pos FROM got GROUP BY got.k, got.pos
+			HAVING count(*) = min(got.share)
+		)
+		SELECT coalesce(pg_catalog.array_agg(got.id), '{}') AS ids,
+			   pg_catalog.array_agg(got.bucket) AS buckets, pg_catalog.array_agg(got.run_at) AS run_ats,
+			   pg_catalog.array_agg(got.schedule) AS schedules, pg_catalog.array_agg(got.attempt) AS attempts,
+			   pg_catalog.array_agg(got.key) AS task_keys, pg_catalog.array_agg(got.priority) AS priorities,
+			   (SELECT coalesce(pg_catalog.array_agg(f.k ORDER BY f.pos), '{}') FROM filled f) AS more
+		INTO r FROM got;
+		v_ids := v_ids || r.ids;
+		v_buckets := v_buckets || r.buckets;
+		v_run_ats := v_run_ats || r.run_ats;
+		v_schedules := v_schedules || r.schedules;
+		v_attempts := v_attempts || r.attempts;
+		v_task_keys := v_task_keys || r.task_keys;
+		v_priorities := v_priorities || r.priorities;
+		v_need := v_need - pg_catalog.cardinality(r.ids);
+		v_keys := r.more;
+		v_n := pg_catalog.cardinality(v_keys);
+	END LOOP;
+
+	-- The turns: a key's first task, then its second, and so on.
+	RETURN QUERY
+	SELECT u.bucket, u.id, u.run_at, u.schedule, u.attempt, u.key, u.priority
+	FROM (SELECT u.*, pg_catalog.row_number() OVER (PARTITION BY coalesce(u.key, '')
+														ORDER BY u.priority DESC, u.run_at, u.id) AS turn
+		  FROM unnest(v_buckets, v_ids, v_run_ats, v_schedules, v_attempts, v_task_keys, v_priorities)
+			   AS u(bucket, id, run_at, schedule, attempt, key, priority)) u
+	ORDER BY u.turn, u.priority DESC, u.run_at, u.id;
+END
+$$;
+COMMENT ON FUNCTION sched._pick(sched.biz, int) IS 'internal: lock the parked tasks of a type that a delivery takes now: by priority, in turns by key';
+
+/*
+ * Lock what a delivery of type b takes now, at most p_want: its parked
+ * tasks (sched._pick), then, with p_pending (sched.claim) and room left,
+ * its tasks due at p_now that the scanner has not announced yet, in run-at
+ * order.  The firings of schedules among them make their next firings, and
+ * those their schedules do not send are returned in skipped, to be left
+ * alone (sched._fired).  Arrays in delivery order.
+ */
+CREATE OR REPLACE FUNCTION sched._take(b sched.biz, p_want int, p_now timestamptz, p_pending boolean DEFAULT false,
+							OUT ids bigint[], OUT buckets smallint[], OUT skipped bigint[],
+							OUT keys text[], OUT priorities smallint[])
+LANGUAGE plpgsql
+-- By index, whatever the statistics say (see sched._lock).
+SET enable_seqscan = off
+AS $$
+BEGIN
+	WITH picked AS MATERIALIZED (
+		SELECT p.*, 1 AS part, pg_catalog.row_number() OVER () AS ord FROM sched._pick(b, p_want) p
+	), pending AS MATERIALIZED (
+		SELECT t.bucket, t.id, t.run_at, t.schedule, t.attempt, t.key, t.priority, 2 AS part,
+			   pg_catalog.row_number() OVER (ORDER BY t.run_at, t.id) AS ord
+		FROM (SELECT t.* FROM sched.task t
+			  WHERE p_pending AND t.biz_type = b.name AND t.state = 'p' AND t.run_at <= p_now
+			  ORDER BY t.run_at, t.id
+			  LIMIT GREATEST(0, p_want - (SELECT count(*) FROM picked))
+			  FOR UPDATE SKIP LOCKED) t
+	), chosen AS (
+		SELECT * FROM picked
+		UNION ALL
+		SELECT * FROM pending
+	)
+	SELECT pg_catalog.array_agg(c.id ORDER BY c.part, c.ord),
+		   pg_catalog.array_agg(c.bucket ORDER BY c.part, c.ord),
+		   CASE WHEN pg_catalog.bool_or(c.schedule IS NOT NULL AND c.attempt = 0) THEN
+			   sched._fired(pg_catalog.array_agg(c.id), pg_catalog.array_agg(c.bucket),
+							pg_catalog.array_agg(c.run_at), pg_catalog.array_agg(b.name),
+							pg_catalog.array_agg(CASE WHEN c.attempt = 0 THEN c.schedule END), p_now) END,
+		   pg_catalog.array_agg(c.key ORDER BY c.part, c.ord),
+		   pg_catalog.array_agg(c.priority ORDER BY c.part, c.ord)
+	INTO ids, buckets, skipped, keys, priorities
+	FROM chosen c;
+END
+$$;
+COMMENT ON FUNCTION sched._take(sched.biz, int, timestamptz, boolean) IS 'internal: lock the tasks a delivery of a type takes now, and let the firings among them fire';

@@ -33,7 +33,7 @@ COMMENT ON FUNCTION sched._http_lease(interval) IS 'internal: the length of an H
 CREATE OR REPLACE FUNCTION sched._http_claim(p_worker smallint, p_room int, p_max_in_flight int,
 								  p_busy_types text[], p_busy_counts int[])
 RETURNS TABLE(id bigint, bucket smallint, biz_type text, run_at timestamptz, payload jsonb, attempt int,
-			  schedule text)
+			  schedule text, key text)
 LANGUAGE plpgsql
 AS $$
 #variable_conflict use_column
@@ -49,10 +49,8 @@ DECLARE
 	v_got int;
 	v_next timestamptz;
 	v_held boolean := false;
-	v_ids bigint[];
-	v_buckets smallint[];
-	v_skipped bigint[];
 	b sched.biz;
+	c record;
 	a record;
 BEGIN
 	SELECT pg_catalog.array_agg(x.name ORDER BY pg_catalog.random()) INTO v_types
@@ -91,25 +89,13 @@ BEGIN
 			CONTINUE WHEN v_want <= 0;
 		END IF;
 		-- As sched.claim: lock first, let the schedules among them fire.
-		WITH chosen AS (
-			SELECT t.bucket, t.id, t.run_at, t.biz_type, t.schedule, t.attempt FROM sched.task t
-			WHERE t.biz_type = b.name AND t.state = 'r'
-			ORDER BY t.run_at, t.id
-			LIMIT v_want
-			FOR UPDATE SKIP LOCKED
-		)
-		SELECT pg_catalog.array_agg(c.id),
-			   pg_catalog.array_agg(c.bucket),
-			   CASE WHEN pg_catalog.bool_or(c.schedule IS NOT NULL AND c.attempt = 0) THEN
-				   sched._fired(pg_catalog.array_agg(c.id), pg_catalog.array_agg(c.bucket),
-								pg_catalog.array_agg(c.run_at), pg_catalog.array_agg(c.biz_type),
-								pg_catalog.array_agg(CASE WHEN c.attempt = 0 THEN c.schedule END), v_now) END
-		INTO v_ids, v_buckets, v_skipped
-		FROM chosen c;
+		c := sched._take(b, v_want, v_now);
 		RETURN QUERY
-		SELECT l.id, l.bucket, l.biz_type, l.run_at, l.payload, l.attempt, l.schedule
-		FROM sched._lease(v_buckets, v_ids, '{r}', v_now, sched._http_lease(b.timeout), p_worker,
-						  p_skip => v_skipped) l;
+		SELECT l.id, l.bucket, l.biz_type, l.run_at, l.payload, l.attempt, l.schedule, c.keys[o.ord]
+		FROM sched._lease(c.buckets, c.ids, '{r}', v_now, sched._http_lease(b.timeout), p_worker,
+						  p_skip => c.skipped) l
+		JOIN pg_catalog.unnest(c.ids) WITH ORDINALITY AS o(id, ord) ON o.id = l.id
+		ORDER BY o.ord;
 		GET DIAGNOSTICS v_got = ROW_COUNT;
 		IF v_tokens > v_got THEN
 			PERFORM sched._return_tokens(b.name, v_tokens - v_got);
@@ -118,7 +104,7 @@ BEGIN
 	END LOOP;
 	IF v_next IS NOT NULL OR v_held THEN
 		RETURN QUERY SELECT NULL::bigint, NULL::smallint, NULL::text, v_next, NULL::jsonb,
-							CASE WHEN v_held THEN 1 ELSE 0 END, NULL::text;
+							CASE WHEN v_held THEN 1 ELSE 0 END, NULL::text, NULL::text;
 	END IF;
 END
 $$;

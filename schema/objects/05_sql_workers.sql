@@ -34,9 +34,7 @@ DECLARE
 	v_tokens int;
 	v_next timestamptz;
 	v_held boolean := false;
-	v_ids bigint[];
-	v_buckets smallint[];
-	v_skipped bigint[];
+	c record;
 	v_leased bigint[];
 	v_leased_buckets smallint[];
 	b sched.biz;
@@ -60,24 +58,10 @@ BEGIN
 			CONTINUE WHEN v_want <= 0;
 		END IF;
 		-- As sched.claim: lock first, let the schedules among them fire.
-		WITH chosen AS (
-			SELECT t.bucket, t.id, t.run_at, t.biz_type, t.schedule, t.attempt FROM sched.task t
-			WHERE t.biz_type = b.name AND t.state = 'r'
-			ORDER BY t.run_at, t.id
-			LIMIT v_want
-			FOR UPDATE SKIP LOCKED
-		)
-		SELECT pg_catalog.array_agg(c.id),
-			   pg_catalog.array_agg(c.bucket),
-			   CASE WHEN pg_catalog.bool_or(c.schedule IS NOT NULL AND c.attempt = 0) THEN
-				   sched._fired(pg_catalog.array_agg(c.id), pg_catalog.array_agg(c.bucket),
-								pg_catalog.array_agg(c.run_at), pg_catalog.array_agg(c.biz_type),
-								pg_catalog.array_agg(CASE WHEN c.attempt = 0 THEN c.schedule END), v_now) END
-		INTO v_ids, v_buckets, v_skipped
-		FROM chosen c;
+		c := sched._take(b, v_want, v_now);
 		SELECT pg_catalog.array_agg(l.id), pg_catalog.array_agg(l.bucket) INTO v_leased, v_leased_buckets
-		FROM sched._lease(v_buckets, v_ids, '{r}', v_now, sched._http_lease(b.timeout), p_owner,
-						  p_skip => v_skipped) l;
+		FROM sched._lease(c.buckets, c.ids, '{r}', v_now, sched._http_lease(b.timeout), p_owner,
+						  p_skip => c.skipped) l;
 		IF v_tokens > coalesce(pg_catalog.cardinality(v_leased), 0) THEN
 			PERFORM sched._return_tokens(b.name, v_tokens - coalesce(pg_catalog.cardinality(v_leased), 0));
 		END IF;
@@ -87,7 +71,7 @@ BEGIN
 			   extract(epoch FROM b.timeout)::float8 * 1000, NULL::timestamptz
 		FROM sched.task t
 		WHERE t.bucket = ANY (v_leased_buckets) AND t.id = ANY (v_leased)
-		ORDER BY t.run_at, t.id;
+		ORDER BY pg_catalog.array_position(c.ids, t.id);
 		v_room := v_room - pg_catalog.cardinality(v_leased);
 	END LOOP;
 	IF v_next IS NOT NULL OR v_held THEN

@@ -8,10 +8,13 @@
  * run_at and payload while it is pending, or 'debounce' (the same, its
  * run_at no later than max_wait after its first add).  A holder already
  * delivered is never changed: a new task takes the key (sched._replace).
+ * A key (a tenant, a user) gives the task its turn among the type's keys,
+ * and a priority its place among the type's due tasks (sched._pick).
  */
 CREATE OR REPLACE FUNCTION sched.add(biz_type text, run_at timestamptz, payload jsonb DEFAULT '{}',
 						  dedupe_key text DEFAULT NULL, on_duplicate text DEFAULT 'keep',
-						  max_wait interval DEFAULT NULL)
+						  max_wait interval DEFAULT NULL, key text DEFAULT NULL,
+						  priority int DEFAULT 0)
 RETURNS bigint
 LANGUAGE plpgsql
 SECURITY DEFINER
@@ -27,15 +30,20 @@ BEGIN
 	IF on_duplicate IS DISTINCT FROM 'keep' OR max_wait IS NOT NULL THEN
 		PERFORM sched._check_on_duplicate(on_duplicate, max_wait);
 	END IF;
+	IF key IS NOT NULL OR priority IS DISTINCT FROM 0 THEN
+		PERFORM sched._check_key(key, priority);
+	END IF;
 	RETURN sched._insert(biz_type, run_at, payload, dedupe_key,
-						 p_on_duplicate => on_duplicate, p_max_wait => max_wait);
+						 p_on_duplicate => on_duplicate, p_max_wait => max_wait,
+						 p_key => key, p_priority => priority);
 END
 $$;
-COMMENT ON FUNCTION sched.add(text, timestamptz, jsonb, text, text, interval) IS 'schedule a task for run_at; returns its id (with a dedupe key already held: the holder''s, kept, replaced or debounced as on_duplicate says)';
+COMMENT ON FUNCTION sched.add(text, timestamptz, jsonb, text, text, interval, text, int) IS 'schedule a task for run_at; returns its id (with a dedupe key already held: the holder''s, kept, replaced or debounced as on_duplicate says)';
 
 CREATE OR REPLACE FUNCTION sched.add_after(biz_type text, delay interval, payload jsonb DEFAULT '{}',
 								dedupe_key text DEFAULT NULL, on_duplicate text DEFAULT 'keep',
-								max_wait interval DEFAULT NULL)
+								max_wait interval DEFAULT NULL, key text DEFAULT NULL,
+								priority int DEFAULT 0)
 RETURNS bigint
 LANGUAGE plpgsql
 SECURITY DEFINER
@@ -48,10 +56,11 @@ BEGIN
 			USING ERRCODE = 'invalid_parameter_value',
 				  HINT = 'Use a delay of zero to deliver at once.';
 	END IF;
-	RETURN sched.add(biz_type, clock_timestamp() + delay, payload, dedupe_key, on_duplicate, max_wait);
+	RETURN sched.add(biz_type, clock_timestamp() + delay, payload, dedupe_key, on_duplicate, max_wait,
+					 key, priority);
 END
 $$;
-COMMENT ON FUNCTION sched.add_after(text, interval, jsonb, text, text, interval) IS 'schedule a task for delay from now (the clock, not the transaction start); returns its id';
+COMMENT ON FUNCTION sched.add_after(text, interval, jsonb, text, text, interval, text, int) IS 'schedule a task for delay from now (the clock, not the transaction start); returns its id';
 
 /*
  * A one-shot SQL job: command runs at run_at in this database, by an SQL
@@ -60,7 +69,8 @@ COMMENT ON FUNCTION sched.add_after(text, interval, jsonb, text, text, interval)
  * role's privileges and no more.  Its payload is '{}'.
  */
 CREATE OR REPLACE FUNCTION sched.add_sql(biz_type text, run_at timestamptz, command text,
-							  dedupe_key text DEFAULT NULL)
+							  dedupe_key text DEFAULT NULL, key text DEFAULT NULL,
+							  priority int DEFAULT 0)
 RETURNS bigint
 LANGUAGE plpgsql
 SECURITY DEFINER
@@ -80,13 +90,16 @@ BEGIN
 	END IF;
 	PERFORM sched._check_task(run_at, '{}', dedupe_key);
 	PERFORM sched._check_command(command, 'Pass the SQL to run, for example ''CALL close_order(42)''.');
-	RETURN sched._insert(b.name, run_at, '{}', dedupe_key, NULL, command, sched._caller()::regrole);
+	PERFORM sched._check_key(key, priority);
+	RETURN sched._insert(b.name, run_at, '{}', dedupe_key, NULL, command, sched._caller()::regrole,
+						 p_key => key, p_priority => priority);
 END
 $$;
-COMMENT ON FUNCTION sched.add_sql(text, timestamptz, text, text) IS 'schedule a one-shot SQL job: command runs at run_at, in this database, as the calling role; returns its id';
+COMMENT ON FUNCTION sched.add_sql(text, timestamptz, text, text, text, int) IS 'schedule a one-shot SQL job: command runs at run_at, in this database, as the calling role; returns its id';
 
 CREATE OR REPLACE FUNCTION sched.add_many(biz_type text, run_ats timestamptz[], payloads jsonb[] DEFAULT NULL,
-							   dedupe_keys text[] DEFAULT NULL)
+							   dedupe_keys text[] DEFAULT NULL, keys text[] DEFAULT NULL,
+							   priorities int[] DEFAULT NULL)
 RETURNS SETOF bigint
 LANGUAGE plpgsql
 SECURITY DEFINER
@@ -108,6 +121,8 @@ BEGIN
 	PERFORM sched._check_array(run_ats, 'run_ats');
 	PERFORM sched._check_array(payloads, 'payloads');
 	PERFORM sched._check_array(dedupe_keys, 'dedupe_keys');
+	PERFORM sched._check_array(keys, 'keys');
+	PERFORM sched._check_array(priorities, 'priorities');
 	n := coalesce(cardinality(run_ats), 0);
 	IF payloads IS NOT NULL AND cardinality(payloads) <> n THEN
 		RAISE EXCEPTION 'payloads has % elements but run_ats has %', cardinality(payloads), n
@@ -115,6 +130,14 @@ BEGIN
 	END IF;
 	IF dedupe_keys IS NOT NULL AND cardinality(dedupe_keys) <> n THEN
 		RAISE EXCEPTION 'dedupe_keys has % elements but run_ats has %', cardinality(dedupe_keys), n
+			USING ERRCODE = 'array_subscript_error';
+	END IF;
+	IF keys IS NOT NULL AND cardinality(keys) <> n THEN
+		RAISE EXCEPTION 'keys has % elements but run_ats has %', cardinality(keys), n
+			USING ERRCODE = 'array_subscript_error';
+	END IF;
+	IF priorities IS NOT NULL AND cardinality(priorities) <> n THEN
+		RAISE EXCEPTION 'priorities has % elements but run_ats has %', cardinality(priorities), n
 			USING ERRCODE = 'array_subscript_error';
 	END IF;
 	IF n = 0 THEN
@@ -132,18 +155,27 @@ BEGIN
 		   OR (payloads IS NOT NULL
 			   AND (u.payload IS NULL
 					OR pg_catalog.octet_length(u.payload::text) > v_max_payload))
-		   OR (u.dedupe_key IS NOT NULL AND (u.dedupe_key = '' OR pg_catalog.octet_length(u.dedupe_key) > 512))) THEN
+		   OR (u.dedupe_key IS NOT NULL AND (u.dedupe_key = '' OR pg_catalog.octet_length(u.dedupe_key) > 512)))
+	   OR EXISTS (
+		SELECT FROM unnest(keys, priorities) AS u(key, priority)
+		WHERE (u.key IS NOT NULL AND (u.key = '' OR pg_catalog.octet_length(u.key) > 512))
+		   OR (priorities IS NOT NULL AND (u.priority IS NULL OR u.priority NOT BETWEEN -32768 AND 32767))) THEN
 		FOR i IN 1 .. n LOOP
 			PERFORM sched._check_task(run_ats[i], coalesce(payloads[i], CASE WHEN payloads IS NULL THEN '{}'::jsonb END),
 									  dedupe_keys[i]);
+			PERFORM sched._check_key(keys[i], CASE WHEN priorities IS NULL THEN 0 ELSE priorities[i] END);
 		END LOOP;
 	END IF;
 
 	IF dedupe_keys IS NOT NULL THEN
 		FOR i IN 1 .. n LOOP
-			RETURN NEXT sched._insert(biz_type, run_ats[i], coalesce(payloads[i], '{}'), dedupe_keys[i]);
+			RETURN NEXT sched._insert(biz_type, run_ats[i], coalesce(payloads[i], '{}'), dedupe_keys[i],
+									  p_key => keys[i], p_priority => coalesce(priorities[i], 0));
 		END LOOP;
 		RETURN;
+	END IF;
+	IF pg_catalog.cardinality(pg_catalog.array_remove(keys, NULL)) > 0 THEN
+		PERFORM sched._note_keyed(biz_type);
 	END IF;
 
 	-- The set-based path: one INSERT for the whole batch.  Ids are drawn
@@ -151,17 +183,17 @@ BEGIN
 	RETURN QUERY
 	WITH input AS MATERIALIZED (
 		SELECT u.ord, u.run_at, coalesce(u.payload, '{}'::jsonb) AS payload,
-			   sched._bucket(u.run_at) AS bucket
-		FROM unnest(run_ats, payloads) WITH ORDINALITY AS u(run_at, payload, ord)
+			   sched._bucket(u.run_at) AS bucket, u.key, coalesce(u.priority, 0)::smallint AS priority
+		FROM unnest(run_ats, payloads, keys, priorities) WITH ORDINALITY AS u(run_at, payload, key, priority, ord)
 	), numbered AS MATERIALIZED (
 		-- sched._new_id written out: a call of the sql function per task is
 		-- planned per call (it is volatile: never inlined), 15% of a batch.
 		SELECT input.*, pg_catalog.nextval('sched.task_seq') * sched._bucket_count() + input.bucket AS id
 		FROM input
 	), stored AS (
-		INSERT INTO sched.task (id, bucket, biz_type, run_at, payload, created_at)
+		INSERT INTO sched.task (id, bucket, biz_type, run_at, payload, created_at, key, priority)
 		SELECT numbered.id, numbered.bucket, add_many.biz_type, numbered.run_at,
-			   numbered.payload, clock_timestamp()
+			   numbered.payload, clock_timestamp(), numbered.key, numbered.priority
 		FROM numbered
 	)
 	SELECT numbered.id FROM numbered ORDER BY numbered.ord;
@@ -177,7 +209,7 @@ BEGIN
 	END IF;
 END
 $$;
-COMMENT ON FUNCTION sched.add_many(text, timestamptz[], jsonb[], text[]) IS 'schedule many tasks of one type in one statement; returns their ids in input order';
+COMMENT ON FUNCTION sched.add_many(text, timestamptz[], jsonb[], text[], text[], int[]) IS 'schedule many tasks of one type in one statement; returns their ids in input order';
 
 /*
  * Cancel a pending task; or an SQL job that an SQL worker holds (state
@@ -426,7 +458,8 @@ COMMENT ON FUNCTION sched.cancel_by_key(text, text) IS 'cancel the pending task 
  * wrapper around this one.
  */
 CREATE OR REPLACE FUNCTION sched._claim(p_biz text, p_max int)
-RETURNS TABLE(id bigint, biz_type text, run_at timestamptz, payload jsonb, attempt int, schedule text)
+RETURNS TABLE(id bigint, biz_type text, run_at timestamptz, payload jsonb, attempt int, schedule text,
+			  key text, priority smallint)
 LANGUAGE plpgsql
 -- By index, whatever the statistics say (see sched._lock).
 SET enable_seqscan = off
@@ -438,9 +471,7 @@ DECLARE
 	v_max int := p_max;
 	v_tokens int := 0;
 	v_claimed int;
-	v_ids bigint[];
-	v_buckets smallint[];
-	v_skipped bigint[];
+	c record;
 	a record;
 BEGIN
 	PERFORM sched._require(p_max, 'max_tasks');
@@ -463,28 +494,16 @@ BEGIN
 	IF v_max <= 0 THEN
 		RETURN;
 	END IF;
-	-- Lock the tasks first: the firings of schedules among them make their
-	-- next firings, and those not to be sent are cancelled, before the rest
-	-- are leased.
-	WITH chosen AS (
-		SELECT t.bucket, t.id, t.run_at, t.biz_type, t.schedule, t.attempt FROM sched.task t
-		WHERE t.biz_type = b.name AND t.state IN ('p', 'r') AND t.run_at <= v_now
-		ORDER BY t.run_at, t.id
-		LIMIT v_max
-		FOR UPDATE SKIP LOCKED
-	)
-	SELECT pg_catalog.array_agg(c.id),
-		   pg_catalog.array_agg(c.bucket),
-		   CASE WHEN pg_catalog.bool_or(c.schedule IS NOT NULL AND c.attempt = 0) THEN
-			   sched._fired(pg_catalog.array_agg(c.id), pg_catalog.array_agg(c.bucket),
-							pg_catalog.array_agg(c.run_at), pg_catalog.array_agg(c.biz_type),
-							pg_catalog.array_agg(CASE WHEN c.attempt = 0 THEN c.schedule END), v_now) END
-	INTO v_ids, v_buckets, v_skipped
-	FROM chosen c;
+	-- Lock the tasks first (sched._take: parked ones by priority and in turns
+	-- by key, then due ones not announced yet): the firings of schedules
+	-- among them make their next firings, and those not to be sent are
+	-- left alone, before the rest are leased.
+	c := sched._take(b, v_max, v_now, true);
 	RETURN QUERY
-	SELECT l.id, l.biz_type, l.run_at, l.payload, l.attempt, l.schedule
-	FROM sched._lease(v_buckets, v_ids, '{p,r}', v_now, b.ack_timeout, p_skip => v_skipped) l
-	ORDER BY l.run_at, l.id;
+	SELECT l.id, l.biz_type, l.run_at, l.payload, l.attempt, l.schedule, c.keys[o.ord], c.priorities[o.ord]
+	FROM sched._lease(c.buckets, c.ids, '{p,r}', v_now, b.ack_timeout, p_skip => c.skipped) l
+	JOIN pg_catalog.unnest(c.ids) WITH ORDINALITY AS o(id, ord) ON o.id = l.id
+	ORDER BY o.ord;
 	IF v_tokens > 0 THEN
 		GET DIAGNOSTICS v_claimed = ROW_COUNT;
 		PERFORM sched._return_tokens(b.name, v_tokens - v_claimed);
@@ -494,13 +513,14 @@ $$;
 COMMENT ON FUNCTION sched._claim(text, int) IS 'internal: the body of sched.claim';
 
 CREATE OR REPLACE FUNCTION sched.claim(biz_type text, max_tasks int DEFAULT 100)
-RETURNS TABLE(id bigint, biz_type text, run_at timestamptz, payload jsonb, attempt int, schedule text)
+RETURNS TABLE(id bigint, biz_type text, run_at timestamptz, payload jsonb, attempt int, schedule text,
+			  key text, priority smallint)
 LANGUAGE sql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET jit = off
 AS $$ SELECT * FROM sched._claim($1, $2) $$;
-COMMENT ON FUNCTION sched.claim(text, int) IS 'take up to max_tasks due tasks of a type, each leased for the type''s ack_timeout';
+COMMENT ON FUNCTION sched.claim(text, int) IS 'take up to max_tasks due tasks of a type (by priority, in turns by key), each leased for the type''s ack_timeout';
 
 CREATE OR REPLACE FUNCTION sched.retry(id bigint) RETURNS boolean
 LANGUAGE plpgsql
@@ -533,9 +553,11 @@ BEGIN
 		END IF;
 	END IF;
 	INSERT INTO sched.task (id, bucket, biz_type, run_at, state, attempt, payload, dedupe_key,
-							created_at, delivered_at, last_error, schedule, command, run_as, run_now)
+							created_at, delivered_at, last_error, schedule, command, run_as, run_now,
+							key, priority)
 		VALUES (f.id, v_bucket, f.biz_type, v_now, 'p', 0, f.payload, f.dedupe_key,
-				f.created_at, f.delivered_at, f.last_error, f.schedule, f.command, f.run_as, f.run_now);
+				f.created_at, f.delivered_at, f.last_error, f.schedule, f.command, f.run_as, f.run_now,
+				f.key, f.priority);
 	PERFORM sched._wake(v_now, sched._door(f.id));
 	RETURN true;
 END

@@ -96,7 +96,8 @@ BEGIN
 		END IF;
 	END IF;
 	IF v_at IS NOT NULL THEN
-		task_id := sched._insert(s.biz_type, v_at, s.payload, NULL, s.name, s.command, s.run_as);
+		task_id := sched._insert(s.biz_type, v_at, s.payload, NULL, s.name, s.command, s.run_as,
+								  p_priority => s.priority);
 		next_run_at := v_at;
 	END IF;
 END
@@ -131,13 +132,14 @@ BEGIN
 			  WHERE sched._door(y.v * sched._bucket_count()) = p_door
 			  LIMIT p_n) x
 	), stored AS (
-		INSERT INTO sched.task (id, bucket, biz_type, run_at, payload, created_at, schedule, command, run_as)
+		INSERT INTO sched.task (id, bucket, biz_type, run_at, payload, created_at, schedule, command, run_as,
+								priority)
 		SELECT seqs.v * sched._bucket_count() + sched._bucket(runs.at), sched._bucket(runs.at),
 			   s.biz_type, runs.at, s.payload,
 			   -- never before the definition, even after a clock step back:
 			   -- an earlier firing is cancelled as an earlier definition's
 			   GREATEST(pg_catalog.clock_timestamp(), s.defined_at, s.resumed_at), s.name,
-			   s.command, s.run_as
+			   s.command, s.run_as, s.priority
 		FROM runs JOIN seqs ON seqs.k = runs.k
 		RETURNING id, run_at
 	)
@@ -371,13 +373,13 @@ BEGIN
 		WHERE u.schedule IS NOT NULL
 	), locked AS MATERIALIZED (
 		SELECT x.name, x.biz_type, x.payload, x.task_id, x.paused, x.allow_overlap, x.ends_at,
-			   x.rule, x.time_zone, x.anchor, x.command, x.run_as
+			   x.rule, x.time_zone, x.anchor, x.command, x.run_as, x.priority
 		FROM sched.schedule x WHERE (x.name, x.biz_type) IN (SELECT fired.schedule, fired.biz_type FROM fired)
 		ORDER BY x.name, x.biz_type
 		FOR UPDATE SKIP LOCKED
 	), simple AS MATERIALIZED (
 		SELECT fired.id AS fired_id, fired.run_at AS fired_at, l.name, l.biz_type, l.payload, l.command,
-			   l.run_as, n.next_at,
+			   l.run_as, l.priority, n.next_at,
 			   sched._bucket(n.next_at) AS bucket
 		FROM fired
 		JOIN locked l ON l.name = fired.schedule AND l.biz_type = fired.biz_type AND l.task_id = fired.id,
@@ -387,9 +389,10 @@ BEGIN
 	), made AS MATERIALIZED (
 		SELECT simple.*, sched._new_id(simple.bucket) AS id FROM simple
 	), stored AS (
-		INSERT INTO sched.task (id, bucket, biz_type, run_at, payload, created_at, schedule, command, run_as)
+		INSERT INTO sched.task (id, bucket, biz_type, run_at, payload, created_at, schedule, command, run_as,
+								priority)
 		SELECT made.id, made.bucket, made.biz_type, made.next_at, made.payload, pg_catalog.clock_timestamp(), made.name,
-			   made.command, made.run_as
+			   made.command, made.run_as, made.priority
 		FROM made
 	), counted AS (
 		UPDATE sched.schedule x SET runs = x.runs + 1, last_run_at = GREATEST(x.last_run_at, made.fired_at),
@@ -493,7 +496,8 @@ COMMENT ON FUNCTION sched._schedule(text, text, boolean) IS 'internal: look up a
 CREATE OR REPLACE FUNCTION sched.define_schedule(name text, biz_type text, schedule text, payload jsonb DEFAULT '{}',
 									  time_zone text DEFAULT 'UTC', catch_up text DEFAULT 'latest',
 									  starts_at timestamptz DEFAULT NULL, ends_at timestamptz DEFAULT NULL,
-									  allow_overlap boolean DEFAULT true, command text DEFAULT NULL)
+									  allow_overlap boolean DEFAULT true, command text DEFAULT NULL,
+									  priority int DEFAULT 0)
 RETURNS timestamptz
 LANGUAGE plpgsql
 SECURITY DEFINER
@@ -547,6 +551,7 @@ BEGIN
 				  HINT = 'Leave ends_at NULL for a schedule without end.';
 	END IF;
 	PERFORM sched._check_task(coalesce(starts_at, v_now), payload, NULL);
+	PERFORM sched._check_key(NULL, priority);
 	IF ends_at < starts_at THEN
 		RAISE EXCEPTION 'ends_at (%) must not be before starts_at (%)', ends_at, starts_at
 			USING ERRCODE = 'invalid_parameter_value';
@@ -577,14 +582,16 @@ BEGIN
 		v_first := NULL;
 	END IF;
 	IF v_first IS NOT NULL AND NOT v_paused THEN
-		v_task := sched._insert(biz_type, v_first, payload, NULL, name, command, v_run_as);
+		v_task := sched._insert(biz_type, v_first, payload, NULL, name, command, v_run_as,
+								p_priority => priority);
 	END IF;
 
 	INSERT INTO sched.schedule AS x (name, biz_type, rule, time_zone, payload, catch_up, allow_overlap,
 									 paused, starts_at, ends_at, anchor, next_run_at, task_id, task_made_at,
-									 defined_at, command, run_as)
+									 defined_at, command, run_as, priority)
 		VALUES (name, biz_type, schedule, time_zone, payload, catch_up, allow_overlap,
-				v_paused, starts_at, ends_at, v_anchor, v_first, v_task, v_now, v_defined, command, v_run_as)
+				v_paused, starts_at, ends_at, v_anchor, v_first, v_task, v_now, v_defined, command, v_run_as,
+				priority)
 	ON CONFLICT ON CONSTRAINT schedule_pkey DO UPDATE
 		SET rule = excluded.rule, time_zone = excluded.time_zone,
 			payload = excluded.payload, catch_up = excluded.catch_up,
@@ -592,11 +599,12 @@ BEGIN
 			ends_at = excluded.ends_at, anchor = excluded.anchor,
 			next_run_at = excluded.next_run_at, task_id = excluded.task_id,
 			task_made_at = excluded.task_made_at, defined_at = excluded.defined_at,
-			command = excluded.command, run_as = excluded.run_as, updated_at = now();
+			command = excluded.command, run_as = excluded.run_as, priority = excluded.priority,
+			updated_at = now();
 	RETURN v_first;
 END
 $$;
-COMMENT ON FUNCTION sched.define_schedule(text, text, text, jsonb, text, text, timestamptz, timestamptz, boolean, text) IS 'create or replace a recurring schedule whose firings are tasks of a business type (for an sql type, runs of command); returns its next firing time';
+COMMENT ON FUNCTION sched.define_schedule(text, text, text, jsonb, text, text, timestamptz, timestamptz, boolean, text, int) IS 'create or replace a recurring schedule whose firings are tasks of a business type (for an sql type, runs of command); returns its next firing time';
 
 /*
  * One run of a schedule now, beside its own firings, which stay as they
@@ -616,7 +624,8 @@ DECLARE
 	v_now timestamptz := clock_timestamp();
 BEGIN
 	PERFORM sched._check_task(v_now, s.payload, NULL);
-	RETURN sched._insert(s.biz_type, v_now, s.payload, NULL, s.name, s.command, s.run_as, true);
+	RETURN sched._insert(s.biz_type, v_now, s.payload, NULL, s.name, s.command, s.run_as, true,
+						 p_priority => s.priority);
 END
 $$;
 COMMENT ON FUNCTION sched.run_now(text, text) IS 'add one firing of a schedule due at once, leaving its own firings as they are (biz_type: of that type; NULL: the only one of that name the caller may change); returns the task id';

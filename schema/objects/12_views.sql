@@ -31,19 +31,19 @@ COMMENT ON VIEW sched._viewer_types IS 'internal: the business types the queryin
 CREATE OR REPLACE VIEW sched.tasks WITH (security_barrier) AS
 	SELECT u.id, u.biz_type, u.run_at, u.state, u.attempt, u.payload, u.dedupe_key, u.created_at,
 		   u.delivered_at, u.last_error, u.lease_until, u.finished_at, u.schedule, u.status,
-		   u.command, u.run_as
+		   u.command, u.run_as, u.key, u.priority
 	FROM (SELECT t.id, t.biz_type, t.run_at,
 				 CASE t.state WHEN 'd' THEN 'delivered' ELSE 'pending' END AS state,
 				 t.attempt, t.payload, t.dedupe_key, t.created_at, t.delivered_at, t.last_error,
 				 t.lease_until, NULL::timestamptz AS finished_at, t.schedule,
 				 sched._task_status(t.id, t.biz_type, t.state, t.run_at, t.attempt, t.lease_until,
 									b.delivery, b.paused, b.rate_limit IS NOT NULL, b.max_concurrency) AS status,
-				 t.command, t.run_as
+				 t.command, t.run_as, t.key, t.priority
 		  FROM sched.task t LEFT JOIN sched.biz b ON b.name = t.biz_type
 		  UNION ALL
 		  SELECT f.id, f.biz_type, f.run_at, f.state, f.attempt, f.payload, f.dedupe_key,
 				 f.created_at, f.delivered_at, f.last_error, NULL::timestamptz, f.finished_at, f.schedule,
-				 f.state, f.command, f.run_as
+				 f.state, f.command, f.run_as, f.key, f.priority
 		  FROM sched.finished f) u
 	WHERE ((SELECT v.sees_all FROM sched._viewer v) OR u.biz_type IN (SELECT vt.biz_type FROM sched._viewer_types vt));
 COMMENT ON VIEW sched.tasks IS 'every delaysched task the querying role may see: unfinished ones, and finished ones within their retention';
@@ -53,7 +53,7 @@ CREATE OR REPLACE VIEW sched.schedules WITH (security_barrier) AS
 		   s.starts_at, s.ends_at,
 		   CASE WHEN NOT s.paused THEN s.next_run_at END AS next_run_at,
 		   s.last_run_at, s.last_task_id, s.runs, s.missed, s.payload, s.created_at, s.updated_at,
-		   s.command, s.run_as
+		   s.command, s.run_as, s.priority
 	FROM sched.schedule s
 	WHERE ((SELECT v.sees_all FROM sched._viewer v) OR s.biz_type IN (SELECT vt.biz_type FROM sched._viewer_types vt));
 COMMENT ON VIEW sched.schedules IS 'every recurring schedule the querying role may see: its rule, next and last firing, firings made and missed';

@@ -35,6 +35,10 @@
  * name, as everywhere here: run_as is the router's role of that name, NULL
  * if it has none.
  *
+ * sched.add, add_after, add_many, add_sql and define_schedule take a key
+ * and a priority (the schedule: its firings' priority), and claim returns
+ * them, as a node's; sched.tasks shows them, sched.schedules the priority.
+ *
  * sched.add and add_after take on_duplicate and max_wait, passed on to
  * the node (the owner of the dedupe key).  And a consumer's lease
  * extension, sched.extend, to the node the id
@@ -158,23 +162,25 @@ DROP FUNCTION sched._schedules_on(int);
 DROP FUNCTION sched._add_on(int, text, timestamptz, jsonb, text);
 DROP FUNCTION sched._add_after_on(int, text, interval, jsonb, text);
 CREATE FUNCTION sched._add_on(p int, biz_type text, run_at timestamptz, payload jsonb, dedupe_key text,
-	on_duplicate text, max_wait interval) RETURNS bigint
+	on_duplicate text, max_wait interval, key text, priority int) RETURNS bigint
 LANGUAGE plproxy AS $$ CLUSTER 'delaysched'; RUN ON p;
-	SELECT sched.add(biz_type, run_at, payload, dedupe_key, on_duplicate, max_wait); $$;
+	SELECT sched.add(biz_type, run_at, payload, dedupe_key, on_duplicate, max_wait, key, priority); $$;
 CREATE FUNCTION sched._add_after_on(p int, biz_type text, delay interval, payload jsonb, dedupe_key text,
-	on_duplicate text, max_wait interval) RETURNS bigint
+	on_duplicate text, max_wait interval, key text, priority int) RETURNS bigint
 LANGUAGE plproxy AS $$ CLUSTER 'delaysched'; RUN ON p;
-	SELECT sched.add_after(biz_type, delay, payload, dedupe_key, on_duplicate, max_wait); $$;
-CREATE FUNCTION sched._add_sql_on(p int, biz_type text, run_at timestamptz, command text, dedupe_key text)
+	SELECT sched.add_after(biz_type, delay, payload, dedupe_key, on_duplicate, max_wait, key, priority); $$;
+CREATE FUNCTION sched._add_sql_on(p int, biz_type text, run_at timestamptz, command text, dedupe_key text,
+	key text, priority int)
 RETURNS bigint
-LANGUAGE plproxy AS $$ CLUSTER 'delaysched'; RUN ON p; SELECT sched.add_sql(biz_type, run_at, command, dedupe_key); $$;
+LANGUAGE plproxy AS $$ CLUSTER 'delaysched'; RUN ON p;
+	SELECT sched.add_sql(biz_type, run_at, command, dedupe_key, key, priority); $$;
 CREATE FUNCTION sched._define_schedule_on(p int, name text, biz_type text, schedule text, payload jsonb,
 	time_zone text, catch_up text, starts_at timestamptz, ends_at timestamptz, allow_overlap boolean,
-	command text)
+	command text, priority int)
 RETURNS timestamptz
 LANGUAGE plproxy AS $$ CLUSTER 'delaysched'; RUN ON p;
 	SELECT sched.define_schedule(name, biz_type, schedule, payload, time_zone, catch_up, starts_at,
-		ends_at, allow_overlap, command); $$;
+		ends_at, allow_overlap, command, priority); $$;
 CREATE FUNCTION sched._run_now_on(p int, schedule text, biz_type text) RETURNS bigint
 LANGUAGE plproxy AS $$ CLUSTER 'delaysched'; RUN ON p; SELECT sched.run_now(schedule, biz_type); $$;
 -- (run_as by name: an oid means nothing on another server.)
@@ -182,20 +188,21 @@ CREATE FUNCTION sched._tasks_on(p int)
 RETURNS TABLE(id bigint, biz_type text, run_at timestamptz, state text, attempt int, payload jsonb,
 	dedupe_key text, created_at timestamptz, delivered_at timestamptz, last_error text,
 	lease_until timestamptz, finished_at timestamptz, schedule text, status text, command text,
-	run_as text)
+	run_as text, key text, priority smallint)
 LANGUAGE plproxy AS $$ CLUSTER 'delaysched'; RUN ON p;
 	SELECT t.id, t.biz_type, t.run_at, t.state, t.attempt, t.payload, t.dedupe_key, t.created_at,
 		t.delivered_at, t.last_error, t.lease_until, t.finished_at, t.schedule, t.status, t.command,
-		t.run_as::text AS run_as FROM sched.tasks t; $$;
+		t.run_as::text AS run_as, t.key, t.priority FROM sched.tasks t; $$;
 CREATE FUNCTION sched._schedules_on(p int)
 RETURNS TABLE(name text, biz_type text, schedule text, time_zone text, catch_up text, allow_overlap boolean,
 	paused boolean, starts_at timestamptz, ends_at timestamptz, next_run_at timestamptz,
 	last_run_at timestamptz, last_task_id bigint, runs bigint, missed bigint, payload jsonb,
-	created_at timestamptz, updated_at timestamptz, command text, run_as text)
+	created_at timestamptz, updated_at timestamptz, command text, run_as text, priority smallint)
 LANGUAGE plproxy AS $$ CLUSTER 'delaysched'; RUN ON p;
 	SELECT s.name, s.biz_type, s.schedule, s.time_zone, s.catch_up, s.allow_overlap, s.paused,
 		s.starts_at, s.ends_at, s.next_run_at, s.last_run_at, s.last_task_id, s.runs, s.missed,
-		s.payload, s.created_at, s.updated_at, s.command, s.run_as::text AS run_as FROM sched.schedules s; $$;
+		s.payload, s.created_at, s.updated_at, s.command, s.run_as::text AS run_as, s.priority
+	FROM sched.schedules s; $$;
 
 -- sched.add, add_after and add_sql: with a dedupe key, on the key's owner;
 -- without, on a node picked at random, or the next that answers.  p_call
@@ -203,7 +210,8 @@ LANGUAGE plproxy AS $$ CLUSTER 'delaysched'; RUN ON p;
 -- plan is kept.
 CREATE FUNCTION sched._add(p_call text, p_biz text, p_run_at timestamptz, p_delay interval,
 						   p_payload jsonb, p_command text, p_dedupe_key text,
-						   p_on_duplicate text DEFAULT 'keep', p_max_wait interval DEFAULT NULL)
+						   p_on_duplicate text DEFAULT 'keep', p_max_wait interval DEFAULT NULL,
+						   p_key text DEFAULT NULL, p_priority int DEFAULT 0)
 RETURNS bigint
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -219,11 +227,13 @@ BEGIN
 			CASE p_call
 				WHEN 'add' THEN
 					RETURN sched._add_on(n.position, p_biz, p_run_at, p_payload, p_dedupe_key,
-										 p_on_duplicate, p_max_wait);
+										 p_on_duplicate, p_max_wait, p_key, p_priority);
 				WHEN 'add_after' THEN
 					RETURN sched._add_after_on(n.position, p_biz, p_delay, p_payload, p_dedupe_key,
-											   p_on_duplicate, p_max_wait);
-				WHEN 'add_sql' THEN RETURN sched._add_sql_on(n.position, p_biz, p_run_at, p_command, p_dedupe_key);
+											   p_on_duplicate, p_max_wait, p_key, p_priority);
+				WHEN 'add_sql' THEN
+					RETURN sched._add_sql_on(n.position, p_biz, p_run_at, p_command, p_dedupe_key,
+											 p_key, p_priority);
 			END CASE;
 		EXCEPTION WHEN OTHERS THEN
 			GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT,
@@ -238,15 +248,15 @@ BEGIN
 	RETURN NULL;
 END
 $$;
-COMMENT ON FUNCTION sched._add(text, text, timestamptz, interval, jsonb, text, text, text, interval) IS 'internal: the body of sched.add, sched.add_after and sched.add_sql';
+COMMENT ON FUNCTION sched._add(text, text, timestamptz, interval, jsonb, text, text, text, interval, text, int) IS 'internal: the body of sched.add, sched.add_after and sched.add_sql';
 
 -- (As every internal function but the administrators' in 0.2: a call
 -- reaches the node as its caller, which checks that role there.)
-GRANT EXECUTE ON FUNCTION sched._add(text, text, timestamptz, interval, jsonb, text, text, text, interval),
-	sched._add_on(int, text, timestamptz, jsonb, text, text, interval),
-	sched._add_after_on(int, text, interval, jsonb, text, text, interval),
-	sched._add_sql_on(int, text, timestamptz, text, text),
-	sched._define_schedule_on(int, text, text, text, jsonb, text, text, timestamptz, timestamptz, boolean, text),
+GRANT EXECUTE ON FUNCTION sched._add(text, text, timestamptz, interval, jsonb, text, text, text, interval, text, int),
+	sched._add_on(int, text, timestamptz, jsonb, text, text, interval, text, int),
+	sched._add_after_on(int, text, interval, jsonb, text, text, interval, text, int),
+	sched._add_sql_on(int, text, timestamptz, text, text, text, int),
+	sched._define_schedule_on(int, text, text, text, jsonb, text, text, timestamptz, timestamptz, boolean, text, int),
 	sched._run_now_on(int, text, text), sched._tasks_on(int), sched._schedules_on(int) TO PUBLIC;
 
 -- sched.add and add_after: with on_duplicate and max_wait, as a node's (the
@@ -255,33 +265,38 @@ DROP FUNCTION sched.add(text, timestamptz, jsonb, text);
 DROP FUNCTION sched.add_after(text, interval, jsonb, text);
 CREATE FUNCTION sched.add(biz_type text, run_at timestamptz, payload jsonb DEFAULT '{}',
 						  dedupe_key text DEFAULT NULL, on_duplicate text DEFAULT 'keep',
-						  max_wait interval DEFAULT NULL)
+						  max_wait interval DEFAULT NULL, key text DEFAULT NULL, priority int DEFAULT 0)
 RETURNS bigint
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
-AS $$ BEGIN RETURN sched._add('add', biz_type, run_at, NULL, payload, NULL, dedupe_key, on_duplicate, max_wait); END $$;
-COMMENT ON FUNCTION sched.add(text, timestamptz, jsonb, text, text, interval) IS 'schedule a task on one of the nodes (with a dedupe key, on the node that owns the key, which keeps, replaces or debounces the task holding it as on_duplicate says); returns its id, which carries the node';
+AS $$ BEGIN RETURN sched._add('add', biz_type, run_at, NULL, payload, NULL, dedupe_key, on_duplicate, max_wait,
+							  key, priority); END $$;
+COMMENT ON FUNCTION sched.add(text, timestamptz, jsonb, text, text, interval, text, int) IS 'schedule a task on one of the nodes (with a dedupe key, on the node that owns the key, which keeps, replaces or debounces the task holding it as on_duplicate says); returns its id, which carries the node';
 
 CREATE FUNCTION sched.add_after(biz_type text, delay interval, payload jsonb DEFAULT '{}',
 								dedupe_key text DEFAULT NULL, on_duplicate text DEFAULT 'keep',
-								max_wait interval DEFAULT NULL)
+								max_wait interval DEFAULT NULL, key text DEFAULT NULL, priority int DEFAULT 0)
 RETURNS bigint
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
-AS $$ BEGIN RETURN sched._add('add_after', biz_type, NULL, delay, payload, NULL, dedupe_key, on_duplicate, max_wait); END $$;
-COMMENT ON FUNCTION sched.add_after(text, interval, jsonb, text, text, interval) IS 'schedule a task for delay from now on one of the nodes, as sched.add; returns its id, which carries the node';
+AS $$ BEGIN RETURN sched._add('add_after', biz_type, NULL, delay, payload, NULL, dedupe_key, on_duplicate, max_wait,
+							  key, priority); END $$;
+COMMENT ON FUNCTION sched.add_after(text, interval, jsonb, text, text, interval, text, int) IS 'schedule a task for delay from now on one of the nodes, as sched.add; returns its id, which carries the node';
 
-CREATE FUNCTION sched.add_sql(biz_type text, run_at timestamptz, command text, dedupe_key text DEFAULT NULL)
+CREATE FUNCTION sched.add_sql(biz_type text, run_at timestamptz, command text, dedupe_key text DEFAULT NULL,
+							  key text DEFAULT NULL, priority int DEFAULT 0)
 RETURNS bigint
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
-AS $$ BEGIN RETURN sched._add('add_sql', biz_type, run_at, NULL, NULL, command, dedupe_key); END $$;
-COMMENT ON FUNCTION sched.add_sql(text, timestamptz, text, text) IS 'schedule a one-shot SQL job on one of the nodes (with a dedupe key, on the node that owns the key): command runs there at run_at as the calling role; returns its id, which carries the node';
+AS $$ BEGIN RETURN sched._add('add_sql', biz_type, run_at, NULL, NULL, command, dedupe_key, 'keep', NULL,
+							  key, priority); END $$;
+COMMENT ON FUNCTION sched.add_sql(text, timestamptz, text, text, text, int) IS 'schedule a one-shot SQL job on one of the nodes (with a dedupe key, on the node that owns the key): command runs there at run_at as the calling role; returns its id, which carries the node';
 
 CREATE FUNCTION sched.define_schedule(name text, biz_type text, schedule text, payload jsonb DEFAULT '{}',
 									  time_zone text DEFAULT 'UTC', catch_up text DEFAULT 'latest',
 									  starts_at timestamptz DEFAULT NULL, ends_at timestamptz DEFAULT NULL,
-									  allow_overlap boolean DEFAULT true, command text DEFAULT NULL)
+									  allow_overlap boolean DEFAULT true, command text DEFAULT NULL,
+									  priority int DEFAULT 0)
 RETURNS timestamptz
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -290,13 +305,14 @@ DECLARE
 	v_next timestamptz;
 BEGIN
 	v_next := sched._on_schedule_node(name, pg_catalog.format(
-		'SELECT sched._define_schedule_on($1, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L)',
-		name, biz_type, schedule, payload, time_zone, catch_up, starts_at, ends_at, allow_overlap, command));
+		'SELECT sched._define_schedule_on($1, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L)',
+		name, biz_type, schedule, payload, time_zone, catch_up, starts_at, ends_at, allow_overlap, command,
+		priority));
 	PERFORM sched._set_schedule_home(name);
 	RETURN v_next;
 END
 $$;
-COMMENT ON FUNCTION sched.define_schedule(text, text, text, jsonb, text, text, timestamptz, timestamptz, boolean, text) IS 'create or change a recurring schedule on its node (for an sql type, runs of command, as the calling role); returns its next firing';
+COMMENT ON FUNCTION sched.define_schedule(text, text, text, jsonb, text, text, timestamptz, timestamptz, boolean, text, int) IS 'create or change a recurring schedule on its node (for an sql type, runs of command, as the calling role); returns its next firing';
 
 CREATE FUNCTION sched.run_now(schedule text, biz_type text DEFAULT NULL) RETURNS bigint
 LANGUAGE sql
@@ -308,10 +324,10 @@ COMMENT ON FUNCTION sched.run_now(text, text) IS 'add one firing of a schedule d
 -- As the 0.2 script leaves every public function: for administrators to
 -- grant (what was granted on define_schedule before goes to this one, by
 -- keep-privileges-restore.sql).
-REVOKE ALL ON FUNCTION sched.add(text, timestamptz, jsonb, text, text, interval),
-	sched.add_after(text, interval, jsonb, text, text, interval),
-	sched.add_sql(text, timestamptz, text, text),
-	sched.define_schedule(text, text, text, jsonb, text, text, timestamptz, timestamptz, boolean, text),
+REVOKE ALL ON FUNCTION sched.add(text, timestamptz, jsonb, text, text, interval, text, int),
+	sched.add_after(text, interval, jsonb, text, text, interval, text, int),
+	sched.add_sql(text, timestamptz, text, text, text, int),
+	sched.define_schedule(text, text, text, jsonb, text, text, timestamptz, timestamptz, boolean, text, int),
 	sched.run_now(text, text) FROM PUBLIC;
 
 -- The views: two columns more, at the end (replaced in place, so their
@@ -319,20 +335,22 @@ REVOKE ALL ON FUNCTION sched.add(text, timestamptz, jsonb, text, text, interval)
 CREATE OR REPLACE VIEW sched.tasks AS
 	SELECT t.id, t.biz_type, t.run_at, t.state, t.attempt, t.payload, t.dedupe_key, t.created_at,
 		   t.delivered_at, t.last_error, t.lease_until, t.finished_at, t.schedule, t.status, t.command,
-		   pg_catalog.to_regrole(t.run_as) AS run_as
+		   pg_catalog.to_regrole(t.run_as) AS run_as, t.key, t.priority
 	FROM sched._gather('tasks') AS t(node int, id bigint, biz_type text, run_at timestamptz, state text,
 		attempt int, payload jsonb, dedupe_key text, created_at timestamptz, delivered_at timestamptz,
 		last_error text, lease_until timestamptz, finished_at timestamptz, schedule text, status text,
-		command text, run_as text);
+		command text, run_as text, key text, priority smallint);
 
 CREATE OR REPLACE VIEW sched.schedules AS
 	SELECT s.name, s.biz_type, s.schedule, s.time_zone, s.catch_up, s.allow_overlap, s.paused,
 		   s.starts_at, s.ends_at, s.next_run_at, s.last_run_at, s.last_task_id, s.runs, s.missed,
-		   s.payload, s.created_at, s.updated_at, s.command, pg_catalog.to_regrole(s.run_as) AS run_as
+		   s.payload, s.created_at, s.updated_at, s.command, pg_catalog.to_regrole(s.run_as) AS run_as,
+		   s.priority
 	FROM sched._gather('schedules') AS s(node int, name text, biz_type text, schedule text, time_zone text,
 		catch_up text, allow_overlap boolean, paused boolean, starts_at timestamptz, ends_at timestamptz,
 		next_run_at timestamptz, last_run_at timestamptz, last_task_id bigint, runs bigint, missed bigint,
-		payload jsonb, created_at timestamptz, updated_at timestamptz, command text, run_as text);
+		payload jsonb, created_at timestamptz, updated_at timestamptz, command text, run_as text,
+		priority smallint);
 
 -- drop_biz reads _schedules_on's rows: with their columns as they are now.
 CREATE OR REPLACE FUNCTION sched.drop_biz(name text, cancel_tasks boolean DEFAULT false)
@@ -351,7 +369,8 @@ BEGIN
 		FROM sched._gather('schedules') AS s(node int, name text, biz_type text, schedule text, time_zone text,
 			catch_up text, allow_overlap boolean, paused boolean, starts_at timestamptz, ends_at timestamptz,
 			next_run_at timestamptz, last_run_at timestamptz, last_task_id bigint, runs bigint, missed bigint,
-			payload jsonb, created_at timestamptz, updated_at timestamptz, command text, run_as text)
+			payload jsonb, created_at timestamptz, updated_at timestamptz, command text, run_as text,
+		priority smallint)
 		WHERE s.biz_type = drop_biz.name;
 		IF v_busy IS NOT NULL THEN
 			RAISE EXCEPTION 'business type "%" still has schedules', name
@@ -429,3 +448,210 @@ COMMENT ON FUNCTION sched.cancel_by_key(text, text) IS 'cancel the pending task 
 
 -- For administrators to grant, as every public function.
 REVOKE ALL ON FUNCTION sched.extend(bigint, interval), sched.cancel_by_key(text, text) FROM PUBLIC;
+
+-------------------------------------------------------------------------------
+-- Keys and priorities
+-------------------------------------------------------------------------------
+
+-- sched.add_many takes keys and priorities, and sched.claim returns each
+-- task's key and priority, as a node's: made anew (the grants on the 0.2
+-- functions go to these by keep-privileges-restore.sql).  add_many's body
+-- is 0.2's, with the two arrays split as the others are.
+DROP FUNCTION sched.add_many(text, timestamptz[], jsonb[], text[]);
+DROP FUNCTION sched._add_many_on(int, text, timestamptz[], jsonb[], text[]);
+DROP FUNCTION sched.claim(text, int);
+DROP FUNCTION sched._claim(text, int);
+DROP FUNCTION sched._claim_on(int, text, int);
+
+CREATE FUNCTION sched._add_many_on(p int, biz_type text, run_ats timestamptz[], payloads jsonb[], dedupe_keys text[],
+	keys text[], priorities int[])
+RETURNS SETOF bigint
+LANGUAGE plproxy AS $$ CLUSTER 'delaysched'; RUN ON p;
+	SELECT a AS _add_many_on FROM sched.add_many(biz_type, run_ats, payloads, dedupe_keys, keys, priorities) a; $$;
+CREATE FUNCTION sched._claim_on(p int, biz_type text, max_tasks int)
+RETURNS TABLE(id bigint, biz_type text, run_at timestamptz, payload jsonb, attempt int, schedule text,
+			  key text, priority smallint)
+LANGUAGE plproxy AS $$ CLUSTER 'delaysched'; RUN ON p;
+	SELECT c.id, c.biz_type, c.run_at, c.payload, c.attempt, c.schedule, c.key, c.priority
+	FROM sched.claim(biz_type, max_tasks) c; $$;
+
+CREATE FUNCTION sched.add_many(biz_type text, run_ats timestamptz[], payloads jsonb[] DEFAULT NULL,
+							   dedupe_keys text[] DEFAULT NULL, keys text[] DEFAULT NULL,
+							   priorities int[] DEFAULT NULL)
+RETURNS SETOF bigint
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	v_count int;
+	v_nodes sched.node[];
+	v_target int[];			-- per element: the node's index in v_nodes, negative without a key
+	v_spread int;
+	v_ids bigint[];
+	v_part bigint[];
+	v_stored text[] := '{}';
+	v_tried text[];
+	v_ord int[];
+	v_first int;
+	v_keyed boolean;
+	k int;
+	i int;
+	n sched.node;
+	e_state text; e_message text; e_detail text; e_hint text;
+BEGIN
+	PERFORM sched._require(run_ats, 'run_ats');
+	v_count := coalesce(cardinality(run_ats), 0);
+	IF payloads IS NOT NULL AND cardinality(payloads) <> v_count THEN
+		RAISE EXCEPTION 'payloads has % elements but run_ats has %', cardinality(payloads), v_count
+			USING ERRCODE = 'array_subscript_error';
+	END IF;
+	IF dedupe_keys IS NOT NULL AND cardinality(dedupe_keys) <> v_count THEN
+		RAISE EXCEPTION 'dedupe_keys has % elements but run_ats has %', cardinality(dedupe_keys), v_count
+			USING ERRCODE = 'array_subscript_error';
+	END IF;
+	IF keys IS NOT NULL AND cardinality(keys) <> v_count THEN
+		RAISE EXCEPTION 'keys has % elements but run_ats has %', cardinality(keys), v_count
+			USING ERRCODE = 'array_subscript_error';
+	END IF;
+	IF priorities IS NOT NULL AND cardinality(priorities) <> v_count THEN
+		RAISE EXCEPTION 'priorities has % elements but run_ats has %', cardinality(priorities), v_count
+			USING ERRCODE = 'array_subscript_error';
+	END IF;
+	IF v_count = 0 OR sched._odd_array(run_ats) OR sched._odd_array(payloads) OR sched._odd_array(dedupe_keys)
+	   OR sched._odd_array(keys) OR sched._odd_array(priorities) THEN
+		-- An empty batch, or arrays a node refuses (several dimensions, or
+		-- subscripts not from 1): one node, which says what is wrong.
+		RETURN QUERY SELECT sched._add_many_on(
+			(SELECT x.position FROM sched._nodes_in_turn() x LIMIT 1), biz_type, run_ats, payloads, dedupe_keys,
+			keys, priorities);
+		RETURN;
+	END IF;
+	SELECT pg_catalog.array_agg(x ORDER BY x.position) INTO v_nodes FROM sched.node x;
+	IF v_nodes IS NULL THEN
+		PERFORM sched._no_nodes();
+	END IF;
+	v_first := pg_catalog.floor(pg_catalog.random() * cardinality(v_nodes));
+	v_spread := v_count - coalesce(cardinality(pg_catalog.array_remove(dedupe_keys, NULL)), 0);
+	v_target := pg_catalog.array_fill(0, ARRAY[v_count]);
+	k := 0;
+	FOR i IN 1 .. v_count LOOP
+		IF dedupe_keys[i] IS NOT NULL THEN
+			v_target[i] := (sched._owner(biz_type, dedupe_keys[i])).position + 1;
+		ELSE
+			v_target[i] := -((k * cardinality(v_nodes) / v_spread + v_first) % cardinality(v_nodes) + 1);
+			k := k + 1;
+		END IF;
+	END LOOP;
+
+	v_ids := pg_catalog.array_fill(NULL::bigint, ARRAY[v_count]);
+	FOR k IN SELECT DISTINCT t FROM pg_catalog.unnest(v_target) t ORDER BY 1 LOOP
+		SELECT pg_catalog.array_agg(g ORDER BY g) INTO v_ord
+		FROM pg_catalog.generate_series(1, v_count) g WHERE v_target[g] = k;
+		v_keyed := k > 0;
+		v_tried := '{}';
+		v_part := NULL;
+		-- A run with keys goes to their owner only; one without, to the
+		-- next node when its own cannot be reached.
+		FOR n IN SELECT (v_nodes[(abs(k) - 1 + j) % cardinality(v_nodes) + 1]).*
+				 FROM pg_catalog.generate_series(0, CASE WHEN v_keyed THEN 0 ELSE cardinality(v_nodes) - 1 END) j LOOP
+			BEGIN
+				v_part := ARRAY(SELECT sched._add_many_on(n.position, biz_type,
+					ARRAY(SELECT run_ats[o] FROM pg_catalog.unnest(v_ord) WITH ORDINALITY u(o, r) ORDER BY r),
+					CASE WHEN payloads IS NOT NULL THEN
+						ARRAY(SELECT payloads[o] FROM pg_catalog.unnest(v_ord) WITH ORDINALITY u(o, r) ORDER BY r) END,
+					CASE WHEN dedupe_keys IS NOT NULL THEN
+						ARRAY(SELECT dedupe_keys[o] FROM pg_catalog.unnest(v_ord) WITH ORDINALITY u(o, r) ORDER BY r) END,
+					CASE WHEN keys IS NOT NULL THEN
+						ARRAY(SELECT keys[o] FROM pg_catalog.unnest(v_ord) WITH ORDINALITY u(o, r) ORDER BY r) END,
+					CASE WHEN priorities IS NOT NULL THEN
+						ARRAY(SELECT priorities[o] FROM pg_catalog.unnest(v_ord) WITH ORDINALITY u(o, r) ORDER BY r) END));
+				EXIT;
+			EXCEPTION WHEN OTHERS THEN
+				GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT,
+										e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
+				IF NOT v_keyed AND sched._not_sent(e_state, e_message) THEN
+					v_tried := v_tried || sched._label(n.node);
+					CONTINUE;
+				END IF;
+				IF cardinality(v_stored) > 0 THEN
+					RAISE EXCEPTION 'add_many failed on %: %', sched._label(n.node),
+							pg_catalog.rtrim(pg_catalog.regexp_replace(e_message, '^.*(REMOTE ERROR|PQconnectStart|PQconnectPoll): ', ''), E' \t\n')
+						USING ERRCODE = CASE WHEN sched._unreachable(e_state, e_message) THEN 'connection_failure' ELSE e_state END,
+							  DETAIL = 'Stored before: ' || pg_catalog.array_to_string(v_stored, '; ') || '.',
+							  HINT = 'A batch is stored whole on each node, not across nodes: with dedupe keys, the same batch again adds only what is missing.';
+				END IF;
+				PERFORM sched._raise_node_error(n.node, e_state, e_message, e_detail, e_hint);
+			END;
+		END LOOP;
+		IF v_part IS NULL THEN
+			PERFORM sched._all_unavailable(v_tried);
+		END IF;
+		FOR i IN 1 .. cardinality(v_ord) LOOP
+			v_ids[v_ord[i]] := v_part[i];
+		END LOOP;
+		v_stored := v_stored || pg_catalog.format('%s tasks on node %s', cardinality(v_ord), n.node);
+	END LOOP;
+	RETURN QUERY SELECT u FROM pg_catalog.unnest(v_ids) u;
+END
+$$;
+COMMENT ON FUNCTION sched.add_many(text, timestamptz[], jsonb[], text[], text[], int[]) IS 'schedule many tasks of one type, split across the nodes (one call per node); returns their ids in input order';
+
+CREATE FUNCTION sched._claim(p_biz text, p_max int)
+RETURNS TABLE(id bigint, biz_type text, run_at timestamptz, payload jsonb, attempt int, schedule text,
+			  key text, priority smallint)
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+	n sched.node;
+	v_left int := p_max;
+	v_got int;
+	v_asked int := 0;
+	e_state text; e_message text; e_detail text; e_hint text;
+BEGIN
+	FOR n IN SELECT * FROM sched._nodes_in_turn() LOOP
+		v_asked := v_asked + 1;
+		BEGIN
+			RETURN QUERY SELECT * FROM sched._claim_on(n.position, p_biz, v_left);
+			GET DIAGNOSTICS v_got = ROW_COUNT;
+			v_left := v_left - v_got;
+		EXCEPTION WHEN OTHERS THEN
+			GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT,
+									e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
+			IF sched._unreachable(e_state, e_message) THEN
+				RAISE WARNING '% is unavailable: its tasks were not claimed', sched._label(n.node);
+			ELSIF v_left < p_max THEN
+				-- Tasks taken from other nodes are leased already: return
+				-- them rather than lose them to their ack_timeout.
+				RAISE WARNING '% refused the claim: %', sched._label(n.node),
+					pg_catalog.regexp_replace(e_message, '^.*REMOTE ERROR: ', '');
+				EXIT;
+			ELSE
+				PERFORM sched._raise_node_error(n.node, e_state, e_message, e_detail, e_hint);
+			END IF;
+		END;
+		EXIT WHEN v_left <= 0;
+	END LOOP;
+	IF v_asked = 0 THEN
+		PERFORM sched._no_nodes();
+	END IF;
+END
+$$;
+COMMENT ON FUNCTION sched._claim(text, int) IS 'internal: the body of sched.claim';
+
+CREATE FUNCTION sched.claim(biz_type text, max_tasks int DEFAULT 100)
+RETURNS TABLE(id bigint, biz_type text, run_at timestamptz, payload jsonb, attempt int, schedule text,
+			  key text, priority smallint)
+LANGUAGE sql
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT * FROM sched._claim($1, $2) $$;
+COMMENT ON FUNCTION sched.claim(text, int) IS 'take up to max_tasks due tasks of a type from the nodes in turn (on each, by priority and in turns by key), each leased for the type''s ack_timeout';
+
+-- As the 0.2 script leaves them: the internal ones to every role (a call
+-- reaches the node as its caller, which checks that role there), the
+-- public ones for administrators to grant.
+GRANT EXECUTE ON FUNCTION sched._add_many_on(int, text, timestamptz[], jsonb[], text[], text[], int[]),
+	sched._claim_on(int, text, int), sched._claim(text, int) TO PUBLIC;
+REVOKE ALL ON FUNCTION sched.add_many(text, timestamptz[], jsonb[], text[], text[], int[]),
+	sched.claim(text, int) FROM PUBLIC;

@@ -111,3 +111,23 @@ DROP FUNCTION sched._move(smallint, bigint, timestamptz, text);
 -- keep-privileges-restore.sql).
 DROP VIEW sched.cluster;
 DROP FUNCTION sched._cluster();
+
+-- Keys and priorities: on tasks, finished tasks (as in schema/install.sql,
+-- after the SQL jobs' columns), the priority of a schedule's firings, and
+-- whether a type has keyed tasks.  The parked tasks' index goes key by key,
+-- each key's tasks in priority then run-at order (sched._pick).
+ALTER TABLE sched.biz ADD COLUMN keyed boolean NOT NULL DEFAULT false;
+ALTER TABLE sched.task ADD COLUMN key text, ADD COLUMN priority smallint NOT NULL DEFAULT 0;
+ALTER TABLE sched.finished ADD COLUMN key text, ADD COLUMN priority smallint NOT NULL DEFAULT 0;
+ALTER TABLE sched.schedule ADD COLUMN priority smallint NOT NULL DEFAULT 0;
+DROP INDEX sched.task_parked_idx;
+CREATE INDEX task_parked_idx ON sched.task (biz_type, (coalesce(key, '')), priority DESC, run_at, id)
+	WHERE state = 'r';
+-- Take a key and a priority, or return them: made anew below (the grants
+-- on add_many and claim go to the new ones by keep-privileges-restore.sql).
+DROP FUNCTION sched.add_many(text, timestamptz[], jsonb[], text[]);
+DROP FUNCTION sched.claim(text, int);
+DROP FUNCTION sched._claim(text, int);
+DROP FUNCTION sched._message(bigint, text, timestamptz, jsonb, int, text);
+-- Returns the task's key too (the body of a webhook carries it).
+DROP FUNCTION sched._http_claim(smallint, int, int, text[], int[]);

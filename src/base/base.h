@@ -97,10 +97,10 @@ extern bool delaysched_may_read(const ReadableTypes *readable, const char *biz_t
 
 extern void delaysched_append_message(StringInfo buf, int64 id, const char *biz_type,
 									  TimestampTz run_at, Jsonb *payload, int32 attempt,
-									  const char *schedule);
+									  const char *schedule, const char *key);
 extern char *delaysched_delivery_message(int64 id, const char *biz_type, TimestampTz run_at,
 										 Jsonb *payload, int32 attempt, const char *schedule,
-										 int *omitted_bytes);
+										 const char *key, int *omitted_bytes);
 extern void delaysched_note_payload_omitted(int64 id, int16 bucket, int omitted_bytes);
 extern char *delaysched_ready_message(const char *biz_type);
 

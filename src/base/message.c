@@ -13,9 +13,11 @@
  *	{"id" : 42, "biz_type" : "orders", "run_at" : "2026-11-21T10:00:00+00:00",
  *	 "payload" : {...}, "attempt" : 1}
  *
- * and a firing of a recurring schedule ends with the schedule's name:
+ * and a firing of a recurring schedule ends with the schedule's name, a task
+ * added with a key with its key (the schedule first):
  *
  *	 ..., "attempt" : 1, "schedule" : "nightly_report"}
+ *	 ..., "attempt" : 1, "key" : "tenant-42"}
  *
  * A NOTIFY payload must be shorter than 8000 bytes (BLCKSZ 8192); one that would
  * not fit goes with "payload_omitted" : true instead of its payload, and the
@@ -55,12 +57,13 @@ PG_FUNCTION_INFO_V1(delaysched_announcement);
 
 /*
  * Append a task's message to buf; a NULL payload says "payload_omitted", a
- * NULL schedule that the task is not a firing.  The NOTIFY messages and the
+ * NULL schedule that the task is not a firing, a NULL key that it has none.
+ * The NOTIFY messages and the
  * body of an HTTP request are this text.
  */
 void
 delaysched_append_message(StringInfo buf, int64 id, const char *biz_type, TimestampTz run_at,
-						  Jsonb *payload, int32 attempt, const char *schedule)
+						  Jsonb *payload, int32 attempt, const char *schedule, const char *key)
 {
 	char		when[MAXDATELEN + 1];
 
@@ -82,6 +85,11 @@ delaysched_append_message(StringInfo buf, int64 id, const char *biz_type, Timest
 		appendStringInfoString(buf, ", \"schedule\" : ");
 		escape_json(buf, schedule);
 	}
+	if (key != NULL)
+	{
+		appendStringInfoString(buf, ", \"key\" : ");
+		escape_json(buf, key);
+	}
 	appendStringInfoChar(buf, '}');
 }
 
@@ -92,12 +100,12 @@ delaysched_append_message(StringInfo buf, int64 id, const char *biz_type, Timest
 char *
 delaysched_delivery_message(int64 id, const char *biz_type, TimestampTz run_at,
 							Jsonb *payload, int32 attempt, const char *schedule,
-							int *omitted_bytes)
+							const char *key, int *omitted_bytes)
 {
 	StringInfoData buf;
 
 	initStringInfo(&buf);
-	delaysched_append_message(&buf, id, biz_type, run_at, payload, attempt, schedule);
+	delaysched_append_message(&buf, id, biz_type, run_at, payload, attempt, schedule, key);
 	if (omitted_bytes)
 		*omitted_bytes = 0;
 	if (buf.len > LARGEST_NOTIFY_PAYLOAD)
@@ -105,7 +113,7 @@ delaysched_delivery_message(int64 id, const char *biz_type, TimestampTz run_at,
 		if (omitted_bytes)
 			*omitted_bytes = buf.len;
 		resetStringInfo(&buf);
-		delaysched_append_message(&buf, id, biz_type, run_at, NULL, attempt, schedule);
+		delaysched_append_message(&buf, id, biz_type, run_at, NULL, attempt, schedule, key);
 	}
 	return buf.data;
 }
@@ -154,10 +162,11 @@ delaysched_ready_message(const char *biz_type)
 
 /*
  * sched._message(id bigint, biz_type text, run_at timestamptz, payload jsonb,
- *				  attempt int, schedule text) RETURNS text
+ *				  attempt int, schedule text, key text) RETURNS text
  *
- * NULL if any argument but the schedule is NULL.  A 0.1 schema, before
- * ALTER EXTENSION UPDATE, declares it strict and without the schedule.
+ * NULL if any argument but the schedule and the key is NULL.  A 0.1
+ * schema, before ALTER EXTENSION UPDATE, declares it strict and without
+ * the schedule; a 0.2 schema without the key.
  */
 Datum
 delaysched_message(PG_FUNCTION_ARGS)
@@ -173,7 +182,9 @@ delaysched_message(PG_FUNCTION_ARGS)
 										  PG_GETARG_JSONB_P(3),
 										  PG_GETARG_INT32(4),
 										  PG_NARGS() > 5 && !PG_ARGISNULL(5) ?
-										  text_to_cstring(PG_GETARG_TEXT_PP(5)) : NULL, NULL);
+										  text_to_cstring(PG_GETARG_TEXT_PP(5)) : NULL,
+										  PG_NARGS() > 6 && !PG_ARGISNULL(6) ?
+										  text_to_cstring(PG_GETARG_TEXT_PP(6)) : NULL, NULL);
 	PG_RETURN_TEXT_P(cstring_to_text(message));
 }
 

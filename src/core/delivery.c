@@ -55,6 +55,7 @@
 #define DC_SCHEDULE	13
 #define DC_SQL		14
 #define DC_SQL_READY 15
+#define DC_KEY		16
 
 /* Is a bool column of a row true? */
 static bool
@@ -206,6 +207,8 @@ delaysched_run_delivery(SPIPlanPtr plan, Datum *values, char *nulls, int worker_
 
 			message = delaysched_delivery_message(id, biz_type, run_at, payload, attempt,
 												  isnull ? NULL : TextDatumGetCString(schedule),
+												  delaysched_spi_text(tuple, desc, DC_KEY,
+																	  CurrentMemoryContext),
 												  &omitted);
 			if (omitted > 0)
 				delaysched_note_payload_omitted(id, (int16) bucket, omitted);

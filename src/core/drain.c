@@ -133,22 +133,22 @@ static const char in_flight_sql[] =
 
 /*
  * $1 type, $2 at most this many, $3 its ack_timeout, $4 when the tokens
- * were taken, which is the delivery time recorded.  The update goes by id
+ * were taken, which is the delivery time recorded.  sched._pick chooses
+ * and locks the parked tasks, by priority and in turns by key, and the
+ * messages go in its order.  The update goes by id
  * (unique across partitions) and by the buckets the chosen rows are in,
  * which prunes the partitions it visits.
  */
 static const char deliver_sql[] =
-"WITH picked AS ("
-"  SELECT t.bucket, t.id FROM sched.task t"
-"  WHERE t.biz_type = $1 AND t.state = 'r'"
-"  ORDER BY t.run_at, t.id LIMIT $2"
-"  FOR UPDATE SKIP LOCKED"
+"WITH picked AS MATERIALIZED ("
+"  SELECT p.bucket, p.id, pg_catalog.row_number() OVER () AS ord"
+"  FROM sched._pick((SELECT b FROM sched.biz b WHERE b.name = $1), $2) p"
 "), taken AS ("
 "  UPDATE sched.task t SET " DELAYSCHED_LEASE("$4", "$3", "NULL::smallint")
 "  WHERE t.bucket = ANY (ARRAY(SELECT picked.bucket FROM picked))"
 "    AND t.id = ANY (ARRAY(SELECT picked.id FROM picked))"
-"  RETURNING t.id, t.run_at, t.payload, t.attempt, t.schedule, t.bucket"
-") SELECT * FROM taken ORDER BY taken.run_at, taken.id";
+"  RETURNING t.id, t.run_at, t.payload, t.attempt, t.schedule, t.bucket, t.key"
+") SELECT taken.* FROM taken JOIN picked ON picked.id = taken.id ORDER BY picked.ord";
 
 /*
  * $1 type: after its share found fewer parked tasks than it could take, are
@@ -413,6 +413,7 @@ deliver(DrainType *t, TimestampTz stamp, int *skipped)
 		}
 		message = delaysched_delivery_message(id, t->name, run_at, payload, attempt,
 											  isnull ? NULL : TextDatumGetCString(schedule),
+											  delaysched_spi_text(tuple, desc, 7, CurrentMemoryContext),
 											  &omitted);
 		if (omitted > 0)
 			delaysched_note_payload_omitted(id, DatumGetInt16(SPI_getbinval(tuple, desc, 6, &isnull)),

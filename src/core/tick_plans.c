@@ -82,7 +82,7 @@ DELAYSCHED_LEASE_OR_PARK("(NOT k.parks OR k.handable AND sched._handoff_lease(t.
 "  WHERE t.id = ANY (ARRAY(SELECT picked.id FROM picked)) AND k.name = t.biz_type" \
 "  RETURNING t.id, t.biz_type, t.run_at, t.payload, t.attempt, t.lease_until," \
 "            k.channel, k.pull, k.paused, k.limited, k.http, k.http AND t.state = 'd' AS handed," \
-"            t.schedule, k.sql, k.sql_ready" \
+"            t.schedule, k.sql, k.sql_ready, t.key" \
 ") SELECT * FROM taken ORDER BY taken.run_at, taken.id"
 
 /*

@@ -95,6 +95,7 @@ typedef struct HttpTask
 	Jsonb	   *payload;
 	int32		attempt;
 	char		schedule[NAMEDATALEN];	/* "" unless a schedule's firing */
+	char	   *key;			/* NULL unless added with a key */
 } HttpTask;
 
 /*

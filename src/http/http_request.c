@@ -308,7 +308,8 @@ delaysched_http_request_new(const HttpTask *task, HttpTypeDef *def)
 
 	initStringInfo(&body);
 	delaysched_append_message(&body, task->id, task->biz_type, task->run_at, task->payload,
-							  task->attempt, task->schedule[0] != '\0' ? task->schedule : NULL);
+							  task->attempt, task->schedule[0] != '\0' ? task->schedule : NULL,
+							  task->key);
 	request->body = body.data;
 	request->body_len = body.len;
 

@@ -66,7 +66,8 @@ static struct
  * keeps an entry for every finished task while the xmin horizon is held.
  */
 static const char fetch_sql[] =
-"SELECT t.id, t.biz_type, t.run_at, t.payload, t.attempt, b.updated_at, t.schedule, t.lease_until"
+"SELECT t.id, t.biz_type, t.run_at, t.payload, t.attempt, b.updated_at, t.schedule, t.lease_until,"
+"       t.key"
 " FROM sched.%s t JOIN sched.biz b ON b.name = t.biz_type"
 " WHERE t.id = ANY ($1) AND t.state = (SELECT 'd'::\"char\") AND t.lease_owner = $2";
 
@@ -103,7 +104,7 @@ prepare_plans(Oid extension)
 		Oid			argtypes[] = {INT2OID, INT4OID, INT4OID, TEXTARRAYOID, INT4ARRAYOID};
 
 		plans.claim = delaysched_prepare_kept(
-			"SELECT id, bucket, biz_type, run_at, payload, attempt, schedule"
+			"SELECT id, bucket, biz_type, run_at, payload, attempt, schedule, key"
 			" FROM sched._http_claim($1, $2, $3, $4, $5)",
 			5, argtypes);
 	}
@@ -365,6 +366,7 @@ delaysched_http_claim(Oid extension, int worker, int room, int max_in_flight,
 		task.payload = DatumGetJsonbP(SPI_getbinval(tuple, desc, 5, &isnull));
 		task.attempt = DatumGetInt32(SPI_getbinval(tuple, desc, 6, &isnull));
 		copy_schedule(&task, tuple, desc, 7);
+		task.key = delaysched_spi_text(tuple, desc, 8, CurrentMemoryContext);
 
 		entry = type_entry(task.biz_type, false);
 		if (entry == NULL || entry->def == NULL)
@@ -458,6 +460,7 @@ fetch_bucket(int worker, const HttpHandoff *group, int n, HttpRequest **requests
 		task.payload = DatumGetJsonbP(SPI_getbinval(tuple, desc, 4, &isnull));
 		updated_at = DatumGetTimestampTz(SPI_getbinval(tuple, desc, 6, &isnull));
 		copy_schedule(&task, tuple, desc, 7);
+		task.key = delaysched_spi_text(tuple, desc, 9, CurrentMemoryContext);
 
 		entry = type_entry(task.biz_type, false);
 		if ((entry == NULL || entry->def == NULL || entry->def->updated_at != updated_at) && !refreshed)

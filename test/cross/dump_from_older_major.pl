@@ -75,7 +75,7 @@ old_sql($db, qq{
 	SELECT sched.grant_biz('orders', '$app');
 	SELECT sched.grant_biz('inbox', '$reader', 'consume');
 	GRANT USAGE ON SCHEMA sched TO $app, $reader;
-	GRANT EXECUTE ON FUNCTION sched.add(text, timestamptz, jsonb, text, text, interval) TO $app;
+	GRANT EXECUTE ON FUNCTION sched.add(text, timestamptz, jsonb, text, text, interval, text, int) TO $app;
 	GRANT EXECUTE ON FUNCTION sched.claim(text, int) TO $reader;
 	-- 20 overdue, 20 due over the next seconds, one with a dedupe key, one cancelled
 	SELECT count(sched.add('orders', now() - interval '1 hour' + i * interval '1 second',

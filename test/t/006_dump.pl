@@ -70,7 +70,7 @@ is($other->safe_psql('copy', 'SELECT count(*) FROM sched.biz_grant'), '2',
 	'nothing of the dropped role stored');
 is($other->safe_psql('copy', q{
 	GRANT USAGE ON SCHEMA sched TO regress_app;
-	GRANT EXECUTE ON FUNCTION sched.add(text, timestamptz, jsonb, text, text, interval) TO regress_app;
+	GRANT EXECUTE ON FUNCTION sched.add(text, timestamptz, jsonb, text, text, interval, text, int) TO regress_app;
 	SET ROLE regress_app;
 	SELECT sched.add('orders', now() + interval '1 day') > 0;
 }), 't', 'the restored grant lets the role schedule in the other cluster');

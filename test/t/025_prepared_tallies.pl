@@ -60,7 +60,7 @@ sub adds
 sql(q{
 	CREATE ROLE x_app LOGIN;
 	GRANT USAGE ON SCHEMA sched TO x_app;
-	GRANT EXECUTE ON FUNCTION sched.add(text, timestamptz, jsonb, text, text, interval) TO x_app;
+	GRANT EXECUTE ON FUNCTION sched.add(text, timestamptz, jsonb, text, text, interval, text, int) TO x_app;
 	SELECT sched.define_biz('x_two');
 	SELECT sched.grant_biz('x_two', 'x_app')});
 pending_counted(0, 'the gauges are counted');

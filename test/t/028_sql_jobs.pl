@@ -195,7 +195,7 @@ my $admin = sql('SELECT current_user');
 sql(q{
 	CREATE ROLE alice;
 	GRANT USAGE ON SCHEMA sched TO alice;
-	GRANT EXECUTE ON FUNCTION sched.add_sql(text, timestamptz, text, text) TO alice;
+	GRANT EXECUTE ON FUNCTION sched.add_sql(text, timestamptz, text, text, text, int) TO alice;
 	CREATE TABLE allowed (v int, who name DEFAULT current_user);
 	CREATE TABLE forbidden (v int);
 	GRANT INSERT ON allowed TO alice;
@@ -238,7 +238,7 @@ is(sql('SELECT count(*) FROM forbidden'), '0', 'privileges: nothing reached the 
 sql(q{
 	CREATE ROLE bob;
 	GRANT USAGE ON SCHEMA sched TO bob;
-	GRANT EXECUTE ON FUNCTION sched.add_sql(text, timestamptz, text, text) TO bob;
+	GRANT EXECUTE ON FUNCTION sched.add_sql(text, timestamptz, text, text, text, int) TO bob;
 	CREATE TABLE bob_ran (v int);
 	GRANT INSERT ON bob_ran TO bob;
 	SELECT sched.define_biz('bobs', delivery => 'sql', max_attempts => 3,
