@@ -26,6 +26,7 @@ OBJS = \
 	src/core/fair_walk.o \
 	src/core/horizon.o \
 	src/core/lease.o \
+	src/core/key_limiter.o \
 	src/core/limiter.o \
 	src/core/next_due.o \
 	src/core/scanner.o \

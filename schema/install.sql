@@ -82,7 +82,16 @@ CREATE TABLE sched.biz (
 	weight		 int NOT NULL DEFAULT 1 CONSTRAINT biz_weight_check CHECK (weight BETWEEN 1 AND 1000),
 	-- a task of the type was ever added with a key: its parked tasks go in
 	-- turns by key (sched._pick); set by the first such add, never unset
-	keyed		 boolean NOT NULL DEFAULT false
+	keyed		 boolean NOT NULL DEFAULT false,
+	-- each key's own concurrency cap and token bucket (sched._pick)
+	key_max_concurrency int,
+	key_rate_limit float8,
+	key_burst	 int,
+	-- held by a limit: its due tasks are parked, and go out through
+	-- sched._pick (the drain, a claim, a worker's claim)
+	limited		 boolean NOT NULL GENERATED ALWAYS AS
+		(rate_limit IS NOT NULL OR max_concurrency IS NOT NULL
+		 OR key_rate_limit IS NOT NULL OR key_max_concurrency IS NOT NULL) STORED
 );
 COMMENT ON TABLE sched.biz IS 'delaysched business types; change with sched.define_biz and sched.drop_biz';
 
@@ -307,6 +316,10 @@ ALTER TABLE sched.task ADD COLUMN key text, ADD COLUMN priority smallint NOT NUL
 -- every type an index insert.)
 CREATE INDEX task_parked_idx ON sched.task (biz_type, (coalesce(key, '')), priority DESC, run_at, id)
 	WHERE state = 'r';
+-- sched._pick: a key's deliveries awaiting acknowledgement, counted up to
+-- its type's key_max_concurrency (only the keyed tasks' deliveries have an
+-- entry).
+CREATE INDEX task_key_leased_idx ON sched.task (biz_type, key) WHERE state = 'd' AND key IS NOT NULL;
 
 COMMENT ON FUNCTION sched._bucket_count() IS 'internal: number of delaysched task partitions';
 COMMENT ON FUNCTION sched._bucket(timestamptz) IS 'internal: the partition of a task due at run_at';

@@ -91,6 +91,41 @@ SELECT priority FROM sched.schedules WHERE name = 'k_sched';
 SELECT priority FROM sched.tasks WHERE schedule = 'k_sched' AND biz_type = 'k_keyed';
 SELECT sched.drop_schedule('k_sched', 'k_keyed');
 
+-- Each key's limits.  key_max_concurrency: a key's deliveries awaiting
+-- acknowledgement; key_rate_limit and key_burst: a key's token bucket.
+-- The keyless tasks have neither.
+SELECT sched.define_biz('k_limited', 'pull', ack_timeout => '1 hour', key_max_concurrency => 2,
+						key_rate_limit => 0.01, key_burst => 3);
+SELECT key_max_concurrency, key_rate_limit, key_burst, limited FROM sched.biz WHERE name = 'k_limited';
+SELECT count(*) FROM sched.add_many('k_limited',
+	ARRAY(SELECT now() - interval '1 minute' + make_interval(secs => g) FROM generate_series(1, 16) g),
+	keys => ARRAY(SELECT CASE WHEN g <= 12 THEN 'k' || (g % 3) END FROM generate_series(1, 16) g));
+SELECT wait_announced('k_limited');
+-- two of each key (the cap), and the four keyless tasks
+SELECT coalesce(key, '-') AS key, count(*) FROM sched.claim('k_limited', 100) GROUP BY key ORDER BY key;
+SELECT count(*) AS capped FROM sched.claim('k_limited', 100);
+-- an acknowledgement frees a slot; the bucket (3 tokens, 0.01 a second)
+-- has one token left for each key
+SELECT sched.ack_many(ARRAY(SELECT id FROM sched.tasks WHERE biz_type = 'k_limited' AND state = 'delivered'));
+SELECT key, count(*) FROM sched.claim('k_limited', 100) GROUP BY key ORDER BY key;
+SELECT sched.ack_many(ARRAY(SELECT id FROM sched.tasks WHERE biz_type = 'k_limited' AND state = 'delivered'));
+SELECT count(*) AS out_of_tokens FROM sched.claim('k_limited', 100);
+SELECT count(*) AS waiting FROM sched.tasks WHERE biz_type = 'k_limited' AND state = 'pending';
+SELECT buckets >= 3 AS has_buckets, capacity = current_setting('delaysched.max_keys')::int AS capacity
+FROM sched._key_buckets();
+-- key_burst defaults to a second of the rate, at least one token
+SELECT sched.define_biz('k_limited', 'pull', key_rate_limit => 2.5);
+SELECT key_max_concurrency, key_rate_limit, key_burst FROM sched.biz WHERE name = 'k_limited';
+SELECT sched.drop_biz('k_limited', cancel_tasks => true);
+SELECT try($$SELECT sched.define_biz('k_bad', key_rate_limit => 0)$$);
+SELECT try($$SELECT sched.define_biz('k_bad', key_rate_limit => 'NaN')$$);
+SELECT try($$SELECT sched.define_biz('k_bad', key_rate_limit => 2000000)$$);
+SELECT try($$SELECT sched.define_biz('k_bad', key_burst => 5)$$);
+SELECT try($$SELECT sched.define_biz('k_bad', key_rate_limit => 1, key_burst => 0)$$);
+SELECT try($$SELECT sched.define_biz('k_bad', key_max_concurrency => 0)$$);
+SELECT try($$SELECT sched.define_biz('k_bad', key_max_concurrency => 100001)$$);
+SELECT count(*) AS not_defined FROM sched.biz WHERE name = 'k_bad';
+
 -- Bad input: clear errors, nothing stored
 SELECT count(*) AS before FROM sched.task WHERE biz_type = 'k_keyed' \gset
 SELECT try($$SELECT sched.add('k_keyed', now(), key => '')$$);

@@ -29,6 +29,29 @@ LANGUAGE c STRICT VOLATILE
 AS 'MODULE_PATHNAME', 'delaysched_return_tokens_sql';
 COMMENT ON FUNCTION sched._return_tokens(text, int) IS 'internal: give back tokens taken and not used';
 
+-- The keys' buckets (src/core/key_limiter.c), for key_rate_limit.
+CREATE OR REPLACE FUNCTION sched._take_key_tokens(biz_type text, keys text[], wants int[], rate float8, burst int)
+RETURNS int[]
+LANGUAGE c STRICT VOLATILE
+AS 'MODULE_PATHNAME', 'delaysched_take_key_tokens_sql';
+COMMENT ON FUNCTION sched._take_key_tokens(text, text[], int[], float8, int) IS 'internal: take up to wants[i] tokens of the bucket of keys[i] of a type';
+
+CREATE OR REPLACE FUNCTION sched._return_key_tokens(biz_type text, keys text[], counts int[]) RETURNS void
+LANGUAGE c STRICT VOLATILE
+AS 'MODULE_PATHNAME', 'delaysched_return_key_tokens_sql';
+COMMENT ON FUNCTION sched._return_key_tokens(text, text[], int[]) IS 'internal: give back keys'' tokens taken and not used';
+
+CREATE OR REPLACE FUNCTION sched._key_tokens_next() RETURNS timestamptz
+LANGUAGE c VOLATILE
+AS 'MODULE_PATHNAME', 'delaysched_key_tokens_next_sql';
+COMMENT ON FUNCTION sched._key_tokens_next() IS 'internal: when the first key this session''s takes held back gets its next token';
+
+CREATE OR REPLACE FUNCTION sched._key_buckets(OUT buckets bigint, OUT capacity int, OUT made bigint,
+											  OUT dropped bigint, OUT refused bigint)
+LANGUAGE c VOLATILE
+AS 'MODULE_PATHNAME', 'delaysched_key_buckets_sql';
+COMMENT ON FUNCTION sched._key_buckets() IS 'internal: the table of keys'' token buckets: its size, its capacity, and the buckets made, dropped idle and refused';
+
 CREATE OR REPLACE FUNCTION sched._forget_bucket(biz_type text, dropped boolean) RETURNS void
 LANGUAGE c STRICT VOLATILE
 AS 'MODULE_PATHNAME', 'delaysched_forget_bucket_sql';

@@ -121,6 +121,55 @@ $$;
 COMMENT ON FUNCTION sched._check_array(anyarray, text) IS 'internal: refuse a multi-dimensional array or one not starting at 1';
 
 /*
+ * A rate limit and its bucket's size, of a type (rate_limit, burst) or of
+ * each of its keys (key_rate_limit, key_burst): returns the size, by
+ * default one second of the rate (at least one token).
+ */
+CREATE OR REPLACE FUNCTION sched._check_rate(p_rate float8, p_burst int, p_rate_name text, p_burst_name text)
+RETURNS int
+LANGUAGE plpgsql IMMUTABLE
+AS $$
+BEGIN
+	IF p_rate IS NOT NULL THEN
+		IF p_rate = 'NaN' OR p_rate IN ('Infinity', '-Infinity') THEN
+			RAISE EXCEPTION '% must be a finite number, not %', p_rate_name, p_rate
+				USING ERRCODE = 'invalid_parameter_value';
+		ELSIF p_rate <= 0 THEN
+			RAISE EXCEPTION '% must be between 0.001 and 1000000 deliveries per second, not %', p_rate_name, p_rate
+				USING ERRCODE = 'invalid_parameter_value',
+					  HINT = 'To stop a type''s deliveries for a while, use sched.pause.';
+		ELSIF p_rate < 0.001 OR p_rate > 1000000 THEN
+			RAISE EXCEPTION '% must be between 0.001 and 1000000 deliveries per second, not %', p_rate_name, p_rate
+				USING ERRCODE = 'invalid_parameter_value';
+		END IF;
+		p_burst := coalesce(p_burst, GREATEST(1, pg_catalog.ceil(p_rate))::int);
+	ELSIF p_burst IS NOT NULL THEN
+		RAISE EXCEPTION '% needs a %', p_burst_name, p_rate_name
+			USING ERRCODE = 'invalid_parameter_value',
+				  HINT = pg_catalog.format('%s is the size of the token bucket that %s fills.', p_burst_name, p_rate_name);
+	END IF;
+	IF p_burst < 1 OR p_burst > 1000000 THEN
+		RAISE EXCEPTION '% must be between 1 and 1000000, not %', p_burst_name, p_burst
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	RETURN p_burst;
+END
+$$;
+COMMENT ON FUNCTION sched._check_rate(float8, int, text, text) IS 'internal: refuse a rate limit or bucket size define_biz does not take; the bucket size, by default';
+
+CREATE OR REPLACE FUNCTION sched._check_cap(p_cap int, p_name text) RETURNS void
+LANGUAGE plpgsql IMMUTABLE
+AS $$
+BEGIN
+	IF p_cap < 1 OR p_cap > 100000 THEN
+		RAISE EXCEPTION '% must be between 1 and 100000, not %', p_name, p_cap
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+END
+$$;
+COMMENT ON FUNCTION sched._check_cap(int, text) IS 'internal: refuse a concurrency cap define_biz does not take';
+
+/*
  * Checks shared by every way of adding a task.
  */
 CREATE OR REPLACE FUNCTION sched._check_task(run_at timestamptz, payload jsonb, dedupe_key text)

@@ -432,7 +432,9 @@ COMMENT ON FUNCTION sched._unlease(smallint[], bigint[], text, text) IS 'interna
  *   held     the concurrency cap held the type back;
  *   next_at  when the type's next token comes, if it ran out.
  * One claim at a time counts a capped type's leases, holding the type's
- * row (and reading its cap there, as it is now).  With p_wait the claim
+ * row (and reading its cap there, as it is now); so does a type whose keys
+ * are capped, for sched._pick to count each key's leases (the drain holds
+ * the row too).  With p_wait the claim
  * waits for another's (sched.claim, a consumer's call); without it the type
  * is held (a worker, which looks again at its next claim and never waits
  * for an administrator's open transaction).
@@ -448,7 +450,7 @@ BEGIN
 	want := p_want;
 	tokens := 0;
 	held := false;
-	IF b.max_concurrency IS NOT NULL THEN
+	IF b.max_concurrency IS NOT NULL OR b.key_max_concurrency IS NOT NULL THEN
 		IF p_wait THEN
 			SELECT x.max_concurrency INTO v_cap FROM sched.biz x WHERE x.name = b.name FOR NO KEY UPDATE;
 		ELSE
@@ -525,6 +527,11 @@ COMMENT ON FUNCTION sched._parked_keys(text, text, int) IS 'internal: the keys o
  * Rows another transaction holds are passed over (SKIP LOCKED).  The keys'
  * shares are water-filled: a key with fewer tasks than its share leaves
  * the rest to the keys that had more, in at most three more rounds.
+ * A keyed type's key_max_concurrency and key_rate_limit hold each key to
+ * its own cap and token bucket (src/core/key_limiter.c); the caller holds
+ * the type's row when the keys are capped (sched._claim_allowance, the
+ * drain), so that no other pick counts a key's deliveries meanwhile.  The
+ * tasks without a key have no key's limits.
  */
 CREATE OR REPLACE FUNCTION sched._pick(b sched.biz, p_max int)
 RETURNS TABLE(bucket smallint, id bigint, run_at timestamptz, schedule text, attempt int, key text,
@@ -548,6 +555,9 @@ DECLARE
 	v_attempts int[] := '{}';
 	v_task_keys text[] := '{}';
 	v_priorities smallint[] := '{}';
+	v_shares int[];
+	v_allowed int[];
+	v_tokens int[];
 	r record;
 BEGIN
 	IF NOT b.keyed THEN
@@ -583,31 +593,64 @@ BEGIN
 	END IF;
 
 	-- Each round shares what is still wanted among the keys of the round,
-	-- one more to the first (need mod n) of them; a key that filled its
+	-- one more to the first (need mod n) of them.  A key's limits may cut
+	-- its share (its room under key_max_concurrency, its tokens under
+	-- key_rate_limit; not the keyless tasks'); a key that filled its whole
 	-- share may have more, and is in the next round.
 	WHILE v_need > 0 AND v_n > 0 AND v_round < 4 LOOP
 		v_round := v_round + 1;
+		v_shares := ARRAY(SELECT v_need / v_n + CASE WHEN g <= v_need % v_n THEN 1 ELSE 0 END
+						  FROM pg_catalog.generate_series(1, v_n) g);
+		v_allowed := v_shares;
+		IF b.key_max_concurrency IS NOT NULL THEN
+			-- Its cap less its deliveries awaiting acknowledgement and what
+			-- this pick took already (the caller holds the type's row: no
+			-- other pick of the type counts meanwhile).
+			v_allowed := ARRAY(
+				SELECT CASE WHEN u.k = '' THEN u.a ELSE GREATEST(0, LEAST(u.a, b.key_max_concurrency
+					- (SELECT count(*) FROM (SELECT FROM sched.task t
+											 WHERE t.biz_type = b.name AND t.state = 'd' AND t.key = u.k
+											 LIMIT b.key_max_concurrency) d)::int
+					- pg_catalog.cardinality(pg_catalog.array_positions(v_task_keys, u.k)))) END
+				FROM unnest(v_keys, v_allowed) WITH ORDINALITY AS u(k, a, o) ORDER BY u.o);
+		END IF;
+		IF b.key_rate_limit IS NOT NULL THEN
+			v_tokens := sched._take_key_tokens(b.name, v_keys,
+				ARRAY(SELECT CASE WHEN u.k = '' THEN 0 ELSE u.a END
+					  FROM unnest(v_keys, v_allowed) WITH ORDINALITY AS u(k, a, o) ORDER BY u.o),
+				b.key_rate_limit, b.key_burst);
+			v_allowed := ARRAY(SELECT CASE WHEN u.k = '' THEN u.a ELSE u.t END
+							   FROM unnest(v_keys, v_allowed, v_tokens) WITH ORDINALITY AS u(k, a, t, o)
+							   ORDER BY u.o);
+		END IF;
 		WITH got AS MATERIALIZED (
-			SELECT g.k, g.pos, x.*,
-				   v_need / v_n + CASE WHEN g.pos <= v_need % v_n THEN 1 ELSE 0 END AS share
+			SELECT g.pos, x.*
 			FROM pg_catalog.unnest(v_keys) WITH ORDINALITY AS g(k, pos),
 			LATERAL (SELECT t.bucket, t.id, t.run_at, t.schedule, t.attempt, t.key, t.priority
 					 FROM sched.task t
 					 WHERE t.biz_type = b.name AND t.state = 'r' AND coalesce(t.key, '') = g.k
 					   AND t.id <> ALL (v_ids)
 					 ORDER BY coalesce(t.key, ''), t.priority DESC, t.run_at, t.id
-					 LIMIT v_need / v_n + CASE WHEN g.pos <= v_need % v_n THEN 1 ELSE 0 END
+					 LIMIT v_allowed[g.pos]
 					 FOR UPDATE OF t SKIP LOCKED) x
-		), filled AS (
-			SELECT got.k, got.pos FROM got GROUP BY got.k, got.pos
-			HAVING count(*) = min(got.share)
+		), counts AS (
+			SELECT g.k, g.pos, (SELECT count(*) FROM got WHERE got.pos = g.pos)::int AS n
+			FROM pg_catalog.unnest(v_keys) WITH ORDINALITY AS g(k, pos)
 		)
 		SELECT coalesce(pg_catalog.array_agg(got.id), '{}') AS ids,
 			   pg_catalog.array_agg(got.bucket) AS buckets, pg_catalog.array_agg(got.run_at) AS run_ats,
 			   pg_catalog.array_agg(got.schedule) AS schedules, pg_catalog.array_agg(got.attempt) AS attempts,
 			   pg_catalog.array_agg(got.key) AS task_keys, pg_catalog.array_agg(got.priority) AS priorities,
-			   (SELECT coalesce(pg_catalog.array_agg(f.k ORDER BY f.pos), '{}') FROM filled f) AS more
+			   (SELECT pg_catalog.array_agg(c.n ORDER BY c.pos) FROM counts c) AS got,
+			   (SELECT coalesce(pg_catalog.array_agg(c.k ORDER BY c.pos), '{}') FROM counts c
+				WHERE c.n > 0 AND c.n = v_shares[c.pos]) AS more
 		INTO r FROM got;
+		IF b.key_rate_limit IS NOT NULL THEN
+			-- The tokens of the tasks a key did not have (or others held).
+			PERFORM sched._return_key_tokens(b.name, v_keys,
+				ARRAY(SELECT CASE WHEN u.k = '' THEN 0 ELSE u.t - u.n END
+					  FROM unnest(v_keys, v_tokens, r.got) WITH ORDINALITY AS u(k, t, n, o) ORDER BY u.o));
+		END IF;
 		v_ids := v_ids || r.ids;
 		v_buckets := v_buckets || r.buckets;
 		v_run_ats := v_run_ats || r.run_ats;

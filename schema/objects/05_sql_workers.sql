@@ -49,7 +49,7 @@ BEGIN
 		EXIT WHEN v_room <= 0;
 		v_want := v_room;
 		v_tokens := 0;
-		IF b.max_concurrency IS NOT NULL OR b.rate_limit IS NOT NULL THEN
+		IF b.limited THEN
 			a := sched._claim_allowance(b, v_want, v_now, false);
 			v_held := v_held OR a.held;
 			v_next := LEAST(v_next, a.next_at);
@@ -59,6 +59,12 @@ BEGIN
 		END IF;
 		-- As sched.claim: lock first, let the schedules among them fire.
 		c := sched._take(b, v_want, v_now);
+		IF coalesce(pg_catalog.cardinality(c.ids), 0) < v_want THEN
+			-- Held back by its keys' limits, maybe: look again at a key's
+			-- next token, or when a request or run of it ends.
+			v_next := LEAST(v_next, sched._key_tokens_next());
+			v_held := v_held OR b.key_max_concurrency IS NOT NULL;
+		END IF;
 		SELECT pg_catalog.array_agg(l.id), pg_catalog.array_agg(l.bucket) INTO v_leased, v_leased_buckets
 		FROM sched._lease(c.buckets, c.ids, '{r}', v_now, sched._http_lease(b.timeout), p_owner,
 						  p_skip => c.skipped) l;

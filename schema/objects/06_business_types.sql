@@ -18,7 +18,10 @@ CREATE OR REPLACE FUNCTION sched.define_biz(
 	max_backoff interval DEFAULT '1 hour',
 	secret text DEFAULT NULL,
 	follow_redirects boolean DEFAULT false,
-	weight int DEFAULT 1)
+	weight int DEFAULT 1,
+	key_max_concurrency int DEFAULT NULL,
+	key_rate_limit float8 DEFAULT NULL,
+	key_burst int DEFAULT NULL)
 RETURNS void
 LANGUAGE plpgsql
 SECURITY DEFINER
@@ -66,33 +69,10 @@ BEGIN
 			USING ERRCODE = 'invalid_parameter_value';
 	END IF;
 	PERFORM sched._check_interval(ack_timeout, 'ack_timeout', interval '1 second', interval '7 days');
-	IF rate_limit IS NOT NULL THEN
-		IF rate_limit = 'NaN' OR rate_limit IN ('Infinity', '-Infinity') THEN
-			RAISE EXCEPTION 'rate_limit must be a finite number, not %', rate_limit
-				USING ERRCODE = 'invalid_parameter_value';
-		ELSIF rate_limit <= 0 THEN
-			RAISE EXCEPTION 'rate_limit must be between 0.001 and 1000000 deliveries per second, not %', rate_limit
-				USING ERRCODE = 'invalid_parameter_value',
-					  HINT = 'To stop a type''s deliveries for a while, use sched.pause.';
-		ELSIF rate_limit < 0.001 OR rate_limit > 1000000 THEN
-			RAISE EXCEPTION 'rate_limit must be between 0.001 and 1000000 deliveries per second, not %', rate_limit
-				USING ERRCODE = 'invalid_parameter_value';
-		END IF;
-		-- Enough for one second of the rate, at least one.
-		burst := coalesce(burst, GREATEST(1, pg_catalog.ceil(rate_limit))::int);
-	ELSIF burst IS NOT NULL THEN
-		RAISE EXCEPTION 'burst needs a rate_limit'
-			USING ERRCODE = 'invalid_parameter_value',
-				  HINT = 'burst is the size of the token bucket that rate_limit fills.';
-	END IF;
-	IF burst < 1 OR burst > 1000000 THEN
-		RAISE EXCEPTION 'burst must be between 1 and 1000000, not %', burst
-			USING ERRCODE = 'invalid_parameter_value';
-	END IF;
-	IF max_concurrency < 1 OR max_concurrency > 100000 THEN
-		RAISE EXCEPTION 'max_concurrency must be between 1 and 100000, not %', max_concurrency
-			USING ERRCODE = 'invalid_parameter_value';
-	END IF;
+	burst := sched._check_rate(rate_limit, burst, 'rate_limit', 'burst');
+	key_burst := sched._check_rate(key_rate_limit, key_burst, 'key_rate_limit', 'key_burst');
+	PERFORM sched._check_cap(max_concurrency, 'max_concurrency');
+	PERFORM sched._check_cap(key_max_concurrency, 'key_max_concurrency');
 	PERFORM sched._require(weight, 'weight');
 	IF weight < 1 OR weight > 1000 THEN
 		RAISE EXCEPTION 'weight must be between 1 and 1000, not %', weight
@@ -135,11 +115,11 @@ BEGIN
 	INSERT INTO sched.biz AS b (name, delivery, channel, max_attempts, ack_timeout,
 								rate_limit, burst, max_concurrency,
 								url, headers, timeout, min_backoff, max_backoff, secret,
-								follow_redirects, weight)
+								follow_redirects, weight, key_max_concurrency, key_rate_limit, key_burst)
 		VALUES (name, delivery, v_channel, max_attempts, ack_timeout,
 				rate_limit, burst, max_concurrency,
 				url, headers, timeout, min_backoff, max_backoff, secret,
-				coalesce(follow_redirects, false), weight)
+				coalesce(follow_redirects, false), weight, key_max_concurrency, key_rate_limit, key_burst)
 	ON CONFLICT ON CONSTRAINT biz_pkey DO UPDATE
 		SET delivery = excluded.delivery, channel = excluded.channel,
 			max_attempts = excluded.max_attempts, ack_timeout = excluded.ack_timeout,
@@ -148,7 +128,8 @@ BEGIN
 			url = excluded.url, headers = excluded.headers, timeout = excluded.timeout,
 			min_backoff = excluded.min_backoff, max_backoff = excluded.max_backoff,
 			secret = excluded.secret, follow_redirects = excluded.follow_redirects,
-			weight = excluded.weight, updated_at = now();
+			weight = excluded.weight, key_max_concurrency = excluded.key_max_concurrency,
+			key_rate_limit = excluded.key_rate_limit, key_burst = excluded.key_burst, updated_at = now();
 	-- The HTTP and SQL workers read the definitions afresh when they claim.
 	IF delivery = 'http' OR v_old_delivery = 'http' THEN
 		PERFORM sched._wake_http();
@@ -174,7 +155,8 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION sched.define_biz(text, text, text, int, interval, float8, int, int,
-									 text, jsonb, interval, interval, interval, text, boolean, int) IS 'create or replace a delaysched business type';
+									 text, jsonb, interval, interval, interval, text, boolean, int,
+									 int, float8, int) IS 'create or replace a delaysched business type';
 
 CREATE OR REPLACE FUNCTION sched.drop_biz(name text, cancel_tasks boolean DEFAULT false)
 RETURNS bigint

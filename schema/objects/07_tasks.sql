@@ -485,7 +485,7 @@ BEGIN
 	IF b.paused THEN
 		RETURN;
 	END IF;
-	IF b.max_concurrency IS NOT NULL OR b.rate_limit IS NOT NULL THEN
+	IF b.limited THEN
 		-- One claim at a time counts a capped type's leases and takes slots.
 		a := sched._claim_allowance(b, v_max, v_now, true);
 		v_tokens := a.tokens;

@@ -37,7 +37,10 @@ CREATE OR REPLACE VIEW sched.tasks WITH (security_barrier) AS
 				 t.attempt, t.payload, t.dedupe_key, t.created_at, t.delivered_at, t.last_error,
 				 t.lease_until, NULL::timestamptz AS finished_at, t.schedule,
 				 sched._task_status(t.id, t.biz_type, t.state, t.run_at, t.attempt, t.lease_until,
-									b.delivery, b.paused, b.rate_limit IS NOT NULL, b.max_concurrency) AS status,
+									b.delivery, b.paused,
+									b.rate_limit IS NOT NULL OR b.key_rate_limit IS NOT NULL
+									OR b.key_max_concurrency IS NOT NULL,
+									b.max_concurrency) AS status,
 				 t.command, t.run_as, t.key, t.priority
 		  FROM sched.task t LEFT JOIN sched.biz b ON b.name = t.biz_type
 		  UNION ALL

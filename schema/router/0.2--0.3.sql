@@ -106,9 +106,44 @@ ALTER FUNCTION sched._schedule_node(text) SECURITY DEFINER;
 -- SQL jobs
 -------------------------------------------------------------------------------
 
--- define_biz: timeout NULL by default, as a node's (replaced in place: only
--- a default changes, so its grants stay).
-CREATE OR REPLACE FUNCTION sched.define_biz(
+-- define_biz: timeout NULL by default, as a node's, and each key's limits
+-- (key_max_concurrency, key_rate_limit, key_burst), which every node gets
+-- whole: a key's tasks are wherever sched.add put them, so a key's limits
+-- hold on each node (see doc/scale-out.md).  Its grants go to the new one
+-- by keep-privileges-restore.sql.
+ALTER TABLE sched.biz ADD COLUMN key_max_concurrency int, ADD COLUMN key_rate_limit float8,
+	ADD COLUMN key_burst int;
+DROP FUNCTION sched.define_biz(text, text, text, int, interval, float8, int, int, text, jsonb, interval,
+							   interval, interval, text, boolean, int);
+DROP FUNCTION sched._define_biz_on(int, text, text, text, int, interval, float8, int, int, text, jsonb,
+								   interval, interval, interval, text, boolean, int);
+CREATE FUNCTION sched._define_biz_on(p int, name text, delivery text, channel text, max_attempts int,
+	ack_timeout interval, rate_limit float8, burst int, max_concurrency int, url text, headers jsonb,
+	timeout interval, min_backoff interval, max_backoff interval, secret text, follow_redirects boolean,
+	weight int, key_max_concurrency int, key_rate_limit float8, key_burst int)
+RETURNS void
+LANGUAGE plproxy AS $$ CLUSTER 'delaysched'; RUN ON p;
+	SELECT sched.define_biz(name, delivery, channel, max_attempts, ack_timeout, rate_limit, burst,
+		max_concurrency, url, headers, timeout, min_backoff, max_backoff, secret, follow_redirects,
+		weight, key_max_concurrency, key_rate_limit, key_burst); $$;
+-- (Not granted: as in 0.2, for the administrators' calls only.)
+REVOKE ALL ON FUNCTION sched._define_biz_on(int, text, text, text, int, interval, float8, int, int, text, jsonb,
+											interval, interval, interval, text, boolean, int, int, float8, int)
+	FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION sched._define_call(b sched.biz) RETURNS text
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+	SELECT pg_catalog.format(
+		'SELECT sched._define_biz_on($1, %L, %L, %L, %L, %L, sched._share(%L::float8, $1), sched._share(%L::int, $1),'
+		' sched._share(%L::int, $1), %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L)',
+		b.name, b.delivery, b.channel, b.max_attempts, b.ack_timeout, b.rate_limit, b.burst,
+		b.max_concurrency, b.url, b.headers, b.timeout, b.min_backoff, b.max_backoff, b.secret,
+		b.follow_redirects, b.weight, b.key_max_concurrency, b.key_rate_limit, b.key_burst)
+$$;
+
+CREATE FUNCTION sched.define_biz(
 	name text,
 	delivery text DEFAULT 'notify',
 	channel text DEFAULT NULL,
@@ -124,7 +159,10 @@ CREATE OR REPLACE FUNCTION sched.define_biz(
 	max_backoff interval DEFAULT '1 hour',
 	secret text DEFAULT NULL,
 	follow_redirects boolean DEFAULT false,
-	weight int DEFAULT 1)
+	weight int DEFAULT 1,
+	key_max_concurrency int DEFAULT NULL,
+	key_rate_limit float8 DEFAULT NULL,
+	key_burst int DEFAULT NULL)
 RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -135,7 +173,7 @@ BEGIN
 	b := ROW(name, delivery, channel, max_attempts, ack_timeout, rate_limit, burst, max_concurrency, url,
 			 headers, timeout, min_backoff, max_backoff, secret, follow_redirects,
 			 coalesce((SELECT x.paused FROM sched.biz x WHERE x.name = define_biz.name), false),
-			 pg_catalog.now(), weight);
+			 pg_catalog.now(), weight, key_max_concurrency, key_rate_limit, key_burst);
 	PERFORM sched._check_limits(rate_limit, burst, max_concurrency);
 	PERFORM sched._on_every_node('define_biz', sched._define_call(b));
 	-- (an update, not a delete and insert: the type's grants stay recorded)
@@ -146,9 +184,14 @@ BEGIN
 		url = excluded.url, headers = excluded.headers, timeout = excluded.timeout,
 		min_backoff = excluded.min_backoff, max_backoff = excluded.max_backoff, secret = excluded.secret,
 		follow_redirects = excluded.follow_redirects, updated_at = excluded.updated_at,
-		weight = excluded.weight;
+		weight = excluded.weight, key_max_concurrency = excluded.key_max_concurrency,
+		key_rate_limit = excluded.key_rate_limit, key_burst = excluded.key_burst;
 END
 $$;
+COMMENT ON FUNCTION sched.define_biz(text, text, text, int, interval, float8, int, int, text, jsonb, interval,
+									 interval, interval, text, boolean, int, int, float8, int) IS 'create or change a business type on every node; rate_limit, burst and max_concurrency are for the whole cluster, split across the nodes; the keys'' limits hold on each node';
+REVOKE ALL ON FUNCTION sched.define_biz(text, text, text, int, interval, float8, int, int, text, jsonb, interval,
+										interval, interval, text, boolean, int, int, float8, int) FROM PUBLIC;
 
 -- The node calls that change: each takes the command, or returns the two
 -- columns more.  (Dropped first: their arguments or result change.)

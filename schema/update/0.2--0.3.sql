@@ -116,13 +116,22 @@ DROP FUNCTION sched._cluster();
 -- after the SQL jobs' columns), the priority of a schedule's firings, and
 -- whether a type has keyed tasks.  The parked tasks' index goes key by key,
 -- each key's tasks in priority then run-at order (sched._pick).
-ALTER TABLE sched.biz ADD COLUMN keyed boolean NOT NULL DEFAULT false;
+ALTER TABLE sched.biz ADD COLUMN keyed boolean NOT NULL DEFAULT false,
+	ADD COLUMN key_max_concurrency int, ADD COLUMN key_rate_limit float8, ADD COLUMN key_burst int,
+	ADD COLUMN limited boolean NOT NULL GENERATED ALWAYS AS
+		(rate_limit IS NOT NULL OR max_concurrency IS NOT NULL
+		 OR key_rate_limit IS NOT NULL OR key_max_concurrency IS NOT NULL) STORED;
 ALTER TABLE sched.task ADD COLUMN key text, ADD COLUMN priority smallint NOT NULL DEFAULT 0;
 ALTER TABLE sched.finished ADD COLUMN key text, ADD COLUMN priority smallint NOT NULL DEFAULT 0;
 ALTER TABLE sched.schedule ADD COLUMN priority smallint NOT NULL DEFAULT 0;
 DROP INDEX sched.task_parked_idx;
 CREATE INDEX task_parked_idx ON sched.task (biz_type, (coalesce(key, '')), priority DESC, run_at, id)
 	WHERE state = 'r';
+CREATE INDEX task_key_leased_idx ON sched.task (biz_type, key) WHERE state = 'd' AND key IS NOT NULL;
+-- Takes the keys' limits: made anew below (its grants go to the new one
+-- by keep-privileges-restore.sql).
+DROP FUNCTION sched.define_biz(text, text, text, int, interval, float8, int, int,
+							   text, jsonb, interval, interval, interval, text, boolean, int);
 -- Take a key and a priority, or return them: made anew below (the grants
 -- on add_many and claim go to the new ones by keep-privileges-restore.sql).
 DROP FUNCTION sched.add_many(text, timestamptz[], jsonb[], text[]);

@@ -52,6 +52,7 @@ int			delaysched_ranges = 8;
 int			delaysched_workers = 2;
 int			delaysched_max_payload_kb = 1024;
 int			delaysched_max_biz_types = 1000;
+int			delaysched_max_keys = 100000;
 int			delaysched_max_stats_types = 1000;
 double		delaysched_max_deliveries_per_second = 0;
 int			delaysched_http_workers = 1;
@@ -288,6 +289,16 @@ delaysched_define_gucs(void)
 							"limit beyond this many.",
 							&delaysched_max_biz_types,
 							1000, 16, 1000000,
+							PGC_POSTMASTER,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("delaysched.max_keys",
+							"Most keys with a token bucket at once (key_rate_limit), all databases together.",
+							"A key's bucket is made when it first takes a token and dropped once it is full "
+							"again; past this many busy buckets, a new key waits until one is.",
+							&delaysched_max_keys,
+							100000, 100, 10000000,
 							PGC_POSTMASTER,
 							0,
 							NULL, NULL, NULL);

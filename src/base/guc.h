@@ -25,6 +25,7 @@ extern int	delaysched_ranges;
 extern int	delaysched_workers;
 extern int	delaysched_max_payload_kb;
 extern int	delaysched_max_biz_types;
+extern int	delaysched_max_keys;
 extern int	delaysched_max_stats_types;
 extern double delaysched_max_deliveries_per_second;
 extern int	delaysched_http_workers;

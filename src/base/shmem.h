@@ -114,6 +114,13 @@
  *		drain's takes, a lookup per type with a backlog, and a walk of the
  *		table per type when it is full and the type has no bucket yet).
  *
+ *	 keys lock (DELAYSCHED_LWLOCK_KEYS) guards the table of keys' token
+ *		buckets and its counts (core/key_limiter.c).  Exclusive: to take or
+ *		give back a pick's tokens (a lookup per key of the pick, and when
+ *		the table is full, once per pick, a walk of the table that drops its
+ *		idle buckets); shared: to count the buckets (sched._key_buckets()).
+ *		Taken with no other delaysched lock held.
+ *
  *	 stats lock (DELAYSCHED_LWLOCK_STATS) guards the hash table of numbers
  *		(stats/stats.c).  Shared: to add to an entry that exists, and to read
  *		entries (the numbers are atomics, added with pg_atomic_fetch_add and
@@ -200,13 +207,14 @@
 
 /*
  * The LWLocks of the "delaysched" tranche, by index: the limiter's, the
- * cluster's, the statistics', then for each database entry its
+ * cluster's, the statistics', the keys', then for each database entry its
  * ranges_lock, its workers_lock and one per HTTP worker (see Locks above).
  */
 #define DELAYSCHED_LWLOCK_LIMITER	0
 #define DELAYSCHED_LWLOCK_CLUSTER	1
 #define DELAYSCHED_LWLOCK_STATS		2
-#define DELAYSCHED_LWLOCK_FIRST_DATABASE 3
+#define DELAYSCHED_LWLOCK_KEYS		3
+#define DELAYSCHED_LWLOCK_FIRST_DATABASE 4
 #define DELAYSCHED_LWLOCK_RANGES	0	/* within a database's */
 #define DELAYSCHED_LWLOCK_WORKERS	1
 #define DELAYSCHED_LWLOCK_HTTP		2	/* + the HTTP worker's index */

@@ -57,6 +57,11 @@ typedef struct BacklogHint
 extern Size delaysched_limiter_shmem_size(void);
 extern void delaysched_limiter_shmem_init(void);
 
+/* key_limiter.c: the keys' token buckets */
+extern Size delaysched_key_limiter_shmem_size(void);
+extern void delaysched_key_limiter_shmem_init(void);
+extern TimestampTz delaysched_key_tokens_next(void);
+
 /*
  * Take up to "want" tokens of a type's bucket (rate per second, burst the
  * most it holds), refilled up to now; returns how many were taken, and sets

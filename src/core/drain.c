@@ -94,6 +94,8 @@ typedef struct DrainType
 	double		rate;			/* 0: no rate limit */
 	int			burst;
 	int			max_concurrency;	/* 0: no cap */
+	bool		keys_capped;	/* each key has a cap (key_max_concurrency) */
+	bool		keys_rate_limited;	/* each key has a bucket (key_rate_limit) */
 	int			weight;
 	bool		hinted;
 	uint64		marks;
@@ -118,7 +120,8 @@ static struct
  * hinted types.
  */
 static const char types_sql[] =
-"SELECT b.name, b.channel, b.ack_timeout, b.rate_limit, b.burst, b.max_concurrency, b.weight"
+"SELECT b.name, b.channel, b.ack_timeout, b.rate_limit, b.burst, b.max_concurrency, b.weight,"
+"       b.key_max_concurrency IS NOT NULL, b.key_rate_limit IS NOT NULL"
 " FROM sched.biz b"
 " WHERE b.delivery = 'notify' AND NOT b.paused"
 "   AND (b.name = ANY ($2)"
@@ -229,6 +232,8 @@ read_types(BacklogHint *hints, int nhints, bool probe_all, int *count)
 		value = SPI_getbinval(tuple, desc, 6, &isnull);
 		t->max_concurrency = isnull ? 0 : DatumGetInt32(value);
 		t->weight = DatumGetInt32(SPI_getbinval(tuple, desc, 7, &isnull));
+		t->keys_capped = DatumGetBool(SPI_getbinval(tuple, desc, 8, &isnull));
+		t->keys_rate_limited = DatumGetBool(SPI_getbinval(tuple, desc, 9, &isnull));
 		for (int h = 0; h < nhints; h++)
 			if (strcmp(hints[h].name, t->name) == 0)
 			{
@@ -251,6 +256,13 @@ allow(DrainType *t, int batch, bool *waits_for_slot)
 {
 	t->allowed = batch;
 	t->limit = LIMIT_BATCH;
+	if (t->keys_capped && !*waits_for_slot)
+	{
+		/* A delivery that ends may free a key's slot (sched._pick counts). */
+		pg_atomic_write_u32(&delaysched_shared->drain_waits_for_slot, 1);
+		pg_memory_barrier();
+		*waits_for_slot = true;
+	}
 	if (t->max_concurrency > 0)
 	{
 		Datum		values[2];
@@ -482,6 +494,7 @@ delaysched_drain(TimestampTz now, int batch, DrainResult *result)
 		int			skipped = 0;
 		int			taken = t->share > 0 ? deliver(t, stamp, &skipped) : 0;
 		int			sent = taken - skipped;
+		TimestampTz key_token = delaysched_key_tokens_next();
 
 		result->delivered += sent;
 		global_taken -= sent;
@@ -504,6 +517,17 @@ delaysched_drain(TimestampTz now, int batch, DrainResult *result)
 			}
 			if (!t->hinted)
 				delaysched_note_parked(t->name);
+			if (t->keys_capped || t->keys_rate_limited)
+			{
+				/*
+				 * Held back by its keys' limits, it seems: again when a key
+				 * gets its next token, or a delivery ends (and the drain is
+				 * woken), with the held rows' recheck as the backstop.
+				 */
+				if (t->keys_capped)
+					slot_limited = true;
+				next = Min(next, key_token);
+			}
 			next = Min(next, TimestampTzPlusMilliseconds(now, HELD_ROW_RECHECK_MS));
 			continue;
 		}

@@ -62,14 +62,12 @@ TickPlans	delaysched_tick_plans;
 #define DELAYSCHED_DELIVER_PICKED(park_all, worker) \
 "), kinds AS (" \
 "  SELECT b.name, b.channel, b.ack_timeout, b.timeout, b.delivery = 'pull' AS pull, b.paused," \
-"         (b.rate_limit IS NOT NULL OR b.max_concurrency IS NOT NULL OR " park_all ") AS limited," \
+"         (b.limited OR " park_all ") AS limited," \
 "         b.delivery = 'http' AS http, b.delivery = 'sql' AS sql," \
-"         (b.delivery = 'sql' AND NOT b.paused AND b.rate_limit IS NULL" \
-"          AND b.max_concurrency IS NULL) AS sql_ready," \
-"         (b.delivery <> 'notify' OR b.paused OR b.rate_limit IS NOT NULL" \
-"          OR b.max_concurrency IS NOT NULL OR " park_all ") AS parks," \
-"         (b.delivery = 'http' AND NOT b.paused AND b.rate_limit IS NULL" \
-"          AND b.max_concurrency IS NULL AND " worker " IS NOT NULL) AS handable" \
+"         (b.delivery = 'sql' AND NOT b.paused AND NOT b.limited) AS sql_ready," \
+"         (b.delivery <> 'notify' OR b.paused OR b.limited OR " park_all ") AS parks," \
+"         (b.delivery = 'http' AND NOT b.paused AND NOT b.limited" \
+"          AND " worker " IS NOT NULL) AS handable" \
 "  FROM sched.biz b" \
 "), taken AS (" \
 "  UPDATE sched.%s t SET " \

@@ -69,7 +69,7 @@ static const char lock_parked_sql[] =
 "       extract(epoch FROM b.timeout)::float8 * 1000, b.timeout"
 " FROM sched.%s t JOIN sched.biz b ON b.name = t.biz_type"
 " WHERE t.id = $1 AND t.bucket = $2 AND t.state = (SELECT 'r'::\"char\")"
-"   AND b.delivery = 'sql' AND NOT b.paused AND b.rate_limit IS NULL AND b.max_concurrency IS NULL"
+"   AND b.delivery = 'sql' AND NOT b.paused AND NOT b.limited"
 " FOR UPDATE OF t SKIP LOCKED";
 
 /*
