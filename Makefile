@@ -140,7 +140,7 @@ test/bench/hooksink: test/bench/hooksink.c
 	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS)
 
 # Benchmarks (not tests): bench/run.sh; bench-smoke is the few-second run CI does.
-.PHONY: bench bench-compare bench-smoke bench-xmin bench-http bench-schedules bench-contention bench-contention-smoke bench-databases bench-databases-smoke bench-monitoring bench-monitoring-smoke bench-catch-up bench-catch-up-smoke bench-scale-out bench-scale-out-smoke bench-sql-jobs bench-sql-jobs-smoke
+.PHONY: bench bench-compare bench-smoke bench-xmin bench-http bench-schedules bench-contention bench-contention-smoke bench-databases bench-databases-smoke bench-monitoring bench-monitoring-smoke bench-catch-up bench-catch-up-smoke bench-scale-out bench-scale-out-smoke bench-sql-jobs bench-sql-jobs-smoke bench-keys bench-keys-smoke
 bench: all test-tools
 	bash bench/run.sh
 bench-compare: all test-tools
@@ -183,3 +183,8 @@ bench-sql-jobs: all
 	bash bench/sql_jobs.sh $(if $(MAJOR),--major $(MAJOR))
 bench-sql-jobs-smoke: all
 	bash bench/sql_jobs.sh --smoke $(if $(MAJOR),--major $(MAJOR))
+# What a key costs: sched.add and sched.claim with keys and without.
+bench-keys: all
+	bash bench/keys.sh
+bench-keys-smoke: all
+	bash bench/keys.sh --smoke

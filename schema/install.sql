@@ -316,10 +316,6 @@ ALTER TABLE sched.task ADD COLUMN key text, ADD COLUMN priority smallint NOT NUL
 -- every type an index insert.)
 CREATE INDEX task_parked_idx ON sched.task (biz_type, (coalesce(key, '')), priority DESC, run_at, id)
 	WHERE state = 'r';
--- sched._pick: a key's deliveries awaiting acknowledgement, counted up to
--- its type's key_max_concurrency (only the keyed tasks' deliveries have an
--- entry).
-CREATE INDEX task_key_leased_idx ON sched.task (biz_type, key) WHERE state = 'd' AND key IS NOT NULL;
 
 COMMENT ON FUNCTION sched._bucket_count() IS 'internal: number of delaysched task partitions';
 COMMENT ON FUNCTION sched._bucket(timestamptz) IS 'internal: the partition of a task due at run_at';

@@ -24,7 +24,8 @@ COMMENT ON FUNCTION sched._note_keyed(text) IS 'internal: mark a business type a
  * (p_schedule); an SQL job carries its command and the role it runs as
  * (p_command, p_run_as); p_run_now marks a firing made by sched.run_now,
  * which its schedule does not count.  p_key and p_priority: the task's
- * key and priority (sched._pick).
+ * key and priority (sched._pick); the caller marks the type keyed
+ * (sched._note_keyed) before the first task with a key.
  */
 CREATE OR REPLACE FUNCTION sched._insert(p_biz text, p_run_at timestamptz, p_payload jsonb, p_dedupe_key text,
 							  p_schedule text DEFAULT NULL, p_command text DEFAULT NULL,
@@ -73,9 +74,6 @@ BEGIN
 		END LOOP;
 	END IF;
 
-	IF p_key IS NOT NULL THEN
-		PERFORM sched._note_keyed(p_biz);
-	END IF;
 	INSERT INTO sched.task (id, bucket, biz_type, run_at, payload, dedupe_key, created_at, schedule,
 							command, run_as, run_now, key, priority)
 		VALUES (v_id, v_bucket, p_biz, p_run_at, p_payload, p_dedupe_key, pg_catalog.clock_timestamp(),
@@ -491,23 +489,28 @@ COMMENT ON FUNCTION sched._claim_allowance(sched.biz, int, timestamptz, boolean)
  * from p_from on (p_from itself left out), at most p_max: a skip scan of
  * task_parked_idx, one probe a key, however many tasks each key has.  The
  * tasks without a key are the key '' (no key is empty), first in the order.
+ * (PL/pgSQL, so that its plan is kept: a SQL function with a SET clause is
+ * planned at every call, a millisecond over 60 partitions.)
  */
 CREATE OR REPLACE FUNCTION sched._parked_keys(p_biz text, p_from text, p_max int) RETURNS text[]
-LANGUAGE sql STABLE
+LANGUAGE plpgsql STABLE
 SET enable_seqscan = off
 AS $$
-	WITH RECURSIVE walk(k) AS (
-		(SELECT coalesce(t.key, '') FROM sched.task t
-		 WHERE t.biz_type = p_biz AND t.state = 'r' AND coalesce(t.key, '') >= p_from
-		 ORDER BY coalesce(t.key, '') LIMIT 1)
-		UNION ALL
-		SELECT (SELECT coalesce(t.key, '') FROM sched.task t
-				WHERE t.biz_type = p_biz AND t.state = 'r' AND coalesce(t.key, '') > w.k
-				ORDER BY coalesce(t.key, '') LIMIT 1)
-		FROM walk w WHERE w.k IS NOT NULL
-	)
-	SELECT coalesce(pg_catalog.array_agg(s.k), '{}') FROM (
-		SELECT w.k FROM walk w WHERE w.k IS NOT NULL AND w.k <> p_from LIMIT p_max) s
+BEGIN
+	RETURN (
+		WITH RECURSIVE walk(k) AS (
+			(SELECT coalesce(t.key, '') FROM sched.task t
+			 WHERE t.biz_type = p_biz AND t.state = 'r' AND coalesce(t.key, '') >= p_from
+			 ORDER BY coalesce(t.key, '') LIMIT 1)
+			UNION ALL
+			SELECT (SELECT coalesce(t.key, '') FROM sched.task t
+					WHERE t.biz_type = p_biz AND t.state = 'r' AND coalesce(t.key, '') > w.k
+					ORDER BY coalesce(t.key, '') LIMIT 1)
+			FROM walk w WHERE w.k IS NOT NULL
+		)
+		SELECT coalesce(pg_catalog.array_agg(s.k), '{}') FROM (
+			SELECT w.k FROM walk w WHERE w.k IS NOT NULL AND w.k <> p_from LIMIT p_max) s);
+END
 $$;
 COMMENT ON FUNCTION sched._parked_keys(text, text, int) IS 'internal: the keys of a type with parked tasks, in key order from a key on';
 
@@ -558,6 +561,7 @@ DECLARE
 	v_shares int[];
 	v_allowed int[];
 	v_tokens int[];
+	v_in_flight text[];
 	r record;
 BEGIN
 	IF NOT b.keyed THEN
@@ -605,12 +609,18 @@ BEGIN
 		IF b.key_max_concurrency IS NOT NULL THEN
 			-- Its cap less its deliveries awaiting acknowledgement and what
 			-- this pick took already (the caller holds the type's row: no
-			-- other pick of the type counts meanwhile).
+			-- other pick of the type counts meanwhile).  The type's
+			-- deliveries are read once a pick, as a type's cap reads them
+			-- (task_leased_idx): an index of the keyed deliveries cost every
+			-- keyed delivery an index insert, a third of a keyed burst's
+			-- time.
+			IF v_in_flight IS NULL THEN
+				v_in_flight := ARRAY(SELECT t.key FROM sched.task t
+									 WHERE t.biz_type = b.name AND t.state = 'd' AND t.key = ANY (v_keys));
+			END IF;
 			v_allowed := ARRAY(
 				SELECT CASE WHEN u.k = '' THEN u.a ELSE GREATEST(0, LEAST(u.a, b.key_max_concurrency
-					- (SELECT count(*) FROM (SELECT FROM sched.task t
-											 WHERE t.biz_type = b.name AND t.state = 'd' AND t.key = u.k
-											 LIMIT b.key_max_concurrency) d)::int
+					- pg_catalog.cardinality(pg_catalog.array_positions(v_in_flight, u.k))
 					- pg_catalog.cardinality(pg_catalog.array_positions(v_task_keys, u.k)))) END
 				FROM unnest(v_keys, v_allowed) WITH ORDINALITY AS u(k, a, o) ORDER BY u.o);
 		END IF;

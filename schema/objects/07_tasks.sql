@@ -20,18 +20,27 @@ LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+	b sched.biz := sched._biz(biz_type);
 BEGIN
-	PERFORM sched._check_not_sql(sched._biz(biz_type));
+	PERFORM sched._check_not_sql(b);
 	IF NOT sched._caller_is_admin() THEN
 		PERFORM sched._require_grant(biz_type, 'schedule');
 	END IF;
 	PERFORM sched._check_task(run_at, payload, dedupe_key);
-	-- (The default asks no check: an add costs what it did.)
+	-- (The defaults ask no check: an add costs what it did.  A key or a
+	-- priority is checked by the function that says what is wrong only
+	-- when the quick test finds something.)
 	IF on_duplicate IS DISTINCT FROM 'keep' OR max_wait IS NOT NULL THEN
 		PERFORM sched._check_on_duplicate(on_duplicate, max_wait);
 	END IF;
-	IF key IS NOT NULL OR priority IS DISTINCT FROM 0 THEN
+	IF key = '' OR pg_catalog.octet_length(key) > 512 OR priority IS NULL
+	   OR priority NOT BETWEEN -32768 AND 32767 THEN
 		PERFORM sched._check_key(key, priority);
+	END IF;
+	-- The first task of the type with a key marks it keyed.
+	IF key IS NOT NULL AND NOT b.keyed THEN
+		PERFORM sched._note_keyed(b.name);
 	END IF;
 	RETURN sched._insert(biz_type, run_at, payload, dedupe_key,
 						 p_on_duplicate => on_duplicate, p_max_wait => max_wait,
@@ -91,6 +100,9 @@ BEGIN
 	PERFORM sched._check_task(run_at, '{}', dedupe_key);
 	PERFORM sched._check_command(command, 'Pass the SQL to run, for example ''CALL close_order(42)''.');
 	PERFORM sched._check_key(key, priority);
+	IF key IS NOT NULL AND NOT b.keyed THEN
+		PERFORM sched._note_keyed(b.name);
+	END IF;
 	RETURN sched._insert(b.name, run_at, '{}', dedupe_key, NULL, command, sched._caller()::regrole,
 						 p_key => key, p_priority => priority);
 END
@@ -167,15 +179,15 @@ BEGIN
 		END LOOP;
 	END IF;
 
+	IF pg_catalog.cardinality(pg_catalog.array_remove(keys, NULL)) > 0 THEN
+		PERFORM sched._note_keyed(biz_type);
+	END IF;
 	IF dedupe_keys IS NOT NULL THEN
 		FOR i IN 1 .. n LOOP
 			RETURN NEXT sched._insert(biz_type, run_ats[i], coalesce(payloads[i], '{}'), dedupe_keys[i],
 									  p_key => keys[i], p_priority => coalesce(priorities[i], 0));
 		END LOOP;
 		RETURN;
-	END IF;
-	IF pg_catalog.cardinality(pg_catalog.array_remove(keys, NULL)) > 0 THEN
-		PERFORM sched._note_keyed(biz_type);
 	END IF;
 
 	-- The set-based path: one INSERT for the whole batch.  Ids are drawn
@@ -543,6 +555,10 @@ BEGIN
 		RETURN false;
 	END IF;
 	PERFORM sched._biz(f.biz_type);
+	-- (The type may have been dropped and defined again since.)
+	IF f.key IS NOT NULL THEN
+		PERFORM sched._note_keyed(f.biz_type);
+	END IF;
 	IF f.dedupe_key IS NOT NULL THEN
 		INSERT INTO sched.dedupe (biz_type, dedupe_key, task_id)
 			VALUES (f.biz_type, f.dedupe_key, f.id) ON CONFLICT DO NOTHING;
