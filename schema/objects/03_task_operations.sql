@@ -689,7 +689,8 @@ COMMENT ON FUNCTION sched._pick(sched.biz, int) IS 'internal: lock the parked ta
  * Lock what a delivery of type b takes now, at most p_want: its parked
  * tasks (sched._pick), then, with p_pending (sched.claim) and room left,
  * its tasks due at p_now that the scanner has not announced yet, in run-at
- * order.  The firings of schedules among them make their next firings, and
+ * order (but for a type whose keys have limits, which sched._pick alone
+ * applies: its tasks wait for the scanner's announcement).  The firings of schedules among them make their next firings, and
  * those their schedules do not send are returned in skipped, to be left
  * alone (sched._fired).  Arrays in delivery order.
  */
@@ -708,6 +709,8 @@ BEGIN
 			   pg_catalog.row_number() OVER (ORDER BY t.run_at, t.id) AS ord
 		FROM (SELECT t.* FROM sched.task t
 			  WHERE p_pending AND t.biz_type = b.name AND t.state = 'p' AND t.run_at <= p_now
+				-- (not a type whose keys have limits: only sched._pick counts them)
+				AND b.key_max_concurrency IS NULL AND b.key_rate_limit IS NULL
 			  ORDER BY t.run_at, t.id
 			  LIMIT GREATEST(0, p_want - (SELECT count(*) FROM picked))
 			  FOR UPDATE SKIP LOCKED) t
