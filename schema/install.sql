@@ -316,6 +316,11 @@ ALTER TABLE sched.task ADD COLUMN key text, ADD COLUMN priority smallint NOT NUL
 -- every type an index insert.)
 CREATE INDEX task_parked_idx ON sched.task (biz_type, (coalesce(key, '')), priority DESC, run_at, id)
 	WHERE state = 'r';
+-- The lane of the keyed tasks ahead of a backlog (src/core/keys_ahead.c):
+-- whether a key has a task pending between two places.  Only keyed tasks
+-- have an entry, and only while pending: a delivery adds none.
+CREATE INDEX task_keyed_idx ON sched.task (biz_type, key, run_at, id)
+	WHERE state = 'p' AND key IS NOT NULL;
 
 COMMENT ON FUNCTION sched._bucket_count() IS 'internal: number of delaysched task partitions';
 COMMENT ON FUNCTION sched._bucket(timestamptz) IS 'internal: the partition of a task due at run_at';

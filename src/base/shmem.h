@@ -302,6 +302,8 @@ typedef struct FairLane
  * tasks before it are handled, and the lanes give the places of the types
  * furthest ahead; reach is the furthest of them all.  A task reported at
  * or before reach drops the places (valid = false), not the fair shares.
+ * In a backlog, ahead is where the lane of the keyed tasks after it stopped
+ * (core/keys_ahead.c); a task reported at or before it moves it back.
  */
 typedef struct TickCursor
 {
@@ -312,6 +314,9 @@ typedef struct TickCursor
 	TimestampTz reach;
 	int			nlanes;
 	FairLane	lanes[DELAYSCHED_FAIR_LANES];
+	bool		ahead_valid;
+	TimestampTz ahead_run_at;
+	int64		ahead_id;
 } TickCursor;
 
 /* What a worker is doing, for sched.workers. */

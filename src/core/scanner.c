@@ -743,6 +743,12 @@ delaysched_scanner_main(Datum main_arg)
 			request.cursor.valid = false;
 			request.cursor.nlanes = 0;
 		}
+		/* ... or behind where the lane of the keyed tasks stopped. */
+		if (request.cursor.ahead_valid && wake_at <= request.cursor.ahead_run_at)
+		{
+			request.cursor.ahead_run_at = wake_at;
+			request.cursor.ahead_id = -1;
+		}
 
 		/*
 		 * The sweep starts where the last one left off (late_from,

@@ -19,7 +19,8 @@
  * The parts of a tick have files of their own: the statements and their
  * kept plans (tick_plans.c, with the buckets' arithmetic in buckets.c),
  * the walk (walk.c), the walk in fair shares after a backlog
- * (fair_walk.c), a delivery statement and what it sends (delivery.c),
+ * (fair_walk.c), the lane of the keyed tasks ahead of a backlog
+ * (keys_ahead.c), a delivery statement and what it sends (delivery.c),
  * the searches for the next due task (next_due.c), and the sweep
  * (sweep.c).  The design of each is written at the top of its file.
  *
@@ -125,14 +126,32 @@ delaysched_tick(const TickRequest *request, TickResult *result)
 		int			walked;
 		int			room;
 
-		walked_lease = delaysched_walk(request, pointer, request->batch - late,
+		/*
+		 * An urgent range (a task not of its backlog is due, as the lane of
+		 * keys_ahead.c finds them) takes a step, as in the fair walk.
+		 */
+		int			limit = request->urgent && request->cursor.fair ?
+			Min(request->batch - late, Max(request->step, 1)) : request->batch - late;
+
+		walked_lease = delaysched_walk(request, pointer, limit,
 							request->cursor.fair ? request->batch : request->step, result,
 							&walked);
-		room = request->batch - late - walked;
+		room = limit - walked;
 		if (request->shares && !request->cursor.fair && result->cursor.fair && room > 0)
 			walked_lease = Min(walked_lease, share_the_onset(request, room, result));
 	}
 	first_lease = Min(first_lease, walked_lease);
+
+	/*
+	 * In a backlog, the keyed tasks after it whose keys have none in it
+	 * (keys_ahead.c): a step a tick.  (The workers'; SQL's sched._tick only
+	 * walks.)
+	 */
+	if (request->shares)
+	{
+		walked_lease = delaysched_keys_ahead(request, Max(request->step, 1), result);
+		first_lease = Min(first_lease, walked_lease);
+	}
 
 	/*
 	 * The leases this tick granted: the worker must look again when the
@@ -185,6 +204,7 @@ delaysched_tick_sql(PG_FUNCTION_ARGS)
 	/* (SQL's ticks always walk: the fair shares are the workers'.) */
 	request.cursor.fair = false;
 	request.cursor.nlanes = 0;
+	request.cursor.ahead_valid = false;
 	request.park_all = !PG_ARGISNULL(8) && PG_GETARG_BOOL(8);
 	/* Always a full sweep, and the far search when it is asked. */
 	request.ticked_again_by = DT_NOEND;

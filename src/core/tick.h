@@ -106,6 +106,9 @@ typedef struct BucketPlans
 	SPIPlanPtr	deliver;
 	SPIPlanPtr	first_due;
 	SPIPlanPtr	fair_deliver;	/* fair_walk.c's; made when first used */
+	SPIPlanPtr	ahead_pick;		/* keys_ahead.c's; made when first used */
+	SPIPlanPtr	ahead_pick_far;
+	SPIPlanPtr	ahead_deliver;
 } BucketPlans;
 
 /* The plans this backend keeps, for one extension object (tick_plans.c). */
@@ -123,6 +126,12 @@ typedef struct TickPlans
 	SPIPlanPtr	purge;
 } TickPlans;
 
+/*
+ * The lane of keyed tasks ahead of a backlog probes the partitions of so
+ * many seconds from the backlog's on by name, more by the parent.
+ */
+#define AHEAD_NEAR_SECONDS	8
+
 /* The most seconds one tick walks before it lets the worker look around. */
 #define WALK_MAX_SECONDS	64
 
@@ -135,6 +144,7 @@ extern TickPlans delaysched_tick_plans;
 extern void delaysched_prepare_tick_plans(void);
 extern BucketPlans *delaysched_bucket_plans(int bucket);
 extern SPIPlanPtr delaysched_fair_plan(int bucket);
+extern BucketPlans *delaysched_ahead_plans(int bucket);
 extern int	delaysched_bucket_of(TimestampTz t);
 extern TimestampTz delaysched_second_of(TimestampTz t);
 extern int	delaysched_bucket_among(TimestampTz t, int nbuckets);
@@ -154,6 +164,10 @@ extern void delaysched_move_pointer(int range, TimestampTz pointer, TimestampTz 
 									TickResult *result);
 extern bool delaysched_fair_walk(const TickRequest *request, TimestampTz pointer,
 								 int limit, TickResult *result, TimestampTz *first_lease);
+
+/* The lane of the keyed tasks ahead of a backlog (keys_ahead.c). */
+extern TimestampTz delaysched_keys_ahead(const TickRequest *request, int limit,
+										 TickResult *result);
 
 /* The searches of pending tasks (next_due.c). */
 extern bool delaysched_first_pending(int range, TimestampTz after, int64 after_id,

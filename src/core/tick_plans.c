@@ -133,6 +133,51 @@ static const char fair_deliver_sql[] =
 DELAYSCHED_DELIVER_PICKED("$8", "$9");
 
 /*
+ * The lane of the keyed tasks ahead of a backlog (keys_ahead.c), for a task
+ * partition (%s): lock the range's pending tasks with a key after a place,
+ * in (run_at, id) order, at most so many, and say of each whether its key
+ * is free, that is has no pending task of the range between the backlog's
+ * place and the key's first task here.  One probe per key through
+ * task_keyed_idx, in the partitions of the seconds between when they are
+ * at most AHEAD_NEAR_SECONDS (the %s: a list of parameters, which the
+ * generic plan's pruning keeps to, where it would not to an array), else
+ * in every partition.  Parameters: $1 door, $2/$3 after (run_at, id), $4
+ * before run_at, $5 now, $6 at most this many, $7/$8 the backlog's place,
+ * $9 to $16 the buckets of the seconds from the backlog's place on.
+ */
+static const char ahead_pick_sql[] =
+"WITH cand AS MATERIALIZED ("
+"  SELECT t.id, t.run_at, t.biz_type, t.key FROM sched.%s t"
+"  WHERE t.door = $1 AND t.state = 'p' AND (t.run_at, t.id) > ($2, $3)"
+"    AND t.run_at < $4 AND t.run_at <= $5 AND t.key IS NOT NULL"
+"  ORDER BY t.run_at, t.id LIMIT $6"
+"  FOR UPDATE SKIP LOCKED"
+"), firsts AS ("
+"  SELECT DISTINCT ON (c.biz_type, c.key) c.biz_type, c.key, c.run_at, c.id"
+"  FROM cand c ORDER BY c.biz_type, c.key, c.run_at, c.id"
+"), held AS MATERIALIZED ("
+"  SELECT f.biz_type, f.key FROM firsts f"
+"  CROSS JOIN LATERAL ("
+"    SELECT FROM sched.task e"
+"    WHERE e.biz_type = f.biz_type AND e.key = f.key AND e.state = 'p' AND e.key IS NOT NULL"
+"      AND e.door = $1 %s"
+"      AND (e.run_at, e.id) >= ($7, $8) AND (e.run_at, e.id) < (f.run_at, f.id)"
+"    LIMIT 1) e"
+") SELECT c.id, c.run_at,"
+"         NOT EXISTS (SELECT FROM held h WHERE h.biz_type = c.biz_type AND h.key = c.key) AS free"
+"  FROM cand c ORDER BY c.run_at, c.id";
+
+/*
+ * Deliver the tasks of a task partition (%s) that the lane chose, locked
+ * already: $1 their ids, $2 park every notify type's tasks, $3 the HTTP
+ * worker (as the walk's).
+ */
+static const char ahead_deliver_sql[] =
+"WITH picked AS ("
+"  SELECT pg_catalog.unnest($1::int8[]) AS id"
+DELAYSCHED_DELIVER_PICKED("$2", "$3");
+
+/*
  * Make sure the plans belong to the installed extension; prepare the ones
  * that are not per bucket.  SPI connected.
  */
@@ -151,6 +196,9 @@ delaysched_prepare_tick_plans(void)
 			delaysched_free_plan(&delaysched_tick_plans.buckets[b].deliver);
 			delaysched_free_plan(&delaysched_tick_plans.buckets[b].first_due);
 			delaysched_free_plan(&delaysched_tick_plans.buckets[b].fair_deliver);
+			delaysched_free_plan(&delaysched_tick_plans.buckets[b].ahead_pick);
+			delaysched_free_plan(&delaysched_tick_plans.buckets[b].ahead_pick_far);
+			delaysched_free_plan(&delaysched_tick_plans.buckets[b].ahead_deliver);
 		}
 		pfree(delaysched_tick_plans.buckets);
 		delaysched_tick_plans.buckets = NULL;
@@ -269,6 +317,38 @@ delaysched_fair_plan(int bucket)
 												   lengthof(types), types);
 	}
 	return bp->fair_deliver;
+}
+
+/*
+ * The lane's statements of a bucket (keys_ahead.c): the one whose probes
+ * keep to the partitions of AHEAD_NEAR_SECONDS seconds, the one whose
+ * probes read every partition, and the delivery.
+ */
+BucketPlans *
+delaysched_ahead_plans(int bucket)
+{
+	BucketPlans *bp = &delaysched_tick_plans.buckets[bucket];
+
+	if (bp->ahead_pick == NULL)
+	{
+		char		partition[NAMEDATALEN];
+		Oid			pick_types[] = {INT2OID, TIMESTAMPTZOID, INT8OID, TIMESTAMPTZOID,
+			TIMESTAMPTZOID, INT4OID, TIMESTAMPTZOID, INT8OID,
+		INT2OID, INT2OID, INT2OID, INT2OID, INT2OID, INT2OID, INT2OID, INT2OID};
+		Oid			deliver_types[] = {INT8ARRAYOID, BOOLOID, INT2OID};
+
+		StaticAssertStmt(lengthof(pick_types) == 8 + AHEAD_NEAR_SECONDS,
+						 "one parameter per near second");
+		snprintf(partition, sizeof(partition), "task_%04d", bucket);
+		bp->ahead_deliver = delaysched_prepare_kept(psprintf(ahead_deliver_sql, partition),
+													lengthof(deliver_types), deliver_types);
+		bp->ahead_pick_far = delaysched_prepare_kept(psprintf(ahead_pick_sql, partition, ""),
+													 lengthof(pick_types), pick_types);
+		bp->ahead_pick = delaysched_prepare_kept(psprintf(ahead_pick_sql, partition,
+														  "AND e.bucket IN ($9, $10, $11, $12, $13, $14, $15, $16)"),
+												 lengthof(pick_types), pick_types);
+	}
+	return bp;
 }
 
 /* The bucket of tasks due in t's second: what sched._bucket(t) computes. */
