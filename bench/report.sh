@@ -30,17 +30,17 @@ csv=$dir/results.csv
 # CSV: system,workload,tasks,received,enqueue/s,drain s,deliver/s,p50,p90,p99,max,cpu,dead
 awk -F, -v md="$dir/comparison.md" '
 	function metric(label) {
-		if (label ~ /^burst/ || label == "neighbour") return "deliver/s"
+		if (label ~ /^burst/ || label ~ /^neighbour(-keys)?$/) return "deliver/s"
 		if (label ~ /^enqueue/) return "enqueue/s"
 		return "p99 ms"
 	}
 	function value(s, label) {
-		if (label ~ /^burst/ || label == "neighbour") return rate[s, label]
+		if (label ~ /^burst/ || label ~ /^neighbour(-keys)?$/) return rate[s, label]
 		if (label ~ /^enqueue/) return enq[s, label]
 		return p99[s, label]
 	}
 	function shown(v, label) {
-		return (label ~ /^(burst|enqueue)/ || label == "neighbour") ? sprintf("%.0f", v) : sprintf("%.1f", v)
+		return (label ~ /^(burst|enqueue)/ || label ~ /^neighbour(-keys)?$/) ? sprintf("%.0f", v) : sprintf("%.1f", v)
 	}
 	{
 		if (!($2 in seen)) { labels[++nl] = $2; seen[$2] = 1 }
@@ -66,7 +66,7 @@ awk -F, -v md="$dir/comparison.md" '
 				v = value(s, label)
 				ratio = (has["delaysched", label] && v > 0 && s != "delaysched") ? sprintf("%.3g", mine / v) : "-"
 				printf "%-14s %-10s %-24s %12s %9s %7s %22s %s\n", label, metric(label), s, shown(v, label),
-					(label ~ /^(burst|enqueue)/ || label == "neighbour") ? "-" : sprintf("%.1f", p50[s, label]),
+					(label ~ /^(burst|enqueue)/ || label ~ /^neighbour(-keys)?$/) ? "-" : sprintf("%.1f", p50[s, label]),
 					(cpu[s, label] >= 0 ? cpu[s, label] : "-"), ratio, short[s, label]
 				printf " %s%s%s |", shown(v, label), (ratio != "-" ? " (" ratio "×)" : ""),
 					(short[s, label] != "" ? ", " short[s, label] : "") > md

@@ -72,7 +72,9 @@ trap stop_throwaway_cluster EXIT
 # and raw alone (the 500k burst: graphile-worker and pg-boss would need
 # 5 to 20 minutes for it, at the rates the 50k burst shows; the neighbour,
 # 300,000 tasks of one type due at once and another type due 20 times a
-# second beside them, which the raw loop has no types to share), or "limit" for
+# second beside them, which the raw loop has no types to share; neighbour-keys,
+# the same with 200,000 tasks of key A and ten other keys of the same type,
+# each due 20 times a second, beside them), or "limit" for
 # delaysched alone (a backlog paced by a rate limit: the others have none).
 #
 # xmin-free and xmin-held are the same steady load for 10 minutes, the
@@ -88,6 +90,7 @@ if [ -n "$smoke" ]; then
 		"burst50k|burst --size 500|all"
 		"burst500k|burst --size 2000|own"
 		"neighbour|neighbour --size 2000 --seconds 2|own"
+		"neighbour-keys|neighbour --size 2000 --seconds 2 --keys 10 --rate 200|own"
 		"idle|idle --size 10 --seconds 2|all"
 		"steady|steady --rate 50 --seconds 2|all"
 		"pending|pending --pending 20000 --rate 50 --seconds 2|fast"
@@ -101,6 +104,7 @@ else
 		"burst50k|burst --size 50000|all"
 		"burst500k|burst --size 500000|own"
 		"neighbour|neighbour --size 300000|own"
+		"neighbour-keys|neighbour --size 200000 --keys 10 --rate 200|own"
 		"idle|idle --size 200 --seconds 20|all"
 		"steady|steady --rate 500 --seconds 30|all"
 		"pending|pending --pending 1000000 --rate 500 --seconds 30|fast"

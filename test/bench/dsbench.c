@@ -9,6 +9,7 @@
  *				   [--size N] [--rate R] [--seconds S] [--pending N] [--batch N]
  *				   [--rate-limit R [--burst B]] [--hold snapshot|xid] [--ack-timeout S]
  *				   [--type NAME] [--label NAME] [--name NAME] [--csv FILE] [--receipts FILE]
+ *				   [--keys N]
  *				   CONNINFO
  *
  * Systems:
@@ -28,7 +29,10 @@
  *			  10) from the burst's due time: one type's backlog against
  *			  another's punctuality.  Two result rows: the burst's
  *			  (label), and the neighbour's lateness (label-n); --receipts
- *			  writes the neighbour's to FILE.n
+ *			  writes the neighbour's to FILE.n.  With --keys N (delaysched), the
+ *			  neighbour is not a type but N keys ("n0".."n{N-1}", in turn) of
+ *			  the burst's own type, whose tasks all have the key "A": one key's
+ *			  backlog against the other keys' punctuality
  *	 steady   RATE tasks/s (default 300) for SECONDS (default 30), each due
  *			  1 to 5 s after it is added
  *	 idle     SIZE tasks (default 200) scattered over SECONDS (default 20)
@@ -104,6 +108,8 @@ typedef struct Options
 	long		ack_timeout_s;	/* delaysched's ack_timeout */
 	const char *type;			/* delaysched's type and channel; see --type */
 	bool		rate_given;		/* --rate was given */
+	long		keys;			/* neighbour: its keys in the burst's type; 0:
+								 * a type of its own */
 } Options;
 
 static void
@@ -209,7 +215,7 @@ prepare_system(PGconn *conn, const Options *o)
 			snprintf(sql, sizeof(sql), "SELECT sched.define_biz('%s', ack_timeout => '%ld s')",
 					 o->type, o->ack_timeout_s);
 		exec_or_die(conn, sql);
-		if (is_neighbour(o))
+		if (is_neighbour(o) && o->keys == 0)
 		{
 			snprintf(sql, sizeof(sql), "SELECT sched.define_biz('%s', ack_timeout => '%ld s')",
 					 NEIGHBOUR_TYPE, o->ack_timeout_s);
@@ -222,14 +228,21 @@ prepare_system(PGconn *conn, const Options *o)
  * Schedule n tasks in one statement, the i-th (from 0) due at first + i *
  * step epoch microseconds: a burst when step is 0, a spread otherwise.
  * neighbour: of the neighbour workload's second type (raw: marked "n" in
- * the payload).
+ * the payload), or with --keys of its keys in the burst's type (whose own
+ * tasks then have the key "A").
  */
 static void
 schedule_tasks(PGconn *conn, const Options *o, long n, usec_t first, usec_t step,
 			   bool neighbour)
 {
 	char		sql[1024];
+	char		keys[256] = "";
 
+	if (o->keys > 0)
+		snprintf(keys, sizeof(keys),
+				 neighbour ? ", keys => ARRAY(SELECT 'n' || (g %% %ld) FROM generate_series(0, %ld - 1) g)"
+				 : ", keys => array_fill('A'::text, ARRAY[%ld])",
+				 neighbour ? o->keys : n, n);
 	if (is_raw(o))
 		snprintf(sql, sizeof(sql),
 				 "INSERT INTO bench_raw (run_at, payload)"
@@ -241,8 +254,8 @@ schedule_tasks(PGconn *conn, const Options *o, long n, usec_t first, usec_t step
 				 "WITH s AS (SELECT array_agg(to_timestamp(d / 1e6)) AS run_at,"
 				 "  array_agg(jsonb_build_object('due', d)) AS payload"
 				 "  FROM (SELECT %lld + %lld::bigint * g AS d FROM generate_series(0, %ld - 1) g) x)"
-				 " SELECT count(*) FROM s, sched.add_many('%s', s.run_at, s.payload)",
-				 first, step, n, neighbour ? NEIGHBOUR_TYPE : o->type);
+				 " SELECT count(*) FROM s, sched.add_many('%s', s.run_at, s.payload%s)",
+				 first, step, n, neighbour && o->keys == 0 ? NEIGHBOUR_TYPE : o->type, keys);
 	exec_or_die(conn, sql);
 }
 
@@ -439,9 +452,15 @@ receive(PGconn *listen_conn, PGconn *ack_conn, Receipts *r, long expected,
 		{
 			usec_t		at = now_us();
 
-			/* The neighbour's tasks: on their own channel, or marked in the raw table. */
+			/*
+			 * The neighbour's tasks: on their own channel, marked in the raw
+			 * table, or of the keys "n..." (--keys).
+			 */
+			const char *key = json_value(n->extra, "key");
+
 			if (neighbour_receipts != NULL &&
-				(strcmp(n->relname, NEIGHBOUR_TYPE) == 0 || json_value(n->extra, "n") != NULL))
+				(strcmp(n->relname, NEIGHBOUR_TYPE) == 0 || json_value(n->extra, "n") != NULL ||
+				 (key != NULL && strncmp(key, "\"n", 2) == 0)))
 			{
 				/* Acknowledged in the same batches as the others. */
 				note_receipt(neighbour_receipts, n->extra, at, false);
@@ -998,7 +1017,7 @@ usage(void)
 			"               [--size N] [--rate R] [--seconds S] [--pending N] [--batch N]\n"
 			"               [--rate-limit R [--burst B]] [--hold snapshot|xid] [--ack-timeout S]\n"
 			"               [--type NAME] [--label NAME] [--name NAME] [--csv FILE] [--receipts FILE]\n"
-			"               [--header] CONNINFO\n");
+			"               [--keys N] [--header] CONNINFO\n");
 	exit(2);
 }
 
@@ -1063,6 +1082,8 @@ main(int argc, char **argv)
 			o.csv = argv[++i];
 		else if (strcmp(argv[i], "--receipts") == 0)
 			o.receipts = argv[++i];
+		else if (strcmp(argv[i], "--keys") == 0)
+			o.keys = atol(argv[++i]);
 		else
 			usage();
 	}
