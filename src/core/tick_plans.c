@@ -277,6 +277,13 @@ delaysched_prepare_tick_plans(void)
 	delaysched_tick_plans.extension = extension;
 }
 
+/* The name of a bucket's partition, as the install script makes them. */
+static void
+partition_name(int bucket, char *name)
+{
+	snprintf(name, NAMEDATALEN, "task_%04d", bucket);
+}
+
 /* The plans of one bucket, prepared when first used. */
 BucketPlans *
 delaysched_bucket_plans(int bucket)
@@ -290,8 +297,7 @@ delaysched_bucket_plans(int bucket)
 		TIMESTAMPTZOID, INT4OID, BOOLOID, INT2OID};
 		Oid			first_due_types[] = {INT2OID, TIMESTAMPTZOID, TIMESTAMPTZOID};
 
-		/* The partitions' names, as the install script makes them. */
-		snprintf(partition, sizeof(partition), "task_%04d", bucket);
+		partition_name(bucket, partition);
 		bp->first_due = delaysched_prepare_kept(psprintf(first_due_sql, partition), 3, first_due_types);
 		bp->deliver = delaysched_prepare_kept(psprintf(deliver_sql, partition, partition),
 											  8, deliver_types);
@@ -311,7 +317,7 @@ delaysched_fair_plan(int bucket)
 		Oid			types[] = {INT2OID, TEXTARRAYOID, INT4ARRAYOID, TIMESTAMPTZARRAYOID,
 		INT8ARRAYOID, TIMESTAMPTZOID, TIMESTAMPTZOID, BOOLOID, INT2OID};
 
-		snprintf(partition, sizeof(partition), "task_%04d", bucket);
+		partition_name(bucket, partition);
 		bp->fair_deliver = delaysched_prepare_kept(psprintf(fair_deliver_sql,
 															partition, partition),
 												   lengthof(types), types);
@@ -339,7 +345,7 @@ delaysched_ahead_plans(int bucket)
 
 		StaticAssertStmt(lengthof(pick_types) == 8 + AHEAD_NEAR_SECONDS,
 						 "one parameter per near second");
-		snprintf(partition, sizeof(partition), "task_%04d", bucket);
+		partition_name(bucket, partition);
 		bp->ahead_deliver = delaysched_prepare_kept(psprintf(ahead_deliver_sql, partition),
 													lengthof(deliver_types), deliver_types);
 		bp->ahead_pick_far = delaysched_prepare_kept(psprintf(ahead_pick_sql, partition, ""),

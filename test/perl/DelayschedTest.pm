@@ -179,6 +179,14 @@ sub percentile
 	return $sorted[$rank];
 }
 
+# "p50 X ms, p99 Y ms, max Z ms" of lateness figures in milliseconds.
+sub lateness_summary
+{
+	my (@ms) = @_;
+	return sprintf('p50 %.1f ms, p99 %.1f ms, max %.1f ms',
+		percentile(0.5, @ms), percentile(0.99, @ms), percentile(1, @ms));
+}
+
 # Were the received messages delivered in run_at order within each range?
 # Ranges (door numbers) are walked in parallel, so only the order inside
 # one is promised.  Returns the number of ranges seen and the number of

@@ -129,9 +129,8 @@ for my $round (1, 2)
 
 DelayschedTest::timing_cmp_ok(scalar @during, '>=', 60, 'at least 60 neighbour tasks fell due while the backlogs drained');
 my $p99 = DelayschedTest::percentile(0.99, @during);
-note(sprintf "neighbour lateness at delivery while %d tasks drained (%d tasks): p50 %.1f ms, p99 %.1f ms, max %.1f ms",
-	$bulk_size, scalar @during, DelayschedTest::percentile(0.5, @during), $p99,
-	DelayschedTest::percentile(1, @during));
+note(sprintf "neighbour lateness at delivery while %d tasks drained (%d tasks): %s",
+	$bulk_size, scalar @during, DelayschedTest::lateness_summary(@during));
 DelayschedTest::timing_cmp_ok($p99, '<', 50, "the neighbour's lateness p99 stays under 50 ms while the backlog drains");
 my $received_p99 = DelayschedTest::percentile(0.99, @received);
 note(sprintf "the same at the listener: p50 %.1f ms, p99 %.1f ms",
