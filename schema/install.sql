@@ -317,9 +317,11 @@ ALTER TABLE sched.task ADD COLUMN key text, ADD COLUMN priority smallint NOT NUL
 CREATE INDEX task_parked_idx ON sched.task (biz_type, (coalesce(key, '')), priority DESC, run_at, id)
 	WHERE state = 'r';
 -- The lane of the keyed tasks ahead of a backlog (src/core/keys_ahead.c):
--- whether a key has a task pending between two places.  Only keyed tasks
--- have an entry, and only while pending: a delivery adds none.
-CREATE INDEX task_keyed_idx ON sched.task (biz_type, key, run_at, id)
+-- whether a key has a task pending in a range between two places (the
+-- door a key column, so that no plan finds task_pending_idx better and no
+-- other range's entry is fetched).  Only keyed tasks have an entry, and
+-- only while pending: a delivery adds none.
+CREATE INDEX task_keyed_idx ON sched.task (biz_type, key, door, run_at, id)
 	WHERE state = 'p' AND key IS NOT NULL;
 
 COMMENT ON FUNCTION sched._bucket_count() IS 'internal: number of delaysched task partitions';

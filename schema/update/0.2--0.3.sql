@@ -127,7 +127,7 @@ ALTER TABLE sched.schedule ADD COLUMN priority smallint NOT NULL DEFAULT 0;
 DROP INDEX sched.task_parked_idx;
 CREATE INDEX task_parked_idx ON sched.task (biz_type, (coalesce(key, '')), priority DESC, run_at, id)
 	WHERE state = 'r';
-CREATE INDEX task_keyed_idx ON sched.task (biz_type, key, run_at, id)
+CREATE INDEX task_keyed_idx ON sched.task (biz_type, key, door, run_at, id)
 	WHERE state = 'p' AND key IS NOT NULL;
 -- Takes the keys' limits: made anew below (its grants go to the new one
 -- by keep-privileges-restore.sql).

@@ -294,6 +294,7 @@ delaysched_reset_range(RangeState *range)
 	range->cursor.valid = false;
 	range->cursor.fair = false;
 	range->cursor.nlanes = 0;
+	range->cursor.ahead_valid = false;
 	range->urgent_at = DT_NOEND;
 	range->late_from = DT_NOBEGIN;
 	range->lease_from = DT_NOBEGIN;

@@ -317,6 +317,7 @@ typedef struct TickCursor
 	bool		ahead_valid;
 	TimestampTz ahead_run_at;
 	int64		ahead_id;
+	TimestampTz ahead_seen_at;	/* when the lane last found a keyed task */
 } TickCursor;
 
 /* What a worker is doing, for sched.workers. */

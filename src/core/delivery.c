@@ -29,6 +29,7 @@
  */
 #include "postgres.h"
 
+#include "access/htup_details.h"
 #include "commands/async.h"
 #include "executor/spi.h"
 #include "utils/builtins.h"
@@ -114,7 +115,7 @@ delaysched_run_delivery(SPIPlanPtr plan, Datum *values, char *nulls, int worker_
 						int limit, int bucket, TimestampTz now,
 						DeliveredRowsHook hook, void *arg)
 {
-	Delivered	result = {0, 0, 0, 0, DT_NOEND};
+	Delivered	result = {0, 0, 0, 0, DT_NOEND, 0};
 	TupleDesc	desc;
 	SPITupleTable *rows;
 	uint64		nrows;
@@ -151,6 +152,8 @@ delaysched_run_delivery(SPIPlanPtr plan, Datum *values, char *nulls, int worker_
 
 		result.last_run_at = run_at;
 		result.last_id = id;
+		if (!heap_attisnull(tuple, DC_KEY, desc))
+			result.keyed++;
 		if (paused)
 			continue;			/* parked until sched.resume: nothing to send */
 		if (delaysched_firing_suppressed(&firings, id))

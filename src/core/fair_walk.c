@@ -104,6 +104,7 @@ typedef struct FairTick
 	FairType   *types;			/* sorted by name (strcmp) */
 	int			ntypes;
 	int			rotation;
+	bool		keyed;			/* a statement took keyed tasks */
 } FairTick;
 
 static SPIPlanPtr types_plan = NULL;
@@ -290,6 +291,7 @@ deliver_second(FairTick *tick, const TickRequest *request, TimestampTz second,
 								request->now, count_rows, tick);
 	*notified += d.notified;
 	*first_lease = Min(*first_lease, d.first_lease);
+	tick->keyed |= d.keyed > 0;
 
 	for (int i = 0; i < tick->ntypes; i++)
 	{
@@ -440,6 +442,7 @@ delaysched_fair_walk(const TickRequest *request, TimestampTz pointer, int limit,
 			break;
 	}
 	rotation = tick.rotation;
+	result->keyed_walked |= tick.keyed;
 
 	for (int i = 0; i < tick.ntypes; i++)
 	{

@@ -15,14 +15,15 @@
  * The table holds delaysched.max_keys buckets, of every database.  When a
  * key finds no room, its take drops every idle bucket (one walk of the
  * table) and tries again; if every bucket is still busy, the key gets no
- * token, and its tasks wait (sched._pick leaves them parked) until a bucket
- * falls idle, which takes at most key_burst / key_rate_limit seconds.  Past
- * the table's size keys are therefore served later, never faster than
- * their rate.
+ * token, and its tasks wait (sched._pick leaves them parked) until some
+ * bucket falls idle: when depends on the busy buckets' keys and rates, of
+ * any type and database, not on the refused key's.  Past the table's size
+ * keys are therefore served later, never faster than their rate.
  *
  * A bucket is named by its database and a 64-bit hash of the type and the
  * key, not by the key (up to 512 bytes): two keys whose hashes collide
- * share one bucket, and are held to one rate together, never more.
+ * share one bucket (of one type: one rate together; of two types with
+ * different rates, the bucket refills at the rate of the last take).
  *
  * The takes of one pick (sched._pick) are made in one hold of the lock,
  * for all of its keys.  The earliest time a key that was held back gets its

@@ -21,38 +21,46 @@
  * once when its key is free: no task of its type and key in the range is
  * pending between the backlog's place and it.  Else it is left for the
  * walk, which reaches it in its order.  So a key's tasks still go out in
- * (run_at, id) order within the range, a key with tasks in the backlog
- * waits for it, and every other key's tasks do not.  Keyless tasks are
- * left to the walk (between types, the fair walk shares).
+ * (run_at, id) order within the range (of the tasks pending together), a
+ * key with tasks in the backlog waits for them, and every other key's
+ * tasks do not.  Keyless tasks are left to the walk (between types, the
+ * fair walk shares).
  *
  * Where it starts.  Just after the backlog's place's instant, (run_at of
  * the place, the largest id): a burst due at one instant is passed over
- * without reading it.  Its place is then the last task it looked at.  A
- * commit that reports a task due at or before it moves it back to that
- * time (scanner.c), so that the task is not left behind the lane for the
- * walk; when the backlog ends the lane ends with it.
+ * without reading it.  Its place is then the last task it looked at, or
+ * now once it has looked at everything due.  It never goes back over what
+ * it passed: a task it left for the walk because its key was held is the
+ * walk's, and so are that key's later tasks in the range, which its
+ * pending task holds in turn.  A key is held when it has a task in the
+ * backlog: at the burst's very instant (the lane starts after it), or
+ * behind the place the lane started from.  A commit that reports a task
+ * due at or before the lane's place moves it back to that time
+ * (scanner.c), so that the task is not left behind the lane for the walk;
+ * when the backlog ends the lane ends with it.
  *
  * The probe.  Whether a key is free is one probe per key and statement of
- * task_keyed_idx (biz_type, key, run_at, id) of the pending keyed tasks,
- * from the backlog's place up to the key's first task of the statement, in
- * the partitions of those seconds only if they are AHEAD_NEAR_SECONDS at
- * most (tick.h), else in every partition.
- * The probe starts at the backlog's place, so the entries of the backlog's
- * key that the walk has delivered (dead until vacuum) are not read.
+ * task_keyed_idx (biz_type, key, door, run_at, id) of the pending keyed
+ * tasks, from the backlog's place up to the key's first task of the
+ * statement, in the partitions of those seconds only if they are
+ * AHEAD_NEAR_SECONDS at most (tick.h), else in every partition.  The
+ * probe starts at the backlog's place, so the entries of the backlog's key
+ * that the walk has delivered (dead until vacuum) are not read.
  *
- * What it costs.  Nothing without a keyed type.  A key alone whose tasks
- * are due at one instant: one empty probe of a partition or two per tick.
- * A key alone whose tasks are spread over time: the lane reads each of them
- * once and leaves it to the walk, a probe per statement.  A second backlog
- * of free keys ahead of the first is delivered a step a tick beside it; the
- * tasks after that second backlog wait for it as they waited for both
- * before.
+ * What it costs.  Nothing until a type has had a keyed task
+ * (sched.biz.keyed, which stays set); then every tick of a backlog, keyed
+ * or not, runs the lane: a statement whose generic plan locks every task
+ * partition (its probe, on the parent, is pruned at execution), about 0.1 ms
+ * when the seconds after the backlog are empty.  The lane reads once the
+ * pending tasks after the backlog that it passes, keyless ones included
+ * (to find the keyed ones), and locks only those it delivers.
  *
- * Urgency.  A tick of a backlog with the lane sets urgent_at (the next task
- * due after now in the range, as the fair walk does), so that the workers
- * take the range before the other backlogged ranges when a task falls due:
- * a free key's task waits for the ticks under way, not for the workers'
- * turn of every range.
+ * Urgency.  While the lane or the walk finds keyed tasks (in the last
+ * second: from the burst's first tick), a tick sets urgent_at (the next task due after now in the range, as the fair
+ * walk does), so that the workers take the range before the other
+ * backlogged ranges when a task falls due, and take a step of it: a free
+ * key's task waits for the ticks under way, not for the workers' round of
+ * every range.  A keyless backlog keeps whole batches a tick.
  *
  * IDENTIFICATION
  *	  src/core/keys_ahead.c
@@ -62,7 +70,6 @@
 #include "postgres.h"
 
 #include "catalog/pg_type.h"
-#include "commands/extension.h"
 #include "executor/spi.h"
 #include "utils/array.h"
 #include "utils/timestamp.h"
@@ -73,6 +80,22 @@
 /* The most seconds the lane walks in a tick (as the walk: WALK_MAX_SECONDS). */
 #define AHEAD_MAX_SECONDS	WALK_MAX_SECONDS
 
+/* A tick keeps the range urgent this long after the lane last found a keyed task. */
+#define AHEAD_WARM_USECS	USECS_PER_SEC
+
+/* The lane in one tick. */
+typedef struct Lane
+{
+	const TickRequest *request;
+	TimestampTz backlog_at;		/* the backlog's place: (backlog_at, backlog_id) */
+	int64		backlog_id;
+	TimestampTz place;			/* the lane's own: (place, place_id) */
+	int64		place_id;
+	int			looked;			/* keyed tasks looked at in this tick */
+	int64		delivered;
+	TimestampTz first_lease;
+} Lane;
+
 static SPIPlanPtr keyed_plan = NULL;
 static Oid	keyed_plan_extension = InvalidOid;
 
@@ -80,16 +103,15 @@ static Oid	keyed_plan_extension = InvalidOid;
 static bool
 any_keyed_type(void)
 {
-	Oid			extension = get_extension_oid("delaysched", false);
 	bool		isnull;
 	bool		keyed;
 
-	if (keyed_plan == NULL || keyed_plan_extension != extension)
+	if (keyed_plan == NULL || keyed_plan_extension != delaysched_tick_plans.extension)
 	{
 		delaysched_free_plan(&keyed_plan);
 		keyed_plan = delaysched_prepare_kept("SELECT EXISTS (SELECT FROM sched.biz b WHERE b.keyed)",
 											 0, NULL);
-		keyed_plan_extension = extension;
+		keyed_plan_extension = delaysched_tick_plans.extension;
 	}
 	if (SPI_execute_plan(keyed_plan, NULL, NULL, true, 1) != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "could not read the business types");
@@ -113,21 +135,37 @@ near_buckets(TimestampTz from, TimestampTz to, Datum *values)
 	return seconds <= AHEAD_NEAR_SECONDS;
 }
 
+/* Deliver the chosen tasks of a bucket, those still pending and free to take. */
+static void
+deliver_free(Lane *lane, int bucket, Datum *ids, int nids)
+{
+	Datum		values[4];
+	char		nulls[4] = {' ', ' ', ' ', ' '};
+	Delivered	d;
+
+	values[0] = PointerGetDatum(construct_array(ids, nids, INT8OID, sizeof(int64),
+												FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+	values[1] = TimestampTzGetDatum(lane->request->now);
+	values[2] = BoolGetDatum(lane->request->park_all);
+	d = delaysched_run_delivery(delaysched_ahead_plans(bucket)->ahead_deliver, values, nulls, 3,
+								nids, bucket, lane->request->now, NULL, NULL);
+	lane->delivered += d.notified;
+	lane->first_lease = Min(lane->first_lease, d.first_lease);
+}
+
 /*
  * One statement of the lane, in the partition of "second": look at up to
- * "limit" keyed tasks after *place and deliver those whose keys are free.
- * Moves *place to the last task looked at; returns how many were looked at,
- * and adds to *delivered and *first_lease.
+ * "limit" keyed tasks after the lane's place and deliver those whose keys
+ * are free.  Moves the place to the last task looked at; returns how many
+ * were looked at.
  */
 static int
-look_in_second(const TickRequest *request, TimestampTz second, TimestampTz backlog_at,
-			   int64 backlog_id, int limit, TimestampTz *place, int64 *place_id,
-			   int64 *delivered, TimestampTz *first_lease)
+look_in_second(Lane *lane, TimestampTz second, int limit)
 {
 	int			bucket = delaysched_bucket_of(second);
 	BucketPlans *plans = delaysched_ahead_plans(bucket);
-	Datum		values[8 + AHEAD_NEAR_SECONDS];
-	char		nulls[8 + AHEAD_NEAR_SECONDS];
+	Datum		values[AHEAD_PICK_PLACES + AHEAD_NEAR_SECONDS];
+	char		nulls[AHEAD_PICK_PLACES + AHEAD_NEAR_SECONDS];
 	SPIPlanPtr	plan;
 	Datum	   *free_ids;
 	int			nfree = 0;
@@ -135,15 +173,16 @@ look_in_second(const TickRequest *request, TimestampTz second, TimestampTz backl
 	SPITupleTable *rows;
 
 	memset(nulls, ' ', sizeof(nulls));
-	values[0] = Int16GetDatum((int16) request->range);
-	values[1] = TimestampTzGetDatum(*place);
-	values[2] = Int64GetDatum(*place_id);
+	values[0] = Int16GetDatum((int16) lane->request->range);
+	values[1] = TimestampTzGetDatum(lane->place);
+	values[2] = Int64GetDatum(lane->place_id);
 	values[3] = TimestampTzGetDatum(second + USECS_PER_SEC);
-	values[4] = TimestampTzGetDatum(request->now);
+	values[4] = TimestampTzGetDatum(lane->request->now);
 	values[5] = Int32GetDatum(limit);
-	values[6] = TimestampTzGetDatum(backlog_at);
-	values[7] = Int64GetDatum(backlog_id);
-	plan = near_buckets(backlog_at, second, values + 8) ? plans->ahead_pick : plans->ahead_pick_far;
+	values[6] = TimestampTzGetDatum(lane->backlog_at);
+	values[7] = Int64GetDatum(lane->backlog_id);
+	plan = near_buckets(lane->backlog_at, second, values + AHEAD_PICK_PLACES) ?
+		plans->ahead_pick : plans->ahead_pick_far;
 	if (SPI_execute_plan(plan, values, nulls, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "the keys' lane statement of bucket %d failed", bucket);
 	rows = SPI_tuptable;
@@ -154,84 +193,93 @@ look_in_second(const TickRequest *request, TimestampTz second, TimestampTz backl
 		bool		isnull;
 		HeapTuple	tuple = rows->vals[i];
 
-		*place_id = DatumGetInt64(SPI_getbinval(tuple, rows->tupdesc, 1, &isnull));
-		*place = DatumGetTimestampTz(SPI_getbinval(tuple, rows->tupdesc, 2, &isnull));
+		lane->place_id = DatumGetInt64(SPI_getbinval(tuple, rows->tupdesc, 1, &isnull));
+		lane->place = DatumGetTimestampTz(SPI_getbinval(tuple, rows->tupdesc, 2, &isnull));
 		if (DatumGetBool(SPI_getbinval(tuple, rows->tupdesc, 3, &isnull)))
-			free_ids[nfree++] = Int64GetDatum(*place_id);
+			free_ids[nfree++] = Int64GetDatum(lane->place_id);
 	}
 	SPI_freetuptable(rows);
 
 	if (nfree > 0)
-	{
-		Datum		deliver_values[3];
-		char		deliver_nulls[3] = {' ', ' ', ' '};
-		Delivered	d;
-
-		deliver_values[0] = PointerGetDatum(construct_array(free_ids, nfree, INT8OID, sizeof(int64),
-															FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
-		deliver_values[1] = BoolGetDatum(request->park_all);
-		d = delaysched_run_delivery(plans->ahead_deliver, deliver_values, deliver_nulls, 2,
-									nfree, bucket, request->now, NULL, NULL);
-		*delivered += d.notified;
-		*first_lease = Min(*first_lease, d.first_lease);
-	}
+		deliver_free(lane, bucket, free_ids, nfree);
 	pfree(free_ids);
+	lane->looked += looked;
 	return looked;
+}
+
+/*
+ * Have the lane or the walk of this cursor's range found keyed tasks within
+ * AHEAD_WARM_USECS of now?  While it does, a backlogged tick of the range takes a step (tick.c).
+ */
+bool
+delaysched_keys_ahead_warm(const TickCursor *cursor, TimestampTz now)
+{
+	return cursor->ahead_valid && cursor->ahead_seen_at != DT_NOBEGIN &&
+		now - cursor->ahead_seen_at < AHEAD_WARM_USECS;
 }
 
 /*
  * The lane of a worker's tick (see the file header), after its walk: looks
  * at up to "limit" keyed tasks after the backlog that result->cursor
  * describes.  Adds to result->delivered, sets result->cursor's ahead place
- * and result->urgent_at; returns the earliest lease granted.  SPI
- * connected.
+ * and, while the lane finds keyed tasks, result->urgent_at; returns the
+ * earliest lease granted.  SPI connected.
  */
 TimestampTz
 delaysched_keys_ahead(const TickRequest *request, int limit, TickResult *result)
 {
 	TickCursor *cursor = &result->cursor;
 	TimestampTz now_second = delaysched_second_of(request->now);
-	TimestampTz place;
-	int64		place_id;
-	TimestampTz first_lease = DT_NOEND;
-	int			looked = 0;
+	Lane		lane = {0};
 
 	cursor->ahead_valid = false;
 	if (!cursor->valid || !cursor->fair || limit <= 0 || !any_keyed_type())
 		return DT_NOEND;
 
+	lane.request = request;
+	lane.backlog_at = cursor->run_at;
+	lane.backlog_id = cursor->id;
+	lane.first_lease = DT_NOEND;
 	/* Its own place, if it is after the backlog's instant; else just after. */
 	if (request->cursor.ahead_valid && request->cursor.ahead_run_at > cursor->run_at)
 	{
-		place = request->cursor.ahead_run_at;
-		place_id = request->cursor.ahead_id;
+		lane.place = request->cursor.ahead_run_at;
+		lane.place_id = request->cursor.ahead_id;
 	}
 	else
 	{
-		place = cursor->run_at;
-		place_id = PG_INT64_MAX;
+		lane.place = cursor->run_at;
+		lane.place_id = PG_INT64_MAX;
 	}
 
-	for (int walked = 0; walked < AHEAD_MAX_SECONDS && looked < limit; walked++)
+	for (int walked = 0; walked < AHEAD_MAX_SECONDS && lane.looked < limit; walked++)
 	{
-		TimestampTz second = delaysched_second_of(place);
-		int			n;
+		TimestampTz second = delaysched_second_of(lane.place);
+		int			room = limit - lane.looked;
 
 		if (second > now_second)
 			break;
-		n = look_in_second(request, second, cursor->run_at, cursor->id, limit - looked,
-						   &place, &place_id, &result->delivered, &first_lease);
-		looked += n;
-		if (looked >= limit || second == now_second)
+		if (look_in_second(&lane, second, room) < room && second == now_second)
+		{
+			/* Everything due is looked at: from now on next time. */
+			lane.place = Max(lane.place, request->now);
+			lane.place_id = PG_INT64_MAX;
+			break;
+		}
+		if (lane.looked >= limit)
 			break;
 		/* This second is looked at up to its end: on to the next. */
-		place = second + USECS_PER_SEC;
-		place_id = -1;
+		lane.place = second + USECS_PER_SEC;
+		lane.place_id = -1;
 	}
 
+	result->delivered += lane.delivered;
 	cursor->ahead_valid = true;
-	cursor->ahead_run_at = place;
-	cursor->ahead_id = place_id;
-	result->urgent_at = delaysched_next_due_soon(request->range, request->now);
-	return first_lease;
+	cursor->ahead_run_at = lane.place;
+	cursor->ahead_id = lane.place_id;
+	cursor->ahead_seen_at = lane.looked > 0 || result->keyed_walked ? request->now :
+		(request->cursor.ahead_valid ? request->cursor.ahead_seen_at : DT_NOBEGIN);
+	if (result->urgent_at == DT_NOEND && delaysched_keys_ahead_warm(cursor, request->now))
+		result->urgent_at = delaysched_next_due_soon(request->range, request->now);
+	return lane.first_lease;
 }

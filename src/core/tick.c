@@ -125,14 +125,17 @@ delaysched_tick(const TickRequest *request, TickResult *result)
 	{
 		int			walked;
 		int			room;
+		int			limit = request->batch - late;
 
 		/*
-		 * An urgent range (a task not of its backlog is due, as the lane of
-		 * keys_ahead.c finds them) takes a step, as in the fair walk.
+		 * A backlogged range takes a step a tick, as in the fair walk, when
+		 * it is urgent or while its lane of keyed tasks finds some
+		 * (keys_ahead.c): a task not of its backlog then waits for the
+		 * ticks under way, not for whole batches.
 		 */
-		int			limit = request->urgent && request->cursor.fair ?
-			Min(request->batch - late, Max(request->step, 1)) : request->batch - late;
-
+		if (request->cursor.fair &&
+			(request->urgent || delaysched_keys_ahead_warm(&request->cursor, request->now)))
+			limit = Min(limit, Max(request->step, 1));
 		walked_lease = delaysched_walk(request, pointer, limit,
 							request->cursor.fair ? request->batch : request->step, result,
 							&walked);
@@ -149,8 +152,9 @@ delaysched_tick(const TickRequest *request, TickResult *result)
 	 */
 	if (request->shares)
 	{
-		walked_lease = delaysched_keys_ahead(request, Max(request->step, 1), result);
-		first_lease = Min(first_lease, walked_lease);
+		TimestampTz lane_lease = delaysched_keys_ahead(request, Max(request->step, 1), result);
+
+		first_lease = Min(first_lease, lane_lease);
 	}
 
 	/*

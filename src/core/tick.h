@@ -79,6 +79,7 @@ typedef struct TickResult
 	TimestampTz urgent_at;		/* after a fair tick: the next due task not
 								 * of the backlog (see fair_walk.c);
 								 * DT_NOEND otherwise */
+	bool		keyed_walked;	/* the walk (or fair walk) took keyed tasks */
 
 	/* After a sweep: where the next may start (see TickRequest). */
 	TimestampTz late_from;
@@ -95,6 +96,7 @@ typedef struct Delivered
 	TimestampTz last_run_at;	/* the (run_at, id) of the last one */
 	int64		last_id;
 	TimestampTz first_lease;	/* earliest lease granted; DT_NOEND if none */
+	int			keyed;			/* rows taken that have a key */
 } Delivered;
 
 /* Sees a delivery statement's rows before they are sent (fair_walk.c). */
@@ -131,6 +133,8 @@ typedef struct TickPlans
  * many seconds from the backlog's on by name, more by the parent.
  */
 #define AHEAD_NEAR_SECONDS	8
+/* ... whose parameters come after the statement's first so many. */
+#define AHEAD_PICK_PLACES	8
 
 /* The most seconds one tick walks before it lets the worker look around. */
 #define WALK_MAX_SECONDS	64
@@ -168,6 +172,7 @@ extern bool delaysched_fair_walk(const TickRequest *request, TimestampTz pointer
 /* The lane of the keyed tasks ahead of a backlog (keys_ahead.c). */
 extern TimestampTz delaysched_keys_ahead(const TickRequest *request, int limit,
 										 TickResult *result);
+extern bool delaysched_keys_ahead_warm(const TickCursor *cursor, TimestampTz now);
 
 /* The searches of pending tasks (next_due.c). */
 extern bool delaysched_first_pending(int range, TimestampTz after, int64 after_id,

@@ -134,24 +134,27 @@ DELAYSCHED_DELIVER_PICKED("$8", "$9");
 
 /*
  * The lane of the keyed tasks ahead of a backlog (keys_ahead.c), for a task
- * partition (%s): lock the range's pending tasks with a key after a place,
- * in (run_at, id) order, at most so many, and say of each whether its key
- * is free, that is has no pending task of the range between the backlog's
- * place and the key's first task here.  One probe per key through
- * task_keyed_idx, in the partitions of the seconds between when they are
- * at most AHEAD_NEAR_SECONDS (the %s: a list of parameters, which the
- * generic plan's pruning keeps to, where it would not to an array), else
- * in every partition.  Parameters: $1 door, $2/$3 after (run_at, id), $4
- * before run_at, $5 now, $6 at most this many, $7/$8 the backlog's place,
- * $9 to $16 the buckets of the seconds from the backlog's place on.
+ * partition (%s): the range's pending tasks with a key after a place, in
+ * (run_at, id) order, at most so many, unlocked (the delivery locks the ones
+ * it takes), and of each whether its key is free, that is has no pending
+ * task of the range between the backlog's place and the key's first task
+ * here.  One probe per key through task_keyed_idx, in the partitions of
+ * the seconds between when they are at most AHEAD_NEAR_SECONDS (the second
+ * %s: a list of parameters, which the generic plan prunes at execution,
+ * where it would not prune by an array; it still locks every partition),
+ * else in every partition.  "coalesce(t.key, '') <> ''" is "t.key IS NOT
+ * NULL" (no key is empty) written so that it cannot prove task_keyed_idx's
+ * predicate: a plan made while the partition had few keyed tasks took that
+ * index, read whole, and sorted.  Parameters: $1 door, $2/$3 after (run_at,
+ * id), $4 before run_at, $5 now, $6 at most this many, $7/$8 the backlog's
+ * place, $9 to $16 the buckets of the seconds from the backlog's place on.
  */
 static const char ahead_pick_sql[] =
 "WITH cand AS MATERIALIZED ("
 "  SELECT t.id, t.run_at, t.biz_type, t.key FROM sched.%s t"
 "  WHERE t.door = $1 AND t.state = 'p' AND (t.run_at, t.id) > ($2, $3)"
-"    AND t.run_at < $4 AND t.run_at <= $5 AND t.key IS NOT NULL"
+"    AND t.run_at < $4 AND t.run_at <= $5 AND coalesce(t.key, '') <> ''"
 "  ORDER BY t.run_at, t.id LIMIT $6"
-"  FOR UPDATE SKIP LOCKED"
 "), firsts AS ("
 "  SELECT DISTINCT ON (c.biz_type, c.key) c.biz_type, c.key, c.run_at, c.id"
 "  FROM cand c ORDER BY c.biz_type, c.key, c.run_at, c.id"
@@ -168,14 +171,20 @@ static const char ahead_pick_sql[] =
 "  FROM cand c ORDER BY c.run_at, c.id";
 
 /*
- * Deliver the tasks of a task partition (%s) that the lane chose, locked
- * already: $1 their ids, $2 park every notify type's tasks, $3 the HTTP
- * worker (as the walk's).
+ * Deliver the tasks of a task partition (%s, twice) that the lane chose, as
+ * many of them as are still pending and due and not held by others:
+ * $1 their ids, $2 now, $3 park every notify type's tasks, $4 the HTTP
+ * worker (as the walk's).  They are found by primary key; "state IN ('p',
+ * 'r') AND state <> 'r'" is state = 'p' written so that no plan can take
+ * task_pending_idx for them (a generic plan did, and read the whole
+ * partition of a burst for a few ids: 10 ms a statement).
  */
 static const char ahead_deliver_sql[] =
 "WITH picked AS ("
-"  SELECT pg_catalog.unnest($1::int8[]) AS id"
-DELAYSCHED_DELIVER_PICKED("$2", "$3");
+"  SELECT t.id FROM sched.%s t"
+"  WHERE t.id = ANY ($1) AND t.state IN ('p', 'r') AND t.state <> 'r' AND t.run_at <= $2"
+"  FOR UPDATE SKIP LOCKED"
+DELAYSCHED_DELIVER_PICKED("$3", "$4");
 
 /*
  * Make sure the plans belong to the installed extension; prepare the ones
@@ -341,12 +350,12 @@ delaysched_ahead_plans(int bucket)
 		Oid			pick_types[] = {INT2OID, TIMESTAMPTZOID, INT8OID, TIMESTAMPTZOID,
 			TIMESTAMPTZOID, INT4OID, TIMESTAMPTZOID, INT8OID,
 		INT2OID, INT2OID, INT2OID, INT2OID, INT2OID, INT2OID, INT2OID, INT2OID};
-		Oid			deliver_types[] = {INT8ARRAYOID, BOOLOID, INT2OID};
+		Oid			deliver_types[] = {INT8ARRAYOID, TIMESTAMPTZOID, BOOLOID, INT2OID};
 
-		StaticAssertStmt(lengthof(pick_types) == 8 + AHEAD_NEAR_SECONDS,
+		StaticAssertStmt(lengthof(pick_types) == AHEAD_PICK_PLACES + AHEAD_NEAR_SECONDS,
 						 "one parameter per near second");
 		partition_name(bucket, partition);
-		bp->ahead_deliver = delaysched_prepare_kept(psprintf(ahead_deliver_sql, partition),
+		bp->ahead_deliver = delaysched_prepare_kept(psprintf(ahead_deliver_sql, partition, partition),
 													lengthof(deliver_types), deliver_types);
 		bp->ahead_pick_far = delaysched_prepare_kept(psprintf(ahead_pick_sql, partition, ""),
 													 lengthof(pick_types), pick_types);

@@ -109,6 +109,7 @@ delaysched_walk(const TickRequest *request, TimestampTz pointer, int limit,
 					now, room, request->park_all);
 		taken += d.count;
 		result->delivered += d.notified;
+		result->keyed_walked |= d.keyed > 0;
 		first_lease = Min(first_lease, d.first_lease);
 		if (d.count > 0)
 		{
