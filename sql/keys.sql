@@ -53,6 +53,35 @@ SELECT string_agg(key, ',' ORDER BY key) AS keys FROM sched.claim('k_keyed', 2);
 SELECT string_agg(key, ',' ORDER BY key) AS keys FROM sched.claim('k_keyed', 2);
 SELECT count(*) FROM sched.claim('k_keyed', 100);
 
+-- New keys keep coming after the cursor (increasing keys, as order numbers
+-- are): they wait for the next lap of the turns, which then comes back to
+-- the keyless tasks and the keys before the cursor, so none waits for ever
+-- (before laps, m0's third task and the second keyless one waited as long
+-- as new keys came).  Key m0 has three tasks, two tasks have no key; claims
+-- of 2, two new keys after each claim.
+SELECT count(*) FROM sched.add_many('k_keyed', ARRAY(SELECT now() - interval '1 minute' FROM generate_series(1, 5)),
+	ARRAY['{"n": "m0-1"}', '{"n": "m0-2"}', '{"n": "m0-3"}', '{"n": "none-1"}', '{"n": "none-2"}']::jsonb[],
+	keys => ARRAY['m0', 'm0', 'm0', NULL, NULL]);
+SELECT wait_announced('k_keyed');
+CREATE TEMP TABLE claimed (round int, n text);
+CREATE FUNCTION pg_temp.claim_round(i int) RETURNS void LANGUAGE sql AS $f$
+	INSERT INTO claimed SELECT i, c.payload->>'n' FROM sched.claim('k_keyed', 2) c;
+	SELECT count(*) FROM sched.add_many('k_keyed', ARRAY[now() - interval '50 seconds', now() - interval '50 seconds'],
+		ARRAY[jsonb_build_object('n', 'm' || i || 'a'), jsonb_build_object('n', 'm' || i || 'b')],
+		keys => ARRAY['m' || i || 'a', 'm' || i || 'b']);
+$f$;
+-- (the new keys' tasks are committed, then announced, before the next claim)
+SELECT pg_temp.claim_round(1);
+SELECT wait_announced('k_keyed');
+SELECT pg_temp.claim_round(2);
+SELECT wait_announced('k_keyed');
+SELECT pg_temp.claim_round(3);
+SELECT wait_announced('k_keyed');
+SELECT pg_temp.claim_round(4);
+SELECT wait_announced('k_keyed');
+SELECT round, string_agg(n, ',' ORDER BY n) FROM claimed GROUP BY round ORDER BY round;
+SELECT string_agg(coalesce(key, '-'), ',' ORDER BY key) FROM sched.claim('k_keyed', 100);
+
 -- The drain takes turns by key too: a notify type capped at 2 deliveries
 -- at a time, paused while its tasks are parked (A's five due first, then
 -- B's one), delivers A's first and B's first when it resumes.

@@ -27,6 +27,14 @@ SELECT pg_temp.added('od_pull') - :added_before AS counted;
 -- an earlier run_at too: replace takes whatever it is given
 SELECT sched.add('od_pull', '2099-01-01', '{"v": 4}', 'k', on_duplicate => 'replace') = :k1 AS replaced_earlier;
 SELECT run_at = '2099-01-01' AS run_at_earlier, payload FROM sched.tasks WHERE id = :k1;
+-- and the latest add's key and priority, as its payload (debounce too)
+SELECT sched.add('od_pull', '2099-01-01', '{"v": 1}', 'kp', key => 'tenant-a') AS kp1 \gset
+SELECT sched.add('od_pull', '2099-01-02', '{"v": 2}', 'kp', on_duplicate => 'replace',
+                 key => 'tenant-b', priority => 7) = :kp1 AS replaced_keyed;
+SELECT key, priority, payload FROM sched.tasks WHERE id = :kp1;
+SELECT sched.add('od_pull', '2099-01-03', '{"v": 3}', 'kp', on_duplicate => 'debounce') = :kp1 AS debounced_keyless;
+SELECT key, priority, payload FROM sched.tasks WHERE id = :kp1;
+SELECT sched.cancel(:kp1);
 
 -- debounce: pushed to the new run_at, but no later than max_wait after the first add
 SELECT sched.add('od_pull', now() + interval '1 minute', '{"v": 1}', 'd') AS d1 \gset

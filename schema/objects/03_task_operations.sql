@@ -55,7 +55,7 @@ BEGIN
 					RETURN v_existing;
 				END IF;
 				v_how := sched._replace(p_biz, p_dedupe_key, v_existing, v_id, p_run_at, p_payload,
-										p_on_duplicate, p_max_wait);
+										p_on_duplicate, p_max_wait, p_key, p_priority);
 				IF v_how = 'replaced' THEN
 					RETURN v_existing;
 				END IF;
@@ -91,8 +91,9 @@ COMMENT ON FUNCTION sched._insert(text, timestamptz, jsonb, text, text, text, re
  *   'replaced'     the holder was pending (or parked, or announced and not
  *                  claimed): it takes p_run_at and p_payload ('debounce':
  *                  p_run_at, but no later than p_max_wait after the
- *                  holder's first add, its created_at), keeping its id and
- *                  attempts, as sched.reschedule would;
+ *                  holder's first add, its created_at), and the new add's
+ *                  key and priority (p_task_key, p_priority), keeping its
+ *                  id and attempts, as sched.reschedule would;
  *   'handed over'  the holder was delivered: it is left to its consumer,
  *                  and the key goes to p_new_id, the task the caller adds
  *                  now (a change that came after the delivery is delivered
@@ -103,7 +104,8 @@ COMMENT ON FUNCTION sched._insert(text, timestamptz, jsonb, text, text, text, re
  * other, and a claim or a tick passes the locked holder by (SKIP LOCKED).
  */
 CREATE OR REPLACE FUNCTION sched._replace(p_biz text, p_key text, p_holder bigint, p_new_id bigint,
-							   p_run_at timestamptz, p_payload jsonb, p_how text, p_max_wait interval)
+							   p_run_at timestamptz, p_payload jsonb, p_how text, p_max_wait interval,
+							   p_task_key text, p_priority int)
 RETURNS text
 LANGUAGE plpgsql
 -- By index, whatever the statistics say (see sched._lock).
@@ -111,6 +113,7 @@ SET enable_seqscan = off
 AS $$
 DECLARE
 	v_bucket smallint := sched._lock(p_holder, '{p,r,d}');
+	v_run_at timestamptz;
 	t record;
 BEGIN
 	IF v_bucket IS NULL THEN
@@ -128,14 +131,18 @@ BEGIN
 			WHERE d.biz_type = p_biz AND d.dedupe_key = p_key;
 		RETURN 'handed over';
 	END IF;
-	PERFORM sched._move(v_bucket, p_holder,
-						CASE WHEN p_how = 'debounce' AND p_max_wait IS NOT NULL
-							 THEN LEAST(p_run_at, t.created_at + p_max_wait) ELSE p_run_at END,
-						NULL, p_payload);
+	v_run_at := CASE WHEN p_how = 'debounce' AND p_max_wait IS NOT NULL
+					 THEN LEAST(p_run_at, t.created_at + p_max_wait) ELSE p_run_at END;
+	PERFORM sched._move(v_bucket, p_holder, v_run_at, NULL, p_payload);
+	-- The latest add's key and priority, as its payload (most often the
+	-- holder's already: nothing to write).
+	UPDATE sched.task k SET key = p_task_key, priority = p_priority
+		WHERE k.bucket = sched._bucket(v_run_at) AND k.id = p_holder
+		  AND (k.key IS DISTINCT FROM p_task_key OR k.priority <> p_priority);
 	RETURN 'replaced';
 END
 $$;
-COMMENT ON FUNCTION sched._replace(text, text, bigint, bigint, timestamptz, jsonb, text, interval) IS 'internal: give the pending task holding a dedupe key a new run_at and payload, or hand the key of a delivered one to a new task';
+COMMENT ON FUNCTION sched._replace(text, text, bigint, bigint, timestamptz, jsonb, text, interval, text, int) IS 'internal: give the pending task holding a dedupe key a new run_at, payload, key and priority, or hand the key of a delivered one to a new task';
 
 /*
  * Lock an unfinished task by id in one of the given states and return its
@@ -546,7 +553,9 @@ AS $$
 #variable_conflict use_column
 DECLARE
 	v_setting text;
+	v_lap_setting text;
 	v_cursor text;
+	v_lap_end text;
 	v_keys text[];
 	v_n int;
 	v_need int := p_max;
@@ -575,25 +584,44 @@ BEGIN
 	END IF;
 
 	-- The keys whose turn it is: those after the cursor, the keyless tasks
-	-- (key ''), then the keys from the first up to the cursor.
+	-- (key ''), then the keys from the first up to the cursor.  The turns
+	-- go in laps: a lap ends at the last key parked when it began (a second
+	-- setting), so that keys that keep coming after the cursor (increasing
+	-- keys, as order numbers are) wait for the next lap, not the keyless
+	-- tasks and the keys before the cursor for ever.
 	v_setting := 'delaysched_pick.k' || pg_catalog.md5(b.name);
+	v_lap_setting := 'delaysched_pick.e' || pg_catalog.md5(b.name);
 	v_cursor := coalesce(pg_catalog.current_setting(v_setting, true), '');
-	v_keys := sched._parked_keys(b.name, v_cursor, p_max);
-	IF pg_catalog.cardinality(v_keys) < p_max AND EXISTS (
-		SELECT FROM sched.task t WHERE t.biz_type = b.name AND t.state = 'r' AND coalesce(t.key, '') = '') THEN
-		v_keys := v_keys || ''::text;
+	v_lap_end := coalesce(pg_catalog.current_setting(v_lap_setting, true), '');
+	IF v_lap_end = '' OR v_lap_end <= v_cursor THEN
+		v_lap_end := coalesce((SELECT coalesce(t.key, '') FROM sched.task t
+							   WHERE t.biz_type = b.name AND t.state = 'r'
+							   ORDER BY coalesce(t.key, '') DESC, t.priority, t.run_at DESC, t.id DESC
+							   LIMIT 1), '');
 	END IF;
-	IF pg_catalog.cardinality(v_keys) < p_max AND v_cursor <> '' THEN
-		v_keys := v_keys || ARRAY(SELECT k FROM pg_catalog.unnest(sched._parked_keys(b.name, '', p_max)) k
-								  WHERE k <= v_cursor
-								  LIMIT p_max - pg_catalog.cardinality(v_keys));
+	v_keys := ARRAY(SELECT k FROM pg_catalog.unnest(sched._parked_keys(b.name, v_cursor, p_max)) k
+					WHERE k <= v_lap_end);
+	IF pg_catalog.cardinality(v_keys) < p_max THEN
+		-- The lap ends: the keyless tasks, then the next lap from the first key.
+		IF EXISTS (SELECT FROM sched.task t
+				   WHERE t.biz_type = b.name AND t.state = 'r' AND coalesce(t.key, '') = '') THEN
+			v_keys := v_keys || ''::text;
+		END IF;
+		IF pg_catalog.cardinality(v_keys) < p_max THEN
+			v_keys := v_keys || ARRAY(SELECT k FROM pg_catalog.unnest(
+										  sched._parked_keys(b.name, '', p_max + pg_catalog.cardinality(v_keys))) k
+									  WHERE k <> ALL (v_keys)
+									  LIMIT p_max - pg_catalog.cardinality(v_keys));
+		END IF;
+		v_lap_end := '';
+	END IF;
+	PERFORM pg_catalog.set_config(v_lap_setting, v_lap_end, false);
+	IF pg_catalog.cardinality(v_keys) = p_max THEN
+		PERFORM pg_catalog.set_config(v_setting, v_keys[p_max], false);
 	END IF;
 	v_n := pg_catalog.cardinality(v_keys);
 	IF v_n = 0 THEN
 		RETURN;
-	END IF;
-	IF v_n = p_max THEN
-		PERFORM pg_catalog.set_config(v_setting, v_keys[v_n], false);
 	END IF;
 
 	-- Each round shares what is still wanted among the keys of the round,
