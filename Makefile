@@ -41,6 +41,7 @@ OBJS = \
 	src/http/http_perimeter.o \
 	src/http/http_request.o \
 	src/http/http_store.o \
+	src/http/http_origins.o \
 	src/http/http_transfer.o \
 	src/http/http_worker.o \
 	src/schedule/firing.o \

@@ -15,6 +15,18 @@
 #                commit-to-arrival p50, p99, max
 #   scheduled    30 s of tasks scheduled ahead, falling due at 500/s: due-
 #                to-arrival p50, p99, max
+#   small        200 tasks due at once to a small receiver (the test
+#                suite's Python http.server, with the standard library's
+#                listen backlog of 5): arrivals, failures and timeouts,
+#                due time to last arrival, the most connections open at
+#                once; with each receiver's allowance (the default) and
+#                without it (delaysched.http_max_in_flight_per_host = 0,
+#                as before 0.3; not in the smoke run: its timeouts take
+#                10 s and more)
+#
+# The workloads below measure the worker's own slots, with every request
+# sent at once: they run with the receivers' allowance off (= 0).
+#
 #   hung         1,000 tasks to an endpoint that never answers (timeout
 #                10 s), hanging when 1,000 normal tasks fall due a second
 #                later: the normal ones' lateness, beside the same 1,000 alone
@@ -49,9 +61,9 @@ build_and_install "$root"
 make -C "$root" -s test/bench/hooksink >/dev/null
 
 if [ -n "$smoke" ]; then
-	burst=500 rate=100 seconds=2 hung=50 fdtasks=300 inflight=100
+	burst=500 rate=100 seconds=2 hung=50 fdtasks=300 inflight=100 small=200
 else
-	burst=50000 rate=500 seconds=30 hung=1000 fdtasks=2000 inflight=1000
+	burst=50000 rate=500 seconds=30 hung=1000 fdtasks=2000 inflight=1000 small=200
 fi
 
 out=${BENCH_OUT:-$root/bench/results/http-$(date +%Y%m%d-%H%M%S)}
@@ -171,6 +183,46 @@ stop_sink
 task_times "'ahead'" scheduled
 analyse scheduled "$out/scheduled.sink" "$out/scheduled.tasks" "$rate"
 
+# Set the allowance per receiver to $1, and the worker's cap to $2 (about
+# 2,000): the worker shows its cap in sched.workers, so once it shows $2 it
+# has read both.
+http_per_host() {
+	cluster_sql -c "ALTER SYSTEM SET delaysched.http_max_in_flight_per_host = $1" \
+		-c "ALTER SYSTEM SET delaysched.http_max_in_flight = $2" -c "SELECT pg_reload_conf()" >/dev/null
+	wait_for "SELECT holds LIKE '% of $2;%' FROM sched.workers WHERE role = 'http'" 30
+}
+
+# --- 200 due at once to a small receiver ---
+# Run the receiver as $1 (a label) with the allowance per receiver $2, the
+# worker's cap $3; $4 says what it is.
+small_receiver() {
+	local label=$1 port type="small_$1"
+	http_per_host "$2" "$3"
+	rm -f "$out/small.port"
+	python3 "$root/test/http_receiver.py" --port-file "$out/small.port" --log "$out/small-$label.log" \
+		--backlog default </dev/null >/dev/null 2>>"$out/sink.log" &
+	sink_pid=$!
+	for _ in $(seq 1 100); do [ -s "$out/small.port" ] && break; sleep 0.05; done
+	port=$(cat "$out/small.port")
+	cluster_sql -c "SELECT sched.define_biz('$type', 'http', url => 'http://127.0.0.1:$port/ok/$label',
+		timeout => '10 seconds')" >/dev/null
+	cluster_sql -c "SELECT count(*) FROM sched.add_many('$type',
+		array_fill(date_trunc('second', clock_timestamp()) + interval '2 seconds', ARRAY[$small]))" >/dev/null
+	wait_for "SELECT count(*) = 0 FROM sched.task WHERE biz_type = '$type'" 300
+	stop_sink
+	task_times "'$type'" "small-$label"
+	analyse small "$out/small-$label.log" "$out/small-$label.tasks" "$(cluster_sql -Atc "
+		SELECT (SELECT count(*) FROM sched.tasks WHERE biz_type = '$type') || ' ' ||
+		       (SELECT count(*) FROM sched.tasks WHERE biz_type = '$type' AND state = 'done' AND attempt = 1) || ' ' ||
+		       count(*) FILTER (WHERE error IS NOT NULL) || ' ' || count(*) FILTER (WHERE error LIKE 'timeout%')
+		FROM sched.attempts WHERE biz_type = '$type'")" "$4"
+}
+small_receiver polite 256 1999 "each receiver's allowance (the default)"
+[ -n "$smoke" ] || small_receiver all_at_once 0 1998 "every request at once (allowance off)"
+
+# From here on, every request is sent at once (see the header).
+http_per_host 0 2000
+
 # --- one hung endpoint beside normal requests ---
 for variant in alone beside; do
 	start_sink "hung-$variant"
@@ -231,6 +283,7 @@ unix_socket_directories = '$CLUSTER_DIR'
 port = $CLUSTER_PORT
 shared_preload_libraries = 'delaysched'
 max_files_per_process = 200
+delaysched.http_max_in_flight_per_host = 0
 CONF
 as_pg_user bash -c "ulimit -n 512 && pg_ctl -D '$CLUSTER_DIR/data' -l '$CLUSTER_DIR/server.log' -w start" >/dev/null
 cluster_sql -c "CREATE EXTENSION delaysched" >/dev/null

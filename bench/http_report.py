@@ -7,11 +7,15 @@
     http_report.py hung       SINK TASKS NORMAL_TYPE HUNG_IN_FLIGHT
     http_report.py memory     SAMPLES RSS_BEFORE_KB IN_FLIGHT
     http_report.py fdcap      SAMPLES SINK TASKS CAP REQUEUED DONE_FIRST_TIME
+    http_report.py small      RECEIVER_LOG TASKS SUMMARY LABEL
 
 SINK is test/bench/hooksink's log ("arrival_us task_id attempt" per
 request); TASKS has "id biz_type run_at_us" per task; SAMPLES has
 "in_flight rss_anon_kb open_fds" per sample of the HTTP worker.
+RECEIVER_LOG is test/http_receiver.py's (a JSON object per request);
+SUMMARY is "tasks done_at_attempt_1 failed_attempts timeouts".
 """
+import json
 import sys
 
 
@@ -118,10 +122,22 @@ def fdcap(samples, sink, tasks, cap, requeued, done_first):
     show("fdcap", "requeued for a local failure", requeued)
 
 
+def small(log, tasks, summary, label):
+    with open(log) as f:
+        got = [json.loads(line) for line in f if line.strip()]
+    due = min(int(r[2]) for r in rows(tasks)) / 1e6
+    n, first_attempt, failed, timeouts = summary.split()
+    arrivals = [r["t"] for r in got]
+    show("small", "%s: tasks, done at attempt 1" % label, "%s, %s" % (n, first_attempt))
+    show("small", "  requests / failed attempts / timed out", "%d / %s / %s" % (len(got), failed, timeouts))
+    show("small", "  due time to last arrival, s", "%.2f" % (max(arrivals) - due))
+    show("small", "  most connections open at once", max(r["connections"] for r in got))
+
+
 def main():
     workload, args = sys.argv[1], sys.argv[2:]
     {"throughput": throughput, "latency": latency, "scheduled": scheduled, "hung": hung,
-     "memory": memory, "fdcap": fdcap}[workload](*args)
+     "memory": memory, "fdcap": fdcap, "small": small}[workload](*args)
 
 
 if __name__ == "__main__":

@@ -159,6 +159,13 @@ SELECT count(*) FROM (SELECT sched.add('hk_c', clock_timestamp(), '{}') FROM gen
 SELECT wait_until($$NOT EXISTS (SELECT FROM sched.task WHERE biz_type = 'hk_c' AND state = 'p')$$);
 SELECT biz_type, count(*) FROM sched._http_claim(3::smallint, 100, 8, '{hk_a}', '{2}')
 WHERE id IS NOT NULL GROUP BY 1 ORDER BY 1;
+-- no more than its receiver can take soon (p_busy_rooms, from the HTTP
+-- worker's allowances: 1 for hk_a, none for hk_c here) ...
+SELECT biz_type, count(*) FROM sched._http_claim(3::smallint, 100, 100, '{hk_a,hk_c}', '{0,0}', '{1,0}')
+WHERE id IS NOT NULL GROUP BY 1 ORDER BY 1;
+-- ... and none when it has no room: held back, to claim again when requests end
+SELECT count(id) AS claimed, bool_or(id IS NULL AND attempt = 1) AS held_back
+FROM sched._http_claim(3::smallint, 100, 100, '{hk_a,hk_c}', '{0,0}', '{0,0}');
 -- a concurrency cap holds (it counts leases of every worker)
 SELECT sched.define_biz('hk_c', 'http', url => 'http://127.0.0.1:9/c', max_concurrency => 5);
 SELECT biz_type, count(*) FROM sched._http_claim(5::smallint, 100, 100, '{}', '{}')

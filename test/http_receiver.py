@@ -1,12 +1,16 @@
 #!/usr/bin/env python3
 """A scriptable webhook receiver for delaysched's HTTP tests.
 
-    http_receiver.py --port-file FILE --log FILE
+    http_receiver.py --port-file FILE --log FILE [--backlog N|default]
 
 Listens on 127.0.0.1 (an ephemeral port, written to --port-file once it
 listens) and logs every request it receives, before answering, as one JSON
 line in --log: {"t": arrival (Unix seconds), "path": ..., "headers": {lower-
-case name: value}, "body": ...}.  What it answers depends on the path:
+case name: value}, "body": ..., "connection": the serial number of the
+connection it came on, "connections": connections open then, "busy":
+requests being answered then, this one included}.  Its listen
+backlog is 1,024 unless --backlog says otherwise ("default": the standard
+library's, 5).  What it answers depends on the path:
 
     /ok/...                      200
     /status/C1,C2,.../...        the codes in turn, per path; the last repeats
@@ -14,6 +18,9 @@ case name: value}, "body": ...}.  What it answers depends on the path:
                                  then 200
     /redirect/P                  307 to /P
     /redirect-port/N/P           307 to http://127.0.0.1:N/P (another origin)
+    /busy-for/S/...              503 with "Retry-After" (the seconds left)
+                                 until S seconds after the path's first
+                                 request, then 200
     /hang/...                    nothing, ever (until the client gives up)
     /slow/MS/...                 200 after MS milliseconds
 
@@ -28,8 +35,12 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 counters = {}
+first_seen = {}
 lock = threading.Lock()
 log_file = None
+connections = 0
+connections_made = 0
+busy = 0
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -37,6 +48,22 @@ class Handler(BaseHTTPRequestHandler):
 
     def log_message(self, fmt, *args):
         pass
+
+    def setup(self):
+        global connections, connections_made
+        with lock:
+            connections += 1
+            connections_made += 1
+            self.serial = connections_made
+        super().setup()
+
+    def finish(self):
+        global connections
+        try:
+            super().finish()
+        finally:
+            with lock:
+                connections -= 1
 
     def answer(self, code, headers=None, body=b""):
         self.send_response(code)
@@ -47,6 +74,16 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def do_POST(self):
+        global busy
+        with lock:
+            busy += 1
+        try:
+            self.respond()
+        finally:
+            with lock:
+                busy -= 1
+
+    def respond(self):
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length).decode("utf-8", "replace")
         entry = {
@@ -56,10 +93,14 @@ class Handler(BaseHTTPRequestHandler):
             "body": body,
         }
         with lock:
+            entry["connection"] = self.serial
+            entry["connections"] = connections
+            entry["busy"] = busy
             log_file.write(json.dumps(entry) + "\n")
             log_file.flush()
             seen = counters.get(self.path, 0)
             counters[self.path] = seen + 1
+            first = first_seen.setdefault(self.path, entry["t"])
         parts = self.path.strip("/").split("/")
         kind = parts[0]
         if kind == "ok":
@@ -77,6 +118,12 @@ class Handler(BaseHTTPRequestHandler):
             self.answer(307, {"Location": "/" + "/".join(parts[1:])})
         elif kind == "redirect-port":
             self.answer(307, {"Location": "http://127.0.0.1:%s/%s" % (parts[1], "/".join(parts[2:]))})
+        elif kind == "busy-for":
+            left = float(parts[1]) - (entry["t"] - first)
+            if left > 0:
+                self.answer(503, {"Retry-After": str(int(left) + 1)}, b"busy")
+            else:
+                self.answer(200)
         elif kind == "hang":
             time.sleep(3600)
         elif kind == "slow":
@@ -91,10 +138,12 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--port-file", required=True)
     parser.add_argument("--log", required=True)
+    parser.add_argument("--backlog", default="1024")
     args = parser.parse_args()
     log_file = open(args.log, "a")
     ThreadingHTTPServer.daemon_threads = True
-    ThreadingHTTPServer.request_queue_size = 1024
+    if args.backlog != "default":
+        ThreadingHTTPServer.request_queue_size = int(args.backlog)
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     tmp = args.port_file + ".tmp"
     with open(tmp, "w") as f:

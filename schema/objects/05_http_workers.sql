@@ -22,7 +22,9 @@ COMMENT ON FUNCTION sched._http_lease(interval) IS 'internal: the length of an H
  * shared between the types that have some: each type gets at most its fair
  * part of the worker's p_max_in_flight requests (p_busy_types and
  * p_busy_counts say how many each type has in flight already), so that a
- * type whose endpoint hangs cannot take every slot.  Rate limits and
+ * type whose endpoint hangs cannot take every slot, and at most what its
+ * receiver can take soon (p_busy_rooms, beside p_busy_types: see
+ * src/http/http_origins.c).  Rate limits and
  * concurrency caps apply as in sched.claim.  The lease lasts
  * sched._http_lease(timeout).  When a limit held
  * a type back, a last row with a NULL id says so: run_at is when the next
@@ -31,7 +33,7 @@ COMMENT ON FUNCTION sched._http_lease(interval) IS 'internal: the length of an H
  * worker claims again once its requests that end are recorded).
  */
 CREATE OR REPLACE FUNCTION sched._http_claim(p_worker smallint, p_room int, p_max_in_flight int,
-								  p_busy_types text[], p_busy_counts int[])
+								  p_busy_types text[], p_busy_counts int[], p_busy_rooms int[] DEFAULT NULL)
 RETURNS TABLE(id bigint, bucket smallint, biz_type text, run_at timestamptz, payload jsonb, attempt int,
 			  schedule text, key text)
 LANGUAGE plpgsql
@@ -45,6 +47,7 @@ DECLARE
 	v_share int;
 	v_room int := p_room;
 	v_want int;
+	v_at int;
 	v_tokens int;
 	v_got int;
 	v_next timestamptz;
@@ -73,9 +76,10 @@ BEGIN
 
 	FOREACH v_name IN ARRAY v_types LOOP
 		EXIT WHEN v_room <= 0;
-		v_want := LEAST(v_room, v_share - coalesce(p_busy_counts[pg_catalog.array_position(p_busy_types, v_name)], 0));
+		v_at := pg_catalog.array_position(p_busy_types, v_name);
+		v_want := LEAST(v_room, v_share - coalesce(p_busy_counts[v_at], 0), p_busy_rooms[v_at]);
 		IF v_want <= 0 THEN
-			v_held := true;		-- at its fair share of the slots
+			v_held := true;		-- at its fair share of the slots, or its receiver's
 			CONTINUE;
 		END IF;
 		SELECT * INTO b FROM sched.biz x WHERE x.name = v_name;
@@ -114,7 +118,7 @@ BEGIN
 	END IF;
 END
 $$;
-COMMENT ON FUNCTION sched._http_claim(smallint, int, int, text[], int[]) IS 'internal: lease parked tasks of http types to an HTTP worker';
+COMMENT ON FUNCTION sched._http_claim(smallint, int, int, text[], int[], int[]) IS 'internal: lease parked tasks of http types to an HTTP worker';
 
 /*
  * Record the results of HTTP requests, one array element per request:

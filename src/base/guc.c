@@ -58,6 +58,7 @@ double		delaysched_max_deliveries_per_second = 0;
 int			delaysched_http_workers = 1;
 int			delaysched_sql_workers = 2;
 int			delaysched_http_max_in_flight = 1000;
+int			delaysched_http_max_in_flight_per_host = 256;
 int			delaysched_full_sweep_interval_ms = 60 * 1000;
 int			delaysched_extension_recheck_ms = 10 * 1000;
 
@@ -346,6 +347,15 @@ delaysched_define_gucs(void)
 							"Capped further by the file descriptors the worker can open.",
 							&delaysched_http_max_in_flight,
 							1000, 1, 100000,
+							PGC_SIGHUP,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("delaysched.http_max_in_flight_per_host",
+							"Most HTTP requests one HTTP worker has in flight at once to one origin (scheme, host and port).",
+							"Within it, each origin's allowance starts small, grows while the receiver keeps up, and halves when it does not (see doc/flow-control.md); the requests beyond wait in the worker.  0 sends every request at once.",
+							&delaysched_http_max_in_flight_per_host,
+							256, 0, 100000,
 							PGC_SIGHUP,
 							0,
 							NULL, NULL, NULL);

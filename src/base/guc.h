@@ -30,6 +30,7 @@ extern int	delaysched_max_stats_types;
 extern double delaysched_max_deliveries_per_second;
 extern int	delaysched_http_workers;
 extern int	delaysched_http_max_in_flight;
+extern int	delaysched_http_max_in_flight_per_host;
 extern int	delaysched_sql_workers;
 extern int	delaysched_full_sweep_interval_ms;
 extern int	delaysched_extension_recheck_ms;

@@ -85,7 +85,8 @@
  *
  *	 HTTP slot lock (HttpWorkerSlot.lock, one per HTTP worker,
  *		DELAYSCHED_LWLOCK_HTTP + its index) guards pid, latch, in_flight,
- *		max_in_flight, handoff_head, handoff_tail and handoff_reserved: one
+ *		waiting, max_in_flight, handoff_head, handoff_tail and
+ *		handoff_reserved: one
  *		lock per worker, so that scanners handing tasks to one worker never
  *		wait for another.  Exclusive: the worker, to change them (at start and
  *		exit, after each round of its loop, to move handoff_tail); a scanner,
@@ -540,6 +541,8 @@ typedef struct HttpWorkerSlot
 	pid_t		pid;			/* 0 while the worker does not run */
 	Latch	   *latch;
 	int			in_flight;		/* requests under way */
+	int			waiting;		/* of them, waiting for their receiver's
+								 * allowance (http/http_origins.c) */
 	int			max_in_flight;	/* its cap, after the file descriptor limit */
 
 	/*

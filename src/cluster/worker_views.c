@@ -117,9 +117,11 @@ require_view_privilege(const char *view)
  * of work began (a tick; a claim or a hand-off taken), ticks how many
  * there were, and delivered the tasks delivered (an HTTP worker's: the
  * requests answered 2xx).  holds is what the worker has in hand: a
- * scanner's range or the drain, an HTTP worker's "N in flight of M; H
- * handed over, C claimed" (requests started from scanners' hand-offs and
- * from its own claims), an SQL worker's "job N" while it runs one.  An
+ * scanner's range or the drain, an HTTP worker's "N in flight of M; W
+ * waiting for their receivers; H handed over, C claimed" (W of the N wait
+ * for their receiver's allowance; the requests started from scanners'
+ * hand-offs and from its own claims), an SQL worker's "job N" while it
+ * runs one.  An
  * SQL worker is delivering while a job runs; its delivered are the runs
  * that committed, its ticks the runs ended, its last_tick the latest claim.
  *
@@ -189,6 +191,7 @@ delaysched_worker_status(PG_FUNCTION_ARGS)
 		HttpWorkerSlot *shared = &delaysched_http_slots[i];
 		pid_t		pid;
 		int			in_flight;
+		int			waiting;
 		int			max_in_flight;
 		TimestampTz last_claim;
 
@@ -201,6 +204,7 @@ delaysched_worker_status(PG_FUNCTION_ARGS)
 		LWLockAcquire(shared->lock, LW_SHARED);
 		pid = shared->pid;
 		in_flight = shared->in_flight;
+		waiting = shared->waiting;
 		max_in_flight = shared->max_in_flight;
 		LWLockRelease(shared->lock);
 		last_claim = delaysched_read_time(&shared->last_claim);
@@ -210,8 +214,9 @@ delaysched_worker_status(PG_FUNCTION_ARGS)
 		values[1] = Int32GetDatum((int32) pid);
 		nulls[1] = (pid == 0);
 		values[2] = CStringGetTextDatum("http");
-		values[3] = CStringGetTextDatum(psprintf("%d in flight of %d; " INT64_FORMAT " handed over, " INT64_FORMAT " claimed",
-												 in_flight, max_in_flight,
+		values[3] = CStringGetTextDatum(psprintf("%d in flight of %d; %d waiting for their receivers; "
+												 INT64_FORMAT " handed over, " INT64_FORMAT " claimed",
+												 in_flight, max_in_flight, waiting,
 												 (int64) pg_atomic_read_u64(&shared->handed),
 												 (int64) pg_atomic_read_u64(&shared->claimed)));
 		nulls[3] = (pid == 0);

@@ -7,6 +7,7 @@
  *	 http_worker.c		the workers' loop: claim, send, record
  *	 http_handoff.c		tasks a scanner's commit hands a worker directly
  *	 http_transfer.c	libcurl's multi interface behind an epoll set
+ *	 http_origins.c		each receiver's allowance of requests at once
  *	 http_request.c		one request: body, headers, signature, outcome;
  *						sched._check_url()
  *	 http_store.c		the SQL the workers run (claim, record, release)
@@ -36,6 +37,9 @@
 /* The most redirects one request follows (with follow_redirects). */
 #define HTTP_MAX_REDIRECTS	5
 
+/* The size of an origin, "scheme://host:port" (a host name is at most 253). */
+#define HTTP_ORIGIN_SIZE	300
+
 /* The size of the response text kept for an error message. */
 #define HTTP_SNIPPET_SIZE	200
 
@@ -49,6 +53,7 @@ typedef struct HttpTypeDef
 	int			refcount;		/* the type table's reference + requests */
 	char		name[NAMEDATALEN];
 	char	   *url;
+	char		origin[HTTP_ORIGIN_SIZE];	/* url's; "" if url is not usable */
 	struct curl_slist *headers; /* "Name: value" of the configured headers */
 	bool		has_content_type;	/* they set Content-Type themselves */
 	char	   *secret;			/* NULL: no signature */
@@ -104,19 +109,22 @@ typedef struct HttpTask
  */
 typedef struct HttpRequest
 {
-	dlist_node	node;			/* in the transfer driver's list */
+	dlist_node	node;			/* in its origin's queue, while it waits */
 	CURL	   *easy;
 	HttpTypeDef *def;
 	int64		id;
 	int16		bucket;
 	int32		attempt;
-	TimestampTz started;
+	TimestampTz queued_at;		/* first given to the transfer driver */
+	TimestampTz started;		/* the attempt's first request sent */
+	TimestampTz sent;			/* the request to its latest url sent */
 	char	   *body;
 	size_t		body_len;
 	struct curl_slist *request_headers; /* ours, then the type's */
 	struct curl_slist *own_headers; /* ours alone: for another origin */
 	bool		headers_withheld;	/* a redirect left the type's origin */
 	char	   *url;			/* where it goes now (changes on a redirect) */
+	char		origin[HTTP_ORIGIN_SIZE];	/* url's scheme://host:port */
 	int			redirects;
 	bool		allowed_by_name;	/* the host of url passes the allow list */
 
@@ -136,6 +144,7 @@ extern bool delaysched_http_request_outcome(HttpRequest *request, CURLcode code,
 extern void delaysched_http_request_fail(HttpRequest *request, HttpOutcome outcome,
 										 const char *error, HttpResult *result);
 extern void delaysched_http_typedef_release(HttpTypeDef *def);
+extern bool delaysched_http_url_origin(const char *url, char *origin);
 
 /*
  * A scanner's commit handing leased http tasks straight to an HTTP
@@ -213,7 +222,25 @@ extern bool delaysched_http_driver_add(HttpRequest *request, char *error, size_t
 extern int	delaysched_http_driver_in_flight(void);
 extern TimestampTz delaysched_http_driver_timer(void);
 extern void delaysched_http_driver_run(void (*on_done) (HttpRequest *request, CURLcode code, void *arg),
+									   void (*on_unsent) (HttpRequest *request, const char *error, void *arg),
 									   void *arg);
+
+/*
+ * Each origin's allowance of requests in flight at once, and the requests
+ * waiting for it (http_origins.c), kept by the transfer driver.
+ */
+
+typedef struct HttpOrigin HttpOrigin;
+
+extern bool delaysched_http_origin_admit(HttpRequest *request, TimestampTz now);
+extern HttpOrigin *delaysched_http_origin_ended(HttpRequest *request, CURLcode code,
+												TimestampTz now);
+extern HttpRequest *delaysched_http_origin_next(HttpOrigin *origin, TimestampTz now, bool *expired);
+extern HttpOrigin *delaysched_http_origin_waiting(int i);
+extern TimestampTz delaysched_http_origins_expiry(void);
+extern int	delaysched_http_origins_queued(void);
+extern int	delaysched_http_origin_room(const char *origin);
+extern void delaysched_http_origins_forget_idle(TimestampTz now);
 
 /*
  * The HTTP workers (delaysched.http_workers of them).

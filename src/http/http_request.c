@@ -123,9 +123,11 @@ delaysched_http_typedef_release(HttpTypeDef *def)
  * http(s) URL with a host, without credentials and without port 0 (and
  * then, with errors, a message in error).  libcurl's parser takes
  * "http:///x" for host "x": an empty authority is refused before it.
+ * With origin (of size HTTP_ORIGIN_SIZE), also the URL's origin there:
+ * scheme://host:port, lowercase, the port always written.
  */
 static bool
-url_host(const char *url, char *buf, size_t buflen, const char **error)
+url_host(const char *url, char *buf, size_t buflen, const char **error, char *origin)
 {
 	CURLU	   *parsed = curl_url();
 	const char *authority = strstr(url, "://");
@@ -169,6 +171,16 @@ url_host(const char *url, char *buf, size_t buflen, const char **error)
 		for (char *p = buf; *p; p++)
 			*p = pg_tolower((unsigned char) *p);
 		ok = true;
+		if (origin != NULL)
+		{
+			curl_free(port);
+			port = NULL;
+			if (curl_url_get(parsed, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) != CURLUE_OK)
+				port = NULL;
+			snprintf(origin, HTTP_ORIGIN_SIZE, "%s://%s:%s", scheme, host, port ? port : "");
+			for (char *p = origin; *p; p++)
+				*p = pg_tolower((unsigned char) *p);
+		}
 	}
 	curl_free(port);
 	curl_free(part);
@@ -176,6 +188,19 @@ url_host(const char *url, char *buf, size_t buflen, const char **error)
 	curl_free(scheme);
 	curl_url_cleanup(parsed);
 	return ok;
+}
+
+/*
+ * The origin of url (see url_host) in origin, of size HTTP_ORIGIN_SIZE;
+ * false if url is not usable.
+ */
+bool
+delaysched_http_url_origin(const char *url, char *origin)
+{
+	char		host[256];
+	const char *why;
+
+	return url_host(url, host, sizeof(host), &why, origin);
 }
 
 /* ---- libcurl callbacks: no palloc, no ereport ---- */
@@ -426,7 +451,7 @@ aim(HttpRequest *request, char *error, size_t errlen)
 	char		host[256];
 	const char *why;
 
-	if (!url_host(request->url, host, sizeof(host), &why))
+	if (!url_host(request->url, host, sizeof(host), &why, request->origin))
 	{
 		snprintf(error, errlen, "url \"%s\" is not usable: %s", request->url, why);
 		return false;
@@ -480,6 +505,13 @@ delaysched_http_request_prepare(HttpRequest *request, char *error, size_t errlen
 		curl_easy_setopt(easy, CURLOPT_FOLLOWLOCATION, 0L) == CURLE_OK &&
 		curl_easy_setopt(easy, CURLOPT_PROXY, "") == CURLE_OK &&
 		curl_easy_setopt(easy, CURLOPT_TCP_KEEPALIVE, 1L) == CURLE_OK &&
+		/*
+		 * HTTP/2 where a TLS receiver offers it (ALPN), multiplexed on one
+		 * connection; HTTP/1.1 otherwise.  (Not CURLOPT_PIPEWAIT: a request
+		 * would wait for a connection that has not answered yet, a hung
+		 * one's for ever, to learn whether it multiplexes.)
+		 */
+		curl_easy_setopt(easy, CURLOPT_HTTP_VERSION, (long) CURL_HTTP_VERSION_2TLS) == CURLE_OK &&
 		curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, request->curl_error) == CURLE_OK &&
 		curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, on_body) == CURLE_OK &&
 		curl_easy_setopt(easy, CURLOPT_WRITEDATA, request) == CURLE_OK &&
@@ -742,7 +774,7 @@ delaysched_check_url(PG_FUNCTION_ARGS)
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("url must not contain spaces or control characters"),
 					 errhint("Percent-encode them, as %%20 for a space.")));
-	if (!url_host(url, host, sizeof(host), &why))
+	if (!url_host(url, host, sizeof(host), &why, NULL))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("invalid url \"%s\": %s", url, why),

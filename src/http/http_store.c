@@ -101,12 +101,12 @@ prepare_plans(Oid extension)
 		" FROM sched.biz b WHERE b.delivery = 'http'",
 		0, NULL);
 	{
-		Oid			argtypes[] = {INT2OID, INT4OID, INT4OID, TEXTARRAYOID, INT4ARRAYOID};
+		Oid			argtypes[] = {INT2OID, INT4OID, INT4OID, TEXTARRAYOID, INT4ARRAYOID, INT4ARRAYOID};
 
 		plans.claim = delaysched_prepare_kept(
 			"SELECT id, bucket, biz_type, run_at, payload, attempt, schedule, key"
-			" FROM sched._http_claim($1, $2, $3, $4, $5)",
-			5, argtypes);
+			" FROM sched._http_claim($1, $2, $3, $4, $5, $6)",
+			6, argtypes);
 	}
 	{
 		Oid			argtypes[] = {INT2OID, INT8ARRAYOID, INT2ARRAYOID, TEXTARRAYOID, INT4ARRAYOID,
@@ -162,6 +162,8 @@ make_def(HeapTuple tuple, TupleDesc desc, const char *name, TimestampTz updated_
 	def->refcount = 1;
 	strlcpy(def->name, name, sizeof(def->name));
 	def->url = TextDatumGetCString(SPI_getbinval(tuple, desc, 2, &isnull));
+	if (!delaysched_http_url_origin(def->url, def->origin))
+		def->origin[0] = '\0';
 	headers = SPI_getbinval(tuple, desc, 3, &isnull);
 	if (!isnull)
 	{
@@ -270,13 +272,18 @@ delaysched_http_count_in_flight(const char *biz_type, int delta)
 	}
 }
 
-/* A text[] or int4[] of the type table's in-flight counts. */
+/*
+ * Arrays for sched._http_claim: the types of the table (text[]), how many
+ * requests of each are in flight (int4[]), and how many more tasks of each
+ * its url's origin can take now (int4[], see delaysched_http_origin_room).
+ */
 static void
-busy_arrays(Datum *names, Datum *counts)
+busy_arrays(Datum *names, Datum *counts, Datum *rooms)
 {
 	int			n = types ? (int) hash_get_num_entries(types) : 0;
 	Datum	   *name_values = palloc(sizeof(Datum) * Max(n, 1));
 	Datum	   *count_values = palloc(sizeof(Datum) * Max(n, 1));
+	Datum	   *room_values = palloc(sizeof(Datum) * Max(n, 1));
 	int			k = 0;
 
 	if (types != NULL)
@@ -287,15 +294,20 @@ busy_arrays(Datum *names, Datum *counts)
 		hash_seq_init(&seq, types);
 		while ((entry = hash_seq_search(&seq)) != NULL)
 		{
-			if (entry->in_flight <= 0)
+			if (entry->def == NULL && entry->in_flight <= 0)
 				continue;
 			name_values[k] = CStringGetTextDatum(entry->name);
 			count_values[k] = Int32GetDatum(entry->in_flight);
+			/* A url without an origin fails at once: no reason to hold it. */
+			room_values[k] = Int32GetDatum(entry->def == NULL || entry->def->origin[0] == '\0'
+										   ? PG_INT32_MAX
+										   : delaysched_http_origin_room(entry->def->origin));
 			k++;
 		}
 	}
 	*names = PointerGetDatum(construct_array(name_values, k, TEXTOID, -1, false, TYPALIGN_INT));
 	*counts = PointerGetDatum(construct_array(count_values, k, INT4OID, 4, true, TYPALIGN_INT));
+	*rooms = PointerGetDatum(construct_array(room_values, k, INT4OID, 4, true, TYPALIGN_INT));
 }
 
 /* Set task->schedule from column "column" of a row (NULL: not a firing). */
@@ -321,7 +333,7 @@ int
 delaysched_http_claim(Oid extension, int worker, int room, int max_in_flight,
 					  HttpRequest ***requests, TimestampTz *next_claim, bool *held_back)
 {
-	Datum		values[5];
+	Datum		values[6];
 	TupleDesc	desc;
 	int			n;
 
@@ -331,7 +343,7 @@ delaysched_http_claim(Oid extension, int worker, int room, int max_in_flight,
 	values[0] = Int16GetDatum((int16) worker);
 	values[1] = Int32GetDatum(room);
 	values[2] = Int32GetDatum(max_in_flight);
-	busy_arrays(&values[3], &values[4]);
+	busy_arrays(&values[3], &values[4], &values[5]);
 	if (SPI_execute_plan(plans.claim, values, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "sched._http_claim failed");
 

@@ -21,6 +21,12 @@
  * (libcurl's connection cache, up to the worker's cap), and no more than
  * that many are ever open: CURLMOPT_MAX_TOTAL_CONNECTIONS.
  *
+ * Each origin has an allowance of requests at once (http_origins.c): a
+ * request given to the driver beyond it waits in its origin's queue, not
+ * in libcurl, and is sent when one of the origin's requests ends; one that
+ * waits too long comes back unsent.  Both count as in flight here, as both
+ * hold one of the worker's slots.
+ *
  * The callbacks run inside libcurl; like those of http_request.c they
  * neither allocate PostgreSQL memory nor raise errors.
  *
@@ -130,17 +136,34 @@ delaysched_http_driver_set_cap(int max_connections)
 	curl_multi_setopt(driver.multi, CURLMOPT_MAXCONNECTS, (long) max_connections);
 }
 
-/* Start a prepared request; false (with the reason) if libcurl refused it. */
-bool
-delaysched_http_driver_add(HttpRequest *request, char *error, size_t errlen)
+/* Hand an admitted request to libcurl; false (with the reason) if it refused. */
+static bool
+send_now(HttpRequest *request, char *error, size_t errlen)
 {
 	CURLMcode	code = curl_multi_add_handle(driver.multi, request->easy);
 
 	if (code != CURLM_OK)
 	{
 		snprintf(error, errlen, "local_error: could not start the request: %s", curl_multi_strerror(code));
+		(void) delaysched_http_origin_ended(request, CURLE_FAILED_INIT, GetCurrentTimestamp());
 		return false;
 	}
+	return true;
+}
+
+/*
+ * Start a prepared (aimed) request, or queue it behind its origin's; false
+ * (with the reason) if libcurl refused it.
+ */
+bool
+delaysched_http_driver_add(HttpRequest *request, char *error, size_t errlen)
+{
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (request->queued_at == 0)
+		request->queued_at = now;
+	if (delaysched_http_origin_admit(request, now) && !send_now(request, error, errlen))
+		return false;
 	driver.in_flight++;
 	return true;
 }
@@ -151,20 +174,57 @@ delaysched_http_driver_in_flight(void)
 	return driver.in_flight;
 }
 
-/* When libcurl wants to be called without socket activity; DT_NOEND never. */
+/*
+ * When the driver wants to run without socket activity: libcurl's timer,
+ * or a queued request running out of time; DT_NOEND never.
+ */
 TimestampTz
 delaysched_http_driver_timer(void)
 {
-	return driver.timer_at;
+	return Min(driver.timer_at, delaysched_http_origins_expiry());
+}
+
+/*
+ * Send the queued requests their origins allow now, and hand back those
+ * that waited too long (to on_unsent, with the reason).
+ */
+static void
+send_queued(void (*on_unsent) (HttpRequest *request, const char *error, void *arg), void *arg)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	HttpOrigin *origin;
+
+	for (int i = 0; (origin = delaysched_http_origin_waiting(i)) != NULL; i++)
+	{
+		HttpRequest *request;
+		bool		expired;
+
+		while ((request = delaysched_http_origin_next(origin, now, &expired)) != NULL)
+		{
+			char		error[256];
+
+			if (expired)
+				snprintf(error, sizeof(error),
+						 "host_busy: not sent: waited %ld ms for a place among the requests to %s; parked again",
+						 (long) ((now - request->queued_at) / 1000), request->origin);
+			else if (send_now(request, error, sizeof(error)))
+				continue;
+			driver.in_flight--;
+			on_unsent(request, error, arg);
+		}
+	}
 }
 
 /*
  * Let libcurl work: on the sockets that are ready, and on its timer if it
  * ran out.  Then hand every transfer that ended to on_done, which owns the
- * request from then on (it may start it again, for a redirect).
+ * request from then on (it may start it again, for a redirect), send what
+ * their origins' queues may send now, and hand every request that waited
+ * too long there to on_unsent, which owns it from then on.
  */
 void
 delaysched_http_driver_run(void (*on_done) (HttpRequest *request, CURLcode code, void *arg),
+						   void (*on_unsent) (HttpRequest *request, const char *error, void *arg),
 						   void *arg)
 {
 	struct epoll_event events[EVENTS_PER_PASS];
@@ -209,6 +269,7 @@ delaysched_http_driver_run(void (*on_done) (HttpRequest *request, CURLcode code,
 			curl_easy_getinfo(message->easy_handle, CURLINFO_PRIVATE, (char **) &request);
 			codes[count] = message->data.result;
 			ended[count++] = request;
+			(void) delaysched_http_origin_ended(request, message->data.result, GetCurrentTimestamp());
 			curl_multi_remove_handle(driver.multi, message->easy_handle);
 			driver.in_flight--;
 		}
@@ -217,6 +278,7 @@ delaysched_http_driver_run(void (*on_done) (HttpRequest *request, CURLcode code,
 		if (count < EVENTS_PER_PASS)
 			break;
 	} while (true);
+	send_queued(on_unsent, arg);
 
 	if (driver.socket_errors > 0)
 	{

@@ -90,6 +90,8 @@
 #define HELD_RESULT_RETRY_MS	500
 /* After a local failure (no descriptor, no memory), claim again after this. */
 #define LOCAL_FAILURE_PAUSE_MS 200
+/* Look for origins to forget (see http_origins.c) this often. */
+#define FORGET_ORIGINS_MS	(60 * 1000)
 /* Descriptors kept free beyond PostgreSQL's own files. */
 #define SPARE_DESCRIPTORS	64
 
@@ -117,6 +119,7 @@ http_detach(int code, Datum arg)
 	MY_SLOT->pid = 0;
 	MY_SLOT->latch = NULL;
 	MY_SLOT->in_flight = 0;
+	MY_SLOT->waiting = 0;
 	LWLockRelease(MY_SLOT->lock);
 }
 
@@ -159,6 +162,7 @@ http_attach(int index)
 	LWLockAcquire(MY_SLOT->lock, LW_EXCLUSIVE);
 	MY_SLOT->latch = MyLatch;
 	MY_SLOT->in_flight = 0;
+	MY_SLOT->waiting = 0;
 	MY_SLOT->max_in_flight = attach_cap;
 	LWLockRelease(MY_SLOT->lock);
 	before_shmem_exit(http_detach, (Datum) 0);
@@ -249,6 +253,16 @@ on_done(HttpRequest *request, CURLcode code, void *arg)
 		delaysched_http_request_fail(request, HTTP_REQUEUED, error, &result);
 		finish_request(request, &result);
 	}
+}
+
+/* The transfer driver's callback: a request waited too long to be sent. */
+static void
+on_unsent(HttpRequest *request, const char *error, void *arg)
+{
+	HttpResult	result;
+
+	delaysched_http_request_fail(request, HTTP_REQUEUED, error, &result);
+	finish_request(request, &result);
 }
 
 /* What one transaction of the worker does and learns. */
@@ -391,7 +405,7 @@ start_handed(int room)
 		start_requests(call.requests, call.n_requests, true);
 	delaysched_write_time(&MY_SLOT->last_claim, GetCurrentTimestamp());
 	pg_atomic_fetch_add_u64(&MY_SLOT->ticks, 1);
-	delaysched_http_driver_run(on_done, NULL);
+	delaysched_http_driver_run(on_done, on_unsent, NULL);
 	return true;
 }
 
@@ -417,6 +431,7 @@ delaysched_http_main(Datum main_arg)
 	bool		maybe_more = false;
 	TimestampTz next_poll = 0;
 	TimestampTz claim_not_before = 0;
+	TimestampTz forget_origins_at = 0;
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
@@ -468,6 +483,11 @@ delaysched_http_main(Datum main_arg)
 		CHECK_FOR_INTERRUPTS();
 
 		now = GetCurrentTimestamp();
+		if (now >= forget_origins_at)
+		{
+			delaysched_http_origins_forget_idle(now);
+			forget_origins_at = TimestampTzPlusMilliseconds(now, FORGET_ORIGINS_MS);
+		}
 		if (local_failure)
 		{
 			/*
@@ -529,7 +549,7 @@ delaysched_http_main(Datum main_arg)
 				pg_atomic_fetch_add_u64(&MY_SLOT->ticks, 1);
 			}
 			/* Send what was claimed before anything else. */
-			delaysched_http_driver_run(on_done, NULL);
+			delaysched_http_driver_run(on_done, on_unsent, NULL);
 		}
 		else if (record_due)
 		{
@@ -547,6 +567,7 @@ delaysched_http_main(Datum main_arg)
 		in_flight = delaysched_http_driver_in_flight();
 		LWLockAcquire(MY_SLOT->lock, LW_EXCLUSIVE);
 		MY_SLOT->in_flight = in_flight;
+		MY_SLOT->waiting = delaysched_http_origins_queued();
 		MY_SLOT->max_in_flight = cap;
 		LWLockRelease(MY_SLOT->lock);
 
@@ -570,6 +591,6 @@ delaysched_http_main(Datum main_arg)
 					want_claim = true;
 			}
 		}
-		delaysched_http_driver_run(on_done, NULL);
+		delaysched_http_driver_run(on_done, on_unsent, NULL);
 	}
 }

@@ -51,6 +51,15 @@ sub poll_until
 	return poll_until_in($node, 'postgres', $query, $expected, $timeout);
 }
 
+# Poll until no task of business type $type is left unfinished (every one
+# done, dead or cancelled) or $timeout seconds (60) pass; true if none is.
+sub wait_finished
+{
+	my ($node, $type, $timeout) = @_;
+	return poll_until($node, "SELECT count(*) = 0 FROM sched.task WHERE biz_type = '$type'", 't',
+		$timeout // 60);
+}
+
 # The same in database $dbname.
 sub poll_until_in
 {
@@ -291,14 +300,17 @@ use FindBin;
 use JSON::PP;
 use Time::HiRes qw(usleep time);
 
+# Options: backlog (its listen backlog, 1,024 unless given; "default":
+# the standard library's).
 sub start
 {
-	my ($class, $dir) = @_;
+	my ($class, $dir, %opts) = @_;
 	my $self = bless { port_file => "$dir/receiver.port", log => "$dir/receiver.log" }, $class;
 	unlink $self->{port_file}, $self->{log};
 	my $script = "$FindBin::Bin/../http_receiver.py";
 	$self->{harness} = IPC::Run::start(
-		[ 'python3', $script, '--port-file', $self->{port_file}, '--log', $self->{log} ],
+		[ 'python3', $script, '--port-file', $self->{port_file}, '--log', $self->{log},
+		  '--backlog', $opts{backlog} // '1024' ],
 		'<', \undef, '>', \$self->{out}, '2>', \$self->{err});
 	my $deadline = time + 30;
 	until (-s $self->{port_file})

@@ -21,12 +21,7 @@ my $base = $receiver->url;
 sub sql { return $node->safe_psql('postgres', $_[0]) }
 
 # Poll until every task of $type is finished (done or dead).
-sub wait_finished
-{
-	my ($type, $timeout) = @_;
-	return DelayschedTest::poll_until($node,
-		"SELECT count(*) = 0 FROM sched.task WHERE biz_type = '$type'", 't', $timeout // 60);
-}
+sub wait_finished { return DelayschedTest::wait_finished($node, @_) }
 
 # --- on time, and the request's shape ---
 sql(qq{SELECT sched.define_biz('h_ontime', 'http', url => '$base/ok/ontime',
@@ -120,17 +115,22 @@ is($sig, 'v1=' . hmac_sha256_hex("$ts.$body", $secret), 'X-Delaysched-Signature 
 isnt($sig, 'v1=' . hmac_sha256_hex("$ts.$body", 'another-secret-123456'), 'and depends on the secret');
 
 # --- an HTTP worker stopped mid-flight loses nothing ---
-sql(qq{SELECT sched.define_biz('h_slow', 'http', url => '$base/slow/1500/a')});
+# The worker holds all 20 (leased): some sent, answering in 3 s, the rest
+# waiting for the receiver's allowance (see doc/flow-control.md).
+sql(qq{SELECT sched.define_biz('h_slow', 'http', url => '$base/slow/3000/a')});
 my @ids = split /\n/, sql(q{SELECT sched.add('h_slow', clock_timestamp(), jsonb_build_object('i', i)) FROM generate_series(1, 20) i});
-$receiver->wait_requests('/slow/1500/a', 20, 30);
+ok(DelayschedTest::poll_until($node, "SELECT count(*) FROM sched.task WHERE biz_type = 'h_slow' AND state = 'd'", '20', 10), 'all 20 leased to the worker');
+$receiver->wait_requests('/slow/3000/a', 1, 30);
 my $pid = sql("SELECT pid FROM sched.workers WHERE role = 'http'");
-ok(DelayschedTest::poll_until($node, "SELECT count(*) FROM sched.task WHERE biz_type = 'h_slow' AND state = 'd'", '20', 10), 'all 20 in flight');
+# None has been answered yet: every one received so far is in flight.
+my $sent_before = scalar($receiver->requests('/slow/3000/a'));
 sql("SELECT pg_terminate_backend($pid)");
 ok(wait_finished('h_slow', 60), 'after the worker restarts, every request finishes');
 is(sql("SELECT count(*) FROM sched.tasks WHERE biz_type = 'h_slow' AND state = 'done'"), '20', 'all 20 done');
-my %seen = map { $_->{json}{id} => 1 } $receiver->requests('/slow/1500/a');
+my %seen = map { $_->{json}{id} => 1 } $receiver->requests('/slow/3000/a');
 is(scalar(grep { $seen{$_} } @ids), 20, 'the receiver got every one of them');
-cmp_ok(scalar($receiver->requests('/slow/1500/a')), '>=', 40, 'those in flight were sent again (a duplicate after a stop)');
+cmp_ok(scalar($receiver->requests('/slow/3000/a')), '>=', 20 + $sent_before,
+	"those in flight ($sent_before) were sent again (a duplicate after a stop)");
 my $new_pid = sql("SELECT pid FROM sched.workers WHERE role = 'http'");
 ok($new_pid ne '' && $new_pid ne $pid, 'by a new HTTP worker');
 is(sql("SELECT max(attempt) FROM sched.tasks WHERE biz_type = 'h_slow'"), '1', 'the interrupted attempt was not counted');
@@ -189,11 +189,19 @@ like(substr(PostgreSQL::Test::Utils::slurp_file($node->logfile), $log_before_awa
 $elsewhere->stop;
 
 # --- 500 slow requests in flight do not delay a notify type ---
+# All 500 sent at once: the receiver's allowance switched off, as for a
+# receiver known to take them (its slow start would send 4, 8, 16...).
+# The worker has read the new settings once its cap reads 999.
+sql(q{ALTER SYSTEM SET delaysched.http_max_in_flight_per_host = 0});
+sql(q{ALTER SYSTEM SET delaysched.http_max_in_flight = 999});
+sql(q{SELECT pg_reload_conf()});
+ok(DelayschedTest::poll_until($node, "SELECT holds LIKE '% of 999;%' FROM sched.workers WHERE role = 'http'", 't', 20),
+	'the HTTP worker sends without a per-receiver allowance');
 sql(qq{SELECT sched.define_biz('h_many', 'http', url => '$base/slow/3000/many')});
 sql(q{SELECT sched.define_biz('n_beside', 'notify')});
 my $listener = DelayschedTest::Listener->start($node, 'postgres', [], 'n_beside');
 sql(q{SELECT count(*) FROM (SELECT sched.add('h_many', clock_timestamp(), '{}') FROM generate_series(1, 500)) s});
-ok(DelayschedTest::poll_until($node, "SELECT split_part(holds, ';', 1) FROM sched.workers WHERE role = 'http'", '500 in flight of 1000', 20), '500 requests in flight at once');
+ok(DelayschedTest::poll_until($node, "SELECT split_part(holds, ';', 1) FROM sched.workers WHERE role = 'http'", '500 in flight of 999', 20), '500 requests in flight at once');
 sql(q{SELECT count(*) FROM (SELECT sched.add('n_beside', clock_timestamp() + (0.05 + i * 0.02) * interval '1 second', '{}') FROM generate_series(1, 50) i) s});
 my @notes = $listener->wait_for(50, 30);
 $listener->stop;

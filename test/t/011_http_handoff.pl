@@ -32,12 +32,8 @@ sub counters
 	return ($1, $2);
 }
 
-sub wait_finished
-{
-	my ($type, $timeout) = @_;
-	return DelayschedTest::poll_until($node,
-		"SELECT count(*) = 0 FROM sched.task WHERE biz_type = '$type'", 't', $timeout // 60);
-}
+# Poll until every task of $type is finished (done or dead).
+sub wait_finished { return DelayschedTest::wait_finished($node, @_) }
 
 # Wait until the process is stopped (SIGSTOP has taken effect).
 sub wait_stopped
