@@ -236,6 +236,7 @@ extern bool delaysched_http_origin_admit(HttpRequest *request, TimestampTz now);
 extern HttpOrigin *delaysched_http_origin_ended(HttpRequest *request, CURLcode code,
 												TimestampTz now);
 extern HttpRequest *delaysched_http_origin_next(HttpOrigin *origin, TimestampTz now, bool *expired);
+extern bool delaysched_http_origin_too_late(const HttpRequest *request, TimestampTz now);
 extern HttpOrigin *delaysched_http_origin_waiting(int i);
 extern TimestampTz delaysched_http_origins_expiry(void);
 extern int	delaysched_http_origins_queued(void);

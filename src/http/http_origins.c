@@ -18,22 +18,24 @@
  *	   every request that ended well while the allowance was in use: it
  *	   doubles every round trip (slow start, as the answers come back, so
  *	   that connections are opened no faster than the receiver answers).
- *	   After the first cut, above its threshold (half the allowance that
- *	   was cut), it grows by one per allowance's worth of such requests
- *	   instead.  Never above
+ *	   After a cut, above its threshold (the allowance after the cut, and
+ *	   FIRST_WINDOW at least), it grows by one per allowance's worth of such
+ *	   requests instead.  Never above
  *	   delaysched.http_max_in_flight_per_host, the hard cap (0: no cap,
- *	   no allowance, no queue: every request is sent at once).
+ *	   no allowance, no queue, nothing learnt: every request is sent at
+ *	   once).
  *	 - It halves, down to one, when the receiver shows it is overwhelmed:
- *	   a connection took a second or more to open (the listen queue was full
- *	   and the SYN was sent again), a connection was refused, reset or
- *	   closed without an answer, a request timed out, or the answer was 429
- *	   or 503.  Once per round: only a request sent after the last cut can
- *	   cut it again, as the others were sent under the larger allowance.
+ *	   a connection took 0.9 s or more to open (the listen queue was full
+ *	   and the SYN was sent again after a second), a connection was refused,
+ *	   reset or closed without an answer, a request timed out, or the answer
+ *	   was 429, 502, 503 or 504.  Once per round: only a request sent after
+ *	   the last cut can cut it again, as the others were sent under the
+ *	   larger allowance.
  *	 - A 429 or 503 with Retry-After also pauses the origin: nothing more is
  *	   sent to it for that long (MAX_PAUSE_S at most), so that its tasks do
  *	   not each get a 503 in turn and come back together (a retry storm).
- *	 - An error that says nothing of the receiver's load (a DNS failure, a
- *	   TLS or perimeter refusal, a 4xx) changes nothing.
+ *	 - What says nothing of the receiver's load (a DNS failure, a TLS or
+ *	   perimeter refusal, any other 4xx or 5xx) changes nothing.
  *
  * Connections are reused (libcurl's cache, keep-alive), and over TLS a
  * receiver offering HTTP/2 gets the requests multiplexed (http_request.c);
@@ -230,14 +232,16 @@ verdict(HttpRequest *request, CURLcode code)
 	{
 		case CURLE_OK:
 			curl_easy_getinfo(request->easy, CURLINFO_RESPONSE_CODE, &status);
-			if (status == 429 || status == 503)
+			/* Too many requests, unavailable, a gateway that gave up. */
+			if (status == 429 || status == 502 || status == 503 || status == 504)
 				return OVERWHELMED;
 			/* The handshake alone (0 when the connection was reused). */
 			if (curl_easy_getinfo(request->easy, CURLINFO_CONNECT_TIME_T, &connect_us) == CURLE_OK &&
 				curl_easy_getinfo(request->easy, CURLINFO_NAMELOOKUP_TIME_T, &lookup_us) == CURLE_OK &&
 				connect_us - lookup_us >= SLOW_CONNECT_US)
 				return OVERWHELMED;
-			return KEPT_UP;
+			/* Any other error status says nothing of its load. */
+			return status < 400 ? KEPT_UP : SAYS_NOTHING;
 		case CURLE_COULDNT_CONNECT:
 			curl_easy_getinfo(request->easy, CURLINFO_OS_ERRNO, &os_errno);
 			/* Out of descriptors or memory here: nothing to do with it. */
@@ -303,14 +307,21 @@ delaysched_http_origin_ended(HttpRequest *request, CURLcode code, TimestampTz no
 
 	ms = (double) (now - request->sent) / 1000.0;
 	origin->mean_ms = origin->mean_ms == 0 ? ms : origin->mean_ms + (ms - origin->mean_ms) / 8;
+	/* Switched off: nothing to learn, and nothing learnt meanwhile. */
+	if (delaysched_http_max_in_flight_per_host == 0)
+		return origin;
 	switch (verdict(request, code))
 	{
 		case OVERWHELMED:
 			pause_if_asked(origin, request, code, now);
 			if (request->sent > origin->cut_at)
 			{
-				origin->threshold = Max(1.0, origin->window / 2);
-				origin->window = origin->threshold;
+				/* Half of what it had: a cap lowered since is what it had. */
+				double		had = Min(origin->window, (double) delaysched_http_max_in_flight_per_host);
+
+				origin->window = Max(1.0, had / 2);
+				/* Slow start again up to FIRST_WINDOW at least. */
+				origin->threshold = Max(FIRST_WINDOW, origin->window);
 				origin->cut_at = now;
 				elog(DEBUG1, "delaysched HTTP worker: %s is overwhelmed: %d requests at once from now on",
 					 origin->key, Max(1, Min((int) origin->window, delaysched_http_max_in_flight_per_host)));
@@ -330,6 +341,16 @@ delaysched_http_origin_ended(HttpRequest *request, CURLcode code, TimestampTz no
 }
 
 /*
+ * Whether a request given to the driver at queued_at is too late to be
+ * sent now: its lease may run out before its answer (see the file header).
+ */
+bool
+delaysched_http_origin_too_late(const HttpRequest *request, TimestampTz now)
+{
+	return now >= TimestampTzPlusMilliseconds(request->queued_at, MAX_WAIT_MS);
+}
+
+/*
  * The next of the origin's waiting requests to send now (counted in
  * flight), or one that waited too long (*expired: park it again, unsent);
  * NULL when none may go.
@@ -343,7 +364,7 @@ delaysched_http_origin_next(HttpOrigin *origin, TimestampTz now, bool *expired)
 	if (origin->n_waiting == 0)
 		return NULL;
 	request = dlist_container(HttpRequest, node, dlist_head_node(&origin->waiting));
-	if (now >= TimestampTzPlusMilliseconds(request->queued_at, MAX_WAIT_MS))
+	if (delaysched_http_origin_too_late(request, now))
 		*expired = true;
 	else if (origin->in_flight >= allowance(origin, now))
 		return NULL;

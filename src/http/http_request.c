@@ -160,6 +160,17 @@ url_host(const char *url, char *buf, size_t buflen, const char **error, char *or
 	{
 		size_t		len = strlen(host);
 
+		if (origin != NULL)
+		{
+			char	   *origin_port = NULL;
+
+			if (curl_url_get(parsed, CURLUPART_PORT, &origin_port, CURLU_DEFAULT_PORT) != CURLUE_OK)
+				origin_port = NULL;
+			snprintf(origin, HTTP_ORIGIN_SIZE, "%s://%s:%s", scheme, host, origin_port ? origin_port : "");
+			for (char *p = origin; *p; p++)
+				*p = pg_tolower((unsigned char) *p);
+			curl_free(origin_port);
+		}
 		/* An IPv6 literal comes in brackets. */
 		if (host[0] == '[' && len > 2 && host[len - 1] == ']')
 		{
@@ -171,16 +182,6 @@ url_host(const char *url, char *buf, size_t buflen, const char **error, char *or
 		for (char *p = buf; *p; p++)
 			*p = pg_tolower((unsigned char) *p);
 		ok = true;
-		if (origin != NULL)
-		{
-			curl_free(port);
-			port = NULL;
-			if (curl_url_get(parsed, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) != CURLUE_OK)
-				port = NULL;
-			snprintf(origin, HTTP_ORIGIN_SIZE, "%s://%s:%s", scheme, host, port ? port : "");
-			for (char *p = origin; *p; p++)
-				*p = pg_tolower((unsigned char) *p);
-		}
 	}
 	curl_free(port);
 	curl_free(part);
@@ -505,13 +506,6 @@ delaysched_http_request_prepare(HttpRequest *request, char *error, size_t errlen
 		curl_easy_setopt(easy, CURLOPT_FOLLOWLOCATION, 0L) == CURLE_OK &&
 		curl_easy_setopt(easy, CURLOPT_PROXY, "") == CURLE_OK &&
 		curl_easy_setopt(easy, CURLOPT_TCP_KEEPALIVE, 1L) == CURLE_OK &&
-		/*
-		 * HTTP/2 where a TLS receiver offers it (ALPN), multiplexed on one
-		 * connection; HTTP/1.1 otherwise.  (Not CURLOPT_PIPEWAIT: a request
-		 * would wait for a connection that has not answered yet, a hung
-		 * one's for ever, to learn whether it multiplexes.)
-		 */
-		curl_easy_setopt(easy, CURLOPT_HTTP_VERSION, (long) CURL_HTTP_VERSION_2TLS) == CURLE_OK &&
 		curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, request->curl_error) == CURLE_OK &&
 		curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, on_body) == CURLE_OK &&
 		curl_easy_setopt(easy, CURLOPT_WRITEDATA, request) == CURLE_OK &&
@@ -525,6 +519,16 @@ delaysched_http_request_prepare(HttpRequest *request, char *error, size_t errlen
 		snprintf(error, errlen, "local_error: could not set up a libcurl handle");
 		return false;
 	}
+
+	/*
+	 * HTTP/2 where a TLS receiver offers it (ALPN), multiplexed; HTTP/1.1
+	 * otherwise.  libcurl's default when built with HTTP/2, which refuses
+	 * the option when built without: then HTTP/1.1 it is.  (Not
+	 * CURLOPT_PIPEWAIT: a request would wait for a connection that has not
+	 * answered yet, a hung one's for ever, to learn whether it
+	 * multiplexes.)
+	 */
+	(void) curl_easy_setopt(easy, CURLOPT_HTTP_VERSION, (long) CURL_HTTP_VERSION_2TLS);
 	if (!aim(request, why, sizeof(why)))
 	{
 		snprintf(error, errlen, "bad_url: %s", why);

@@ -162,6 +162,14 @@ delaysched_http_driver_add(HttpRequest *request, char *error, size_t errlen)
 
 	if (request->queued_at == 0)
 		request->queued_at = now;
+	else if (delaysched_http_origin_too_late(request, now))
+	{
+		/* A redirect's next request, whose answer could outlive the lease. */
+		snprintf(error, errlen,
+				 "redirect_late: not followed to %s, %ld ms after the task was taken: its lease could run out first; parked again",
+				 request->url, (long) ((now - request->queued_at) / 1000));
+		return false;
+	}
 	if (delaysched_http_origin_admit(request, now) && !send_now(request, error, errlen))
 		return false;
 	driver.in_flight++;

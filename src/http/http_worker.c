@@ -203,8 +203,12 @@ in_flight_cap(void)
 	return delaysched_http_max_in_flight;
 }
 
+/*
+ * Keep a result for the next record; local_fault: the request failed here
+ * (no descriptor, no memory), and claims pause a moment.
+ */
 static void
-add_result(const HttpResult *result)
+add_result(const HttpResult *result, bool local_fault)
 {
 	if (n_results == results_size)
 	{
@@ -215,18 +219,22 @@ add_result(const HttpResult *result)
 	}
 	if (n_results == 0)
 		record_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), RECORD_WAIT_MS);
-	if (result->outcome == HTTP_REQUEUED)
+	if (local_fault)
 		local_failure = true;
 	results[n_results] = *result;
 	results[n_results].held = false;
 	n_results++;
 }
 
-/* A request is over (or could not start): its result, and free it. */
+/*
+ * A request is over (or could not start): its result, and free it.  A
+ * request parked again (requeued) failed here, unless it was handed back
+ * unsent by the transfer driver (unsent).
+ */
 static void
-finish_request(HttpRequest *request, const HttpResult *result)
+finish_request(HttpRequest *request, const HttpResult *result, bool unsent)
 {
-	add_result(result);
+	add_result(result, result->outcome == HTTP_REQUEUED && !unsent);
 	ended_since_claim++;
 	delaysched_http_count_in_flight(request->def->name, -1);
 	delaysched_http_request_free(request);
@@ -244,14 +252,14 @@ on_done(HttpRequest *request, CURLcode code, void *arg)
 
 	if (delaysched_http_request_outcome(request, code, &result))
 	{
-		finish_request(request, &result);
+		finish_request(request, &result, false);
 		return;
 	}
 	/* A redirect to follow: the same request, to its new location. */
 	if (!delaysched_http_driver_add(request, error, sizeof(error)))
 	{
 		delaysched_http_request_fail(request, HTTP_REQUEUED, error, &result);
-		finish_request(request, &result);
+		finish_request(request, &result, false);
 	}
 }
 
@@ -262,7 +270,7 @@ on_unsent(HttpRequest *request, const char *error, void *arg)
 	HttpResult	result;
 
 	delaysched_http_request_fail(request, HTTP_REQUEUED, error, &result);
-	finish_request(request, &result);
+	finish_request(request, &result, true);
 }
 
 /* What one transaction of the worker does and learns. */
@@ -380,7 +388,7 @@ start_requests(HttpRequest **requests, int n, bool handed)
 			!delaysched_http_driver_add(request, error, sizeof(error)))
 		{
 			delaysched_http_request_fail(request, HTTP_REQUEUED, error, &result);
-			finish_request(request, &result);
+			finish_request(request, &result, false);
 		}
 	}
 	if (requests != NULL)
@@ -494,7 +502,8 @@ delaysched_http_main(Datum main_arg)
 			 * No descriptor or no memory: give the system a moment, then
 			 * claim what was parked again.
 			 */
-			claim_not_before = TimestampTzPlusMilliseconds(now, LOCAL_FAILURE_PAUSE_MS);
+			if (claim_not_before <= now)
+				claim_not_before = TimestampTzPlusMilliseconds(now, LOCAL_FAILURE_PAUSE_MS);
 			want_claim = true;
 			local_failure = false;
 		}

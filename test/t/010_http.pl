@@ -116,20 +116,20 @@ isnt($sig, 'v1=' . hmac_sha256_hex("$ts.$body", 'another-secret-123456'), 'and d
 
 # --- an HTTP worker stopped mid-flight loses nothing ---
 # The worker holds all 20 (leased): some sent, answering in 3 s, the rest
-# waiting for the receiver's allowance (see doc/flow-control.md).
-sql(qq{SELECT sched.define_biz('h_slow', 'http', url => '$base/slow/3000/a')});
+# waiting for the receiver's allowance (see doc/flow-control.md); none is
+# answered within 6 s, so every one received before the stop was in flight.
+sql(qq{SELECT sched.define_biz('h_slow', 'http', url => '$base/slow/6000/a')});
 my @ids = split /\n/, sql(q{SELECT sched.add('h_slow', clock_timestamp(), jsonb_build_object('i', i)) FROM generate_series(1, 20) i});
 ok(DelayschedTest::poll_until($node, "SELECT count(*) FROM sched.task WHERE biz_type = 'h_slow' AND state = 'd'", '20', 10), 'all 20 leased to the worker');
-$receiver->wait_requests('/slow/3000/a', 1, 30);
+$receiver->wait_requests('/slow/6000/a', 1, 30);
 my $pid = sql("SELECT pid FROM sched.workers WHERE role = 'http'");
-# None has been answered yet: every one received so far is in flight.
-my $sent_before = scalar($receiver->requests('/slow/3000/a'));
+my $sent_before = scalar($receiver->requests('/slow/6000/a'));
 sql("SELECT pg_terminate_backend($pid)");
 ok(wait_finished('h_slow', 60), 'after the worker restarts, every request finishes');
 is(sql("SELECT count(*) FROM sched.tasks WHERE biz_type = 'h_slow' AND state = 'done'"), '20', 'all 20 done');
-my %seen = map { $_->{json}{id} => 1 } $receiver->requests('/slow/3000/a');
+my %seen = map { $_->{json}{id} => 1 } $receiver->requests('/slow/6000/a');
 is(scalar(grep { $seen{$_} } @ids), 20, 'the receiver got every one of them');
-cmp_ok(scalar($receiver->requests('/slow/3000/a')), '>=', 20 + $sent_before,
+cmp_ok(scalar($receiver->requests('/slow/6000/a')), '>=', 20 + $sent_before,
 	"those in flight ($sent_before) were sent again (a duplicate after a stop)");
 my $new_pid = sql("SELECT pid FROM sched.workers WHERE role = 'http'");
 ok($new_pid ne '' && $new_pid ne $pid, 'by a new HTTP worker');

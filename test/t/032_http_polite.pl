@@ -97,25 +97,25 @@ my %connections = map { $_->{connection} => 1 } @capped;
 cmp_ok(scalar(keys %connections), '<=', 8, 'the connections were reused: 8 at most for 100 requests');
 
 # --- a request that waits too long is parked again, unsent ---
-# One at a time, 7 s each: the fourth would be sent 21 s after it was
+# One at a time, 8 s each: the fourth would be sent 24 s after it was
 # leased, past the 20 s a request may wait, so it is parked again (its
 # lease must not run out while it is sent) and sent by a later claim.
 ok(http_settings(998, http_max_in_flight_per_host => 1), 'the cap per receiver is 1');
-sql(qq{SELECT sched.define_biz('h_queued', 'http', url => '$base/slow/7000/queued', timeout => '10 seconds')});
+sql(qq{SELECT sched.define_biz('h_queued', 'http', url => '$base/slow/8000/queued', timeout => '10 seconds')});
 my @queued = split /\n/, sql(q{SELECT sched.add('h_queued', clock_timestamp(), jsonb_build_object('i', i))
 	FROM generate_series(1, 4) i});
 ok(DelayschedTest::poll_until($node,
-	q{SELECT count(*) FROM sched.attempts WHERE biz_type = 'h_queued' AND error LIKE 'host_busy:%'}, '1', 60),
-	'one request waited too long, and was parked again unsent');
+	q{SELECT count(*) > 0 FROM sched.attempts WHERE biz_type = 'h_queued' AND error LIKE 'host_busy:%'}, 't', 60),
+	'a request waited too long, and was parked again unsent');
 ok(wait_finished('h_queued', 60), 'the four finished');
 is(sql(q{SELECT count(*) || ' done, attempts ' || max(attempt) FROM sched.tasks
 	WHERE biz_type = 'h_queued' AND state = 'done'}), '4 done, attempts 1', 'all done; the wait was not counted as an attempt');
-my @got = $receiver->requests('/slow/7000/queued');
+my @got = $receiver->requests('/slow/8000/queued');
 my %got;
 $got{ $_->{json}{id} }++ for @got;
 is(join(',', map { $got{$_} // 0 } @queued), '1,1,1,1', 'the receiver got each once');
 cmp_ok(max(map { $_->{busy} } @got), '<=', 1, 'one at a time');
-like(sql(q{SELECT error FROM sched.attempts WHERE biz_type = 'h_queued' AND error LIKE 'host_busy:%'}),
+like(sql(q{SELECT error FROM sched.attempts WHERE biz_type = 'h_queued' AND error LIKE 'host_busy:%' LIMIT 1}),
 	qr/^host_busy: not sent: waited \d+ ms for a place among the requests to http:\/\/127\.0\.0\.1:\d+; parked again$/,
 	'the attempt says why');
 
