@@ -299,7 +299,12 @@ delaysched_http_origin_ended(HttpRequest *request, CURLcode code, TimestampTz no
 
 	if (origin == NULL)
 		elog(ERROR, "delaysched HTTP worker: a request to %s ended, an origin it does not know", request->origin);
-	was_full = origin->in_flight >= allowance(origin, now);
+	/*
+	 * Its allowance held requests back: all of it in use, or requests
+	 * waiting.  (The waiting count matters: the driver sends the next ones
+	 * only after every transfer that ended in a pass is counted here.)
+	 */
+	was_full = origin->in_flight + origin->n_waiting >= allowance(origin, now);
 	origin->in_flight--;
 	origin->used_at = now;
 	if (code == CURLE_FAILED_INIT)
