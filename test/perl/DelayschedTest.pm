@@ -60,6 +60,23 @@ sub wait_finished
 		$timeout // 60);
 }
 
+# Claim tasks of pull type $type in database $dbname until $want were
+# claimed or $timeout seconds (30) pass; returns how many.  (A claim skips
+# the tasks a scanner's tick holds at that moment: one claim may take fewer
+# than are there.)  $prefix runs before each claim ("SET ROLE r;", say).
+sub claim_count
+{
+	my ($node, $dbname, $type, $want, $timeout, $prefix) = @_;
+	my $deadline = time + ($timeout // 30);
+	my $got = 0;
+	while ($got < $want && time < $deadline)
+	{
+		$got += $node->safe_psql($dbname, ($prefix // '') . "SELECT count(*) FROM sched.claim('$type', 100)");
+		usleep(50_000) if $got < $want;
+	}
+	return $got;
+}
+
 # The same in database $dbname.
 sub poll_until_in
 {

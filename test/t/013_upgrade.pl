@@ -101,7 +101,7 @@ is(scalar @posted, 3, 'the three http tasks were POSTed');
 ok(DelayschedTest::poll_until($node,
 	"SELECT count(*) FROM sched.tasks WHERE biz_type = 'up_http' AND state = 'done'", '3', 30),
 	'and are done');
-is(sql("SELECT count(*) FROM sched.claim('up_pull')"), '3', 'the three pull tasks are claimed');
+is(DelayschedTest::claim_count($node, 'postgres', 'up_pull', 3), '3', 'the three pull tasks are claimed');
 is(sql("SELECT count(*) FROM sched.tasks WHERE payload = '{\"far\": true}' AND state = 'pending'"), '1',
 	'the task far ahead still waits');
 is(scalar(grep { $_->{late_us} < 0 } @notified), 0, 'nothing early');
@@ -181,7 +181,7 @@ is(scalar keys %n02, 5, 'each once');
 my @fired02 = grep { ($_->{message}{schedule} // '') eq 'v2_every' } @got02;
 cmp_ok(scalar @fired02, '>=', 2, 'its schedule fires after the update');
 is(scalar(grep { $_->{id} == $firing_id } @fired02), 1, 'the firing it made at 0.2 among them, once');
-is(sql02("SELECT count(*) FROM sched.claim('v2_pull')"), '3', 'its three pull tasks are claimed');
+is(DelayschedTest::claim_count($node, 'from02', 'v2_pull', 3), '3', 'its three pull tasks are claimed');
 is(sql02("SELECT id FROM sched.tasks WHERE payload = '{\"far\": true}' AND state = 'pending'"), $far_id,
 	'its task far ahead still waits, with its id');
 is(scalar(grep { $_->{late_us} < 0 } @got02), 0, 'nothing early');
@@ -260,8 +260,9 @@ is($node->safe_psql('up_grants', "SET ROLE up_monitor; SELECT count(status) FROM
 $node->safe_psql('up_grants', q{SELECT sched.add('up_pull', now() - interval '1 second', '{"for": "up_consumer"}')});
 isnt($node->safe_psql('up_grants', "SELECT 'sched.define_biz'::regproc::regprocedure"), $define_biz_01,
 	'(sched.define_biz has other arguments since 0.1)');
-is($node->safe_psql('up_grants', "SET ROLE up_consumer; SELECT payload FROM sched.claim('up_pull')"),
-	'{"for": "up_consumer"}', 'a consumer granted sched.claim at 0.1 still claims');
+ok(DelayschedTest::poll_until_in($node, 'up_grants',
+	"SET ROLE up_consumer; SELECT payload FROM sched.claim('up_pull')", '{"for": "up_consumer"}', 30),
+	'a consumer granted sched.claim at 0.1 still claims');
 is($node->safe_psql('up_grants', q{
 	SELECT has_function_privilege('up_consumer', 'sched.ack(bigint)', 'EXECUTE'),
 		   has_function_privilege('up_definer', 'sched.define_biz'::regproc, 'EXECUTE')}),
