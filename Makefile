@@ -55,6 +55,7 @@ OBJS = \
 	src/sql/sql_session.o \
 	src/sql/sql_signal.o \
 	src/sql/sql_worker.o \
+	src/stats/load.o \
 	src/stats/metrics.o \
 	src/stats/stats.o \
 	src/stats/stats_prepared.o \
@@ -142,7 +143,7 @@ test/bench/hooksink: test/bench/hooksink.c
 	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS)
 
 # Benchmarks (not tests): bench/run.sh; bench-smoke is the few-second run CI does.
-.PHONY: bench bench-compare bench-smoke bench-xmin bench-http bench-schedules bench-contention bench-contention-smoke bench-databases bench-databases-smoke bench-monitoring bench-monitoring-smoke bench-catch-up bench-catch-up-smoke bench-scale-out bench-scale-out-smoke bench-sql-jobs bench-sql-jobs-smoke bench-keys bench-keys-smoke
+.PHONY: bench bench-compare bench-smoke bench-xmin bench-http bench-schedules bench-contention bench-contention-smoke bench-databases bench-databases-smoke bench-monitoring bench-monitoring-smoke bench-catch-up bench-catch-up-smoke bench-scale-out bench-scale-out-smoke bench-sql-jobs bench-sql-jobs-smoke bench-keys bench-keys-smoke bench-load bench-load-smoke
 bench: all test-tools
 	bash bench/run.sh
 bench-compare: all test-tools
@@ -190,3 +191,8 @@ bench-keys: all
 	bash bench/keys.sh
 bench-keys-smoke: all
 	bash bench/keys.sh --smoke
+# What a burst of due tasks does to pgbench beside it, load control on and off.
+bench-load: all
+	bash bench/load.sh
+bench-load-smoke: all
+	bash bench/load.sh --smoke

@@ -153,6 +153,22 @@ SELECT (SELECT string_agg(m.metric || '{database="' || current_database() || '"'
 		WHERE l ~ 'biz_type="m_')
 	   AS rows_are_the_text;
 
+-- Load control, off by default: the launcher's row of sched.cluster says
+-- so and has no figures, the databases' rows none either; its metrics say
+-- nothing is held back.  Its settings are the server's (reload), not a
+-- session's.
+SELECT current_setting('delaysched.load_control') AS load_control,
+	   current_setting('delaysched.load_max_slowdown') AS max_slowdown,
+	   current_setting('delaysched.load_min_deliveries_per_second') AS min_rate;
+SELECT flow_control, deliveries_per_second IS NULL AS no_rate, deliveries_allowed IS NULL AS no_allowance,
+	   busy_sessions IS NULL AND usual_busy_sessions IS NULL AS no_sessions
+FROM sched.cluster WHERE role = 'launcher';
+SELECT bool_and(flow_control IS NULL AND deliveries_allowed IS NULL AND busy_sessions IS NULL) AS databases_rows_have_none
+FROM sched.cluster WHERE role = 'database';
+SELECT metric('delaysched_load_deliveries_allowed', '') AS allowed_metric,
+	   metric('delaysched_load_cuts_total', '') IS NOT NULL AS cuts_metric;
+DO $$ BEGIN SET delaysched.load_control = on; EXCEPTION WHEN OTHERS THEN RAISE NOTICE '% (%)', SQLERRM, SQLSTATE; END $$;
+
 -- For pg_monitor, and nobody else.
 CREATE ROLE regress_ds_monitor IN ROLE pg_monitor;
 CREATE ROLE regress_ds_outsider;

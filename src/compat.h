@@ -207,4 +207,15 @@ delaysched_init_materialized_srf(FunctionCallInfo fcinfo)
 #define DELAYSCHED_BGW_ANY_ROLE 0
 #endif
 
+/*
+ * The current process's number among the PGPROCs: MyProcNumber from 17 on,
+ * MyProc->pgprocno before.
+ */
+#include "storage/proc.h"
+#if PG_VERSION_NUM >= 170000
+#define delaysched_my_proc_number() ((int) MyProcNumber)
+#else
+#define delaysched_my_proc_number() (MyProc != NULL ? MyProc->pgprocno : -1)
+#endif
+
 #endif							/* DELAYSCHED_COMPAT_H */

@@ -53,6 +53,7 @@ request_shmem(void)
 	Size		size = delaysched_databases_shmem_size();
 
 	size = add_size(size, delaysched_limiter_shmem_size());
+	size = add_size(size, delaysched_load_shmem_size());
 	size = add_size(size, delaysched_key_limiter_shmem_size());
 	size = add_size(size, delaysched_stats_shmem_size());
 	RequestAddinShmemSpace(size);
@@ -84,6 +85,7 @@ delaysched_shmem_startup(void)
 	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
 	delaysched_databases_shmem_init();
 	delaysched_limiter_shmem_init();
+	delaysched_load_shmem_init();
 	delaysched_key_limiter_shmem_init();
 	delaysched_stats_shmem_init();
 	LWLockRelease(AddinShmemInitLock);

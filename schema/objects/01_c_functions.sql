@@ -41,6 +41,11 @@ LANGUAGE c STRICT VOLATILE
 AS 'MODULE_PATHNAME', 'delaysched_return_key_tokens_sql';
 COMMENT ON FUNCTION sched._return_key_tokens(text, text[], int[]) IS 'internal: give back keys'' tokens taken and not used';
 
+CREATE OR REPLACE FUNCTION sched._note_consumer() RETURNS void
+LANGUAGE c VOLATILE
+AS 'MODULE_PATHNAME', 'delaysched_note_consumer_sql';
+COMMENT ON FUNCTION sched._note_consumer() IS 'internal: the session consumes tasks, and load control does not count it among the busy client sessions';
+
 CREATE OR REPLACE FUNCTION sched._key_tokens_next() RETURNS timestamptz
 LANGUAGE c VOLATILE
 AS 'MODULE_PATHNAME', 'delaysched_key_tokens_next_sql';
@@ -137,7 +142,9 @@ CREATE OR REPLACE FUNCTION sched._cluster(
 	OUT role text, OUT database name, OUT pid int, OUT state text,
 	OUT scanners int, OUT scanners_granted int, OUT http_workers int, OUT http_granted int,
 	OUT failures int, OUT next_start timestamptz, OUT pointer_lag interval,
-	OUT served_since timestamptz, OUT sql_workers int, OUT sql_granted int)
+	OUT served_since timestamptz, OUT sql_workers int, OUT sql_granted int,
+	OUT flow_control text, OUT deliveries_per_second float8, OUT deliveries_allowed float8,
+	OUT busy_sessions float8, OUT usual_busy_sessions float8)
 RETURNS SETOF record
 LANGUAGE c STRICT VOLATILE
 AS 'MODULE_PATHNAME', 'delaysched_cluster_status';

@@ -283,6 +283,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
 	PERFORM sched._require(id, 'id');
+	PERFORM sched._note_consumer();
 	RETURN sched._finish_by_id(id, '{d}', 'done', 'consume');
 END
 $$;
@@ -301,6 +302,7 @@ DECLARE
 	v_types text[] := sched._granted_types('consume');
 BEGIN
 	PERFORM sched._require(ids, 'ids');
+	PERFORM sched._note_consumer();
 	-- One statement per bucket the ids were created in: an index probe per
 	-- id in one partition, instead of a call of sched.ack per id.
 	FOR g IN
@@ -344,6 +346,7 @@ DECLARE
 	v_delay interval;
 BEGIN
 	PERFORM sched._require(id, 'id');
+	PERFORM sched._note_consumer();
 	IF retry_in IS NOT NULL THEN
 		PERFORM sched._check_interval(retry_in, 'retry_in', interval '0', interval '1 year');
 	END IF;
@@ -398,6 +401,7 @@ DECLARE
 	v_types text[] := CASE WHEN NOT sched._caller_is_admin() THEN sched._granted_types('consume') END;
 BEGIN
 	PERFORM sched._require(id, 'id');
+	PERFORM sched._note_consumer();
 	PERFORM sched._check_interval(extend.by, 'by', interval '1 second', interval '7 days');
 	-- In the bucket the id was made in, then (a task that moved) in all;
 	-- by primary key, the state tested here (see sched._lock).
@@ -487,6 +491,7 @@ DECLARE
 	a record;
 BEGIN
 	PERFORM sched._require(p_max, 'max_tasks');
+	PERFORM sched._note_consumer();
 	IF p_max < 1 OR p_max > 10000 THEN
 		RAISE EXCEPTION 'max_tasks must be between 1 and 10000, not %', p_max
 			USING ERRCODE = 'invalid_parameter_value';

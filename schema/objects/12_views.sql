@@ -121,9 +121,10 @@ COMMENT ON VIEW sched.workers IS 'the delaysched background workers and the rang
 CREATE OR REPLACE VIEW sched.cluster AS
 	SELECT c.role, c.database, c.pid, c.state, c.scanners, c.scanners_granted, c.http_workers,
 		   c.http_granted, c.failures, c.next_start, c.pointer_lag, c.served_since, c.sql_workers,
-		   c.sql_granted
+		   c.sql_granted, c.flow_control, c.deliveries_per_second, c.deliveries_allowed, c.busy_sessions,
+		   c.usual_busy_sessions
 	FROM sched._cluster() c;
-COMMENT ON VIEW sched.cluster IS 'the delaysched launcher and every database it serves in the cluster: workers running and granted, failures, pointer lag (superusers and pg_monitor)';
+COMMENT ON VIEW sched.cluster IS 'the delaysched launcher and every database it serves in the cluster: workers running and granted, failures, pointer lag; and on the launcher''s row, load control (superusers and pg_monitor)';
 
 CREATE OR REPLACE VIEW sched.time_pointer AS
 	SELECT p.range_id, p.pointer, p.updated_at, now() - p.pointer AS lag

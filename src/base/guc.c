@@ -55,6 +55,9 @@ int			delaysched_max_biz_types = 1000;
 int			delaysched_max_keys = 100000;
 int			delaysched_max_stats_types = 1000;
 double		delaysched_max_deliveries_per_second = 0;
+bool		delaysched_load_control = false;
+double		delaysched_load_max_slowdown = 1.25;
+double		delaysched_load_min_deliveries_per_second = 100;
 int			delaysched_http_workers = 1;
 int			delaysched_sql_workers = 2;
 int			delaysched_http_max_in_flight = 1000;
@@ -320,6 +323,35 @@ delaysched_define_gucs(void)
 							 "every type's due tasks are parked and shared out fairly by the drain.",
 							 &delaysched_max_deliveries_per_second,
 							 0, 0, 10000000,
+							 PGC_SIGHUP,
+							 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("delaysched.load_control",
+							 "Slows deliveries down while they make the database's client sessions wait.",
+							 "Compares the busy client sessions with their number while delaysched is quiet; "
+							 "see delaysched.load_max_slowdown.",
+							 &delaysched_load_control,
+							 false,
+							 PGC_SIGHUP,
+							 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomRealVariable("delaysched.load_max_slowdown",
+							 "How much longer the client sessions' statements may take while deliveries run, as a factor.",
+							 "Measured as busy client sessions against their usual number; above it, "
+							 "deliveries per second are cut (delaysched.load_control).",
+							 &delaysched_load_max_slowdown,
+							 1.25, 1.0, 1000.0,
+							 PGC_SIGHUP,
+							 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomRealVariable("delaysched.load_min_deliveries_per_second",
+							 "Fewest deliveries per second that load control holds deliveries back to.",
+							 NULL,
+							 &delaysched_load_min_deliveries_per_second,
+							 100, 1, 10000000,
 							 PGC_SIGHUP,
 							 0,
 							 NULL, NULL, NULL);

@@ -42,8 +42,8 @@
  * -----
  * This is the one description of delaysched's locks; the other files point
  * here.  The LWLocks are one named tranche, "delaysched" (DELAYSCHED_LWLOCK_*,
- * see delaysched_lwlock()).  There are no spinlocks: single values shared
- * without a lock are atomics.
+ * see delaysched_lwlock()).  Single values shared without a lock are
+ * atomics.  One spinlock, load control's (below).
  *
  *	 cluster lock (DelayschedCluster.lock, DELAYSCHED_LWLOCK_CLUSTER) guards
  *		the table's entries but their atomic dboid (written with the lock held
@@ -129,6 +129,12 @@
  *		added; Prometheus does not mind, and the next read has them all).
  *		Exclusive: to make or remove entries, and to set a database's gauges
  *		after a count (delaysched_stats_install: a hash lookup per entry).
+ *
+ *	 load control's mutex (LoadShared.mutex, a spinlock, stats/load.c)
+ *		guards its token bucket and figures, for a refill and a take, or a
+ *		few assignments: never a call, never another lock.  Its "limited"
+ *		flag and delivery count are atomics read without it; a session's
+ *		consumer mark is written by that session only.
  *
  *	 Order and holding.  The cluster lock comes before any per-database lock
  *	 (ranges_lock, workers_lock, an HTTP slot lock), never after: the

@@ -1004,6 +1004,37 @@ launcher_detach(int code, Datum arg)
 }
 
 /*
+ * Wait until "until" (at most LAUNCHER_NAP_MS), a latch or a rescan,
+ * stepping the load control (core/load.c) whenever it asks meanwhile: its
+ * samples are taken every few milliseconds while deliveries flow, far more
+ * often than the launcher has other work.
+ */
+static void
+nap(TimestampTz until)
+{
+	TimestampTz now = GetCurrentTimestamp();
+
+	until = Min(until, TimestampTzPlusMilliseconds(now, LAUNCHER_NAP_MS));
+	while (now < until && pg_atomic_read_u32(&delaysched_cluster->rescan) == 0 &&
+		   !ConfigReloadPending)
+	{
+		TimestampTz wake = Min(until, delaysched_load_step(now));
+		long		timeout_ms;
+		int			rc;
+
+		now = GetCurrentTimestamp();
+		timeout_ms = wake <= now ? 0 : (long) ((wake - now + 999) / 1000);
+		rc = WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+					   Max(timeout_ms, 1), PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		if (rc & WL_LATCH_SET)
+			break;
+		CHECK_FOR_INTERRUPTS();
+		now = GetCurrentTimestamp();
+	}
+}
+
+/*
  * Entry point of the launcher.
  */
 void
@@ -1037,7 +1068,6 @@ delaysched_launcher_main(Datum main_arg)
 	{
 		TimestampTz now;
 		TimestampTz next;
-		long		timeout_ms;
 
 		CHECK_FOR_INTERRUPTS();
 		reload_if_asked();
@@ -1052,12 +1082,7 @@ delaysched_launcher_main(Datum main_arg)
 		next = launch(now);
 		probe_next(now);
 
-		now = GetCurrentTimestamp();
-		timeout_ms = next <= now ? 0 : (long) Min((next - now + 999) / 1000, LAUNCHER_NAP_MS);
-		if (pg_atomic_read_u32(&delaysched_cluster->rescan) == 0)
-			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-							 Max(timeout_ms, 10), PG_WAIT_EXTENSION);
-		ResetLatch(MyLatch);
+		nap(Max(next, TimestampTzPlusMilliseconds(GetCurrentTimestamp(), 10)));
 	}
 }
 

@@ -35,6 +35,7 @@
 #include "base/guc.h"
 #include "base/shmem.h"
 #include "cluster/cluster.h"
+#include "stats/stats.h"
 
 PG_FUNCTION_INFO_V1(delaysched_worker_status);
 PG_FUNCTION_INFO_V1(delaysched_cluster_status);
@@ -268,7 +269,9 @@ delaysched_worker_status(PG_FUNCTION_ARGS)
 	return (Datum) 0;
 }
 
-#define CLUSTER_COLUMNS 14
+#define CLUSTER_COLUMNS 19
+/* The first of the launcher's load control columns (load_columns). */
+#define CLUSTER_FLOW_CONTROL 14
 
 /*
  * The earliest time pointer of database entry d's ranges; DT_NOEND if none
@@ -290,11 +293,40 @@ oldest_pointer(int d)
 }
 
 /*
+ * The launcher's row's load control columns (stats/load.c): "off", "open"
+ * (deliveries not held back), "starting" (a slow start) or "holding back"
+ * (cut), the deliveries per second
+ * measured over the last second and allowed (NULL while not held back),
+ * and the busy client sessions, now and usually.
+ */
+static void
+load_columns(Datum *values, bool *nulls)
+{
+	LoadStatus	load;
+
+	delaysched_load_status(&load);
+	values[CLUSTER_FLOW_CONTROL] = CStringGetTextDatum(!load.enabled ? "off" :
+													   load.phase == LOAD_HOLDING ? "holding back" :
+													   load.phase == LOAD_STARTING ? "starting" : "open");
+	nulls[CLUSTER_FLOW_CONTROL] = false;
+	values[CLUSTER_FLOW_CONTROL + 1] = Float8GetDatum(load.rate);
+	nulls[CLUSTER_FLOW_CONTROL + 1] = !load.enabled;
+	values[CLUSTER_FLOW_CONTROL + 2] = Float8GetDatum(load.allowance);
+	nulls[CLUSTER_FLOW_CONTROL + 2] = !(load.enabled && load.phase != LOAD_OPEN);
+	values[CLUSTER_FLOW_CONTROL + 3] = Float8GetDatum(load.busy);
+	nulls[CLUSTER_FLOW_CONTROL + 3] = !load.enabled;
+	values[CLUSTER_FLOW_CONTROL + 4] = Float8GetDatum(load.usual);
+	nulls[CLUSTER_FLOW_CONTROL + 4] = !load.enabled;
+}
+
+/*
  * sched._cluster() RETURNS TABLE(role text, database name, pid int,
  *		state text, scanners int, scanners_granted int, http_workers int,
  *		http_granted int, failures int, next_start timestamptz,
  *		pointer_lag interval, served_since timestamptz, sql_workers int,
- *		sql_granted int)
+ *		sql_granted int, flow_control text, deliveries_per_second float8,
+ *		deliveries_allowed float8, busy_sessions float8,
+ *		usual_busy_sessions float8)
  *
  * The launcher, then every database in the table of databases served
  * (base/shmem.h), for the sched.cluster view; superusers and members of
@@ -331,6 +363,7 @@ delaysched_cluster_status(PG_FUNCTION_ARGS)
 	nulls[2] = (launcher_pid == 0);
 	values[3] = CStringGetTextDatum(launcher_pid != 0 ? "running" : "stopped");
 	nulls[3] = false;
+	load_columns(values, nulls);
 	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 
 	for (int d = 0; d < delaysched_cluster->max_databases; d++)
@@ -393,6 +426,8 @@ delaysched_cluster_status(PG_FUNCTION_ARGS)
 		values[11] = TimestampTzGetDatum(entry.served_since);
 		values[12] = Int32GetDatum(pids.count[WORKER_SQL]);
 		values[13] = Int32GetDatum(entry.sql_granted);
+		for (int c = CLUSTER_FLOW_CONTROL; c < CLUSTER_COLUMNS; c++)
+			nulls[c] = true;
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;

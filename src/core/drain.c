@@ -58,6 +58,7 @@
 
 #include "base/base.h"
 #include "base/guc.h"
+#include "stats/stats.h"
 #include "base/shmem.h"
 #include "core/core.h"
 #include "schedule/schedule.h"
@@ -462,6 +463,9 @@ delaysched_drain(TimestampTz now, int batch, DrainResult *result)
 	bool		waits_for_slot = false;
 	bool		slot_limited = false;
 	double		global_rate = delaysched_max_deliveries_per_second;
+	int			load_taken = 0;
+	TimestampTz load_next = DT_NOEND;
+	bool		global_limited = false;
 
 	result->delivered = 0;
 	if (SPI_connect() != SPI_OK_CONNECT)
@@ -485,8 +489,20 @@ delaysched_drain(TimestampTz now, int batch, DrainResult *result)
 	stamp = take_tokens(types, ntypes, batch, global_rate, &global_taken, &global_next);
 	if (global_rate > 0 && ntypes > 0)
 		total = Min(total, global_taken);
+	/* ... and as many as the database's load allows (stats/load.c). */
+	if (ntypes > 0)
+	{
+		load_taken = delaysched_load_take(total, stamp, &load_next);
+		if (load_taken < total)
+		{
+			total = load_taken;
+			global_limited = true;
+		}
+	}
 	share_out(types, ntypes, total,
-					 global_rate > 0 && global_taken < batch ? LIMIT_GLOBAL : LIMIT_BATCH);
+			  global_limited || (global_rate > 0 && global_taken < batch) ? LIMIT_GLOBAL : LIMIT_BATCH);
+	if (global_limited)
+		global_next = Min(global_next, load_next);
 
 	for (int i = 0; i < ntypes; i++)
 	{
@@ -558,6 +574,7 @@ delaysched_drain(TimestampTz now, int batch, DrainResult *result)
 	}
 	if (global_taken > 0)
 		delaysched_return_global_tokens(global_taken);
+	delaysched_load_settle(load_taken, result->delivered);
 
 	if (!slot_limited)
 	{

@@ -642,6 +642,8 @@ delaysched_scanner_main(Datum main_arg)
 		TickResult	tick;
 		bool		full;
 		int			r;
+		int			load_taken;
+		TimestampTz load_next;
 
 		CHECK_FOR_INTERRUPTS();
 		if (ConfigReloadPending)
@@ -712,20 +714,34 @@ delaysched_scanner_main(Datum main_arg)
 		}
 		drained_last = false;
 
+		/*
+		 * As many deliveries as the database's load allows now (see
+		 * stats/load.c): all of a batch but while load control holds
+		 * deliveries back.
+		 */
+		load_taken = delaysched_load_take(delaysched_batch_size, now, &load_next);
+		if (load_taken == 0)
+		{
+			sleep_until(load_next);
+			continue;
+		}
+
 		r = pick_range(now, sweep_every, &next, &wake_at, &request.cursor, &range);
 		if (r < 0)
 		{
+			delaysched_load_settle(load_taken, 0);
 			sleep_until(next);
 			continue;
 		}
 
 		request.range = r;
 		request.now = now;
-		request.batch = delaysched_batch_size;
+		request.batch = load_taken;
 		/* Each worker takes ranges / workers of the ranges in turn. */
 		request.step = Max(1, (int) ((int64) delaysched_batch_size *
 									 Min(delaysched_workers, delaysched_shared->nranges) /
 									 Max(delaysched_shared->nranges, 1)));
+		request.step = Min(request.step, load_taken);
 		/* (now < last_sweep: the clock went back; do not wait it out.) */
 		request.sweep = wake_at < range.pointer ||
 			now >= range.next_sweep ||
@@ -771,6 +787,7 @@ delaysched_scanner_main(Datum main_arg)
 
 		if (!run_tick(&request, &tick))
 		{
+			delaysched_load_settle(load_taken, 0);
 			release_range(r);
 			LWLockAcquire(delaysched_shared->workers_lock, LW_EXCLUSIVE);
 			MY_SLOT->range = -1;
@@ -789,6 +806,7 @@ delaysched_scanner_main(Datum main_arg)
 			set_status(SCANNER_WAITING_FOR_EXTENSION);
 			continue;
 		}
+		delaysched_load_settle(load_taken, tick.delivered);
 		finish_range(r, now, request.sweep, full, sweep_every, wake_at, &tick);
 	}
 }

@@ -518,6 +518,31 @@ put_gauges(Emitter *e, const TypeMetrics *types, int ntypes)
 			sample(e, e->family, &types[i], NULL, 0, types[i].tokens);
 }
 
+/*
+ * Load control's figures (stats/load.c).  They are the cluster's, the same
+ * in every database's metrics, as the database label says where they were
+ * read.
+ */
+static void
+put_load(Emitter *e)
+{
+	LoadStatus	load;
+
+	delaysched_load_status(&load);
+	family(e, "delaysched_load_deliveries_allowed", "gauge",
+		   "Deliveries per second load control allows the cluster; 0 while it does not hold them back.");
+	sample(e, e->family, NULL, NULL, 0, load.enabled ? load.allowance : 0);
+	family(e, "delaysched_load_busy_sessions", "gauge",
+		   "Client sessions busy on average over the last second, consumers left out (load control's signal).");
+	sample(e, e->family, NULL, NULL, 0, load.busy);
+	family(e, "delaysched_load_usual_busy_sessions", "gauge",
+		   "The same while delaysched delivered little: what load control compares with.");
+	sample(e, e->family, NULL, NULL, 0, load.usual);
+	family(e, "delaysched_load_cuts_total", "counter",
+		   "Times load control cut the deliveries allowed per second, since the server started.");
+	sample(e, e->family, NULL, NULL, 0, (double) load.cuts);
+}
+
 /* The database's own series: pointers, workers, the state of the numbers. */
 static void
 put_database(Emitter *e)
@@ -550,6 +575,7 @@ put_database(Emitter *e)
 	family(e, "delaysched_stats_full", "gauge",
 		   "1 when a business type found no room in shared memory (raise delaysched.max_stats_types).");
 	sample(e, e->family, NULL, NULL, 0, delaysched_stats_full(MyDatabaseId) ? 1 : 0);
+	put_load(e);
 }
 
 /* Every family, in the order of doc/monitoring.md. */

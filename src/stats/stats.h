@@ -163,4 +163,36 @@ extern void delaysched_prepared_fold_if_needed(void);
 /* The count that makes a database's gauges right (stats_recount.c). */
 extern void delaysched_stats_recount_if_needed(void);
 
+/*
+ * Flow control by the database's load (load.c): a cluster-wide allowance
+ * of deliveries per second that the launcher sets from the busy client
+ * sessions, and the token bucket the scanners and the drain take from.
+ */
+typedef enum LoadPhase
+{
+	LOAD_OPEN,					/* nothing held back */
+	LOAD_STARTING,				/* slow start: a burst begins slowly */
+	LOAD_HOLDING				/* cut: the sessions were busier than usual */
+} LoadPhase;
+
+typedef struct LoadStatus
+{
+	bool		enabled;		/* delaysched.load_control */
+	double		allowance;		/* deliveries per second; 0: not limited */
+	double		busy;			/* mean busy client sessions, last second */
+	double		usual;			/* the same while delaysched was quiet */
+	double		rate;			/* deliveries per second, last second */
+	LoadPhase	phase;
+	TimestampTz phase_since;
+	uint64		cuts;			/* times the allowance was cut */
+} LoadStatus;
+
+extern Size delaysched_load_shmem_size(void);
+extern void delaysched_load_shmem_init(void);
+extern int	delaysched_load_take(int want, TimestampTz now, TimestampTz *next_token);
+extern void delaysched_load_settle(int taken, int64 used);
+extern TimestampTz delaysched_load_step(TimestampTz now);
+extern void delaysched_load_status(LoadStatus *status);
+
+
 #endif							/* DELAYSCHED_STATS_H */

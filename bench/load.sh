@@ -1,0 +1,191 @@
+#!/usr/bin/env bash
+# bench/load.sh: what a burst of due tasks does to the application's own
+# transactions, with load control and without (doc/flow-control.md).
+#
+#   bash bench/load.sh [--smoke] [--rounds N] [--tasks N] [--rate TPS]
+#   make bench-load            (make bench-load-smoke: a minute; CI runs it)
+#
+# The application is pgbench's TPC-B-like script at a fixed rate (--rate,
+# default 300 transactions a second, 4 clients; pgbench -R, so a slow server
+# makes transactions late rather than fewer), on a throwaway cluster with
+# delaysched.  The burst: --tasks (default 500,000; 5,000 with --smoke) of
+# a notify type, added and vacuumed before pgbench starts, all due at one
+# moment LEAD seconds into the run, delivered with nobody listening (their
+# leases last an hour).  Three sides, in alternating order over the rounds
+# (default 2; 1 with --smoke):
+#   none   pgbench alone (no burst): the latency to compare with;
+#   off    the burst, delaysched.load_control = off;
+#   on     the burst, delaysched.load_control = on.
+# For each: pgbench's p50 and p99 latency before the burst falls due, and
+# during it (from the due time until no task is left pending; for "none",
+# the "off" side's drain time of the same round), the burst's drain time
+# and rate.  p99 during / none's p99 during is the figure the target is on
+# (1.5 or less).  Results go to bench/results/load-<time>/ (or $BENCH_OUT):
+# raw.csv, table.txt, and latency.svg (pgbench's p99 second by second and
+# the tasks left, last round).
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+. "$root/scripts/lib.sh"
+
+smoke=""
+rounds=""
+tasks=""
+rate=300
+while [ $# -gt 0 ]; do
+	case $1 in
+		--smoke) smoke=1 ;;
+		--rounds) rounds=$2; shift ;;
+		--tasks) tasks=$2; shift ;;
+		--rate) rate=$2; shift ;;
+		*) echo "usage: bench/load.sh [--smoke] [--rounds N] [--tasks N] [--rate TPS]" >&2; exit 2 ;;
+	esac
+	shift
+done
+if [ -n "$smoke" ]; then
+	rounds=${rounds:-1}; tasks=${tasks:-5000}; lead=5; tail_s=5; most_s=60; setup_s=15
+else
+	rounds=${rounds:-2}; tasks=${tasks:-500000}; lead=15; tail_s=10; most_s=600; setup_s=90
+fi
+
+ensure_packages
+build_and_install "$root"
+
+out=${BENCH_OUT:-$root/bench/results/load-$(date +%Y%m%d-%H%M%S)}
+mkdir -p "$out"
+work=$(mktemp -d /tmp/delaysched-load.XXXXXX)
+[ "$(id -u)" -eq 0 ] && chown -R "$PG_USER" "$out" "$work"
+raw=$out/raw.csv
+echo "round,side,before_p50_ms,before_p99_ms,during_p50_ms,during_p99_ms,drain_s,tasks_per_s,transactions" >"$raw"
+pgbench_pid=""
+trap '[ -n "$pgbench_pid" ] && pkill -TERM -f "pgbench -n -h ${CLUSTER_DIR:-none}"; stop_throwaway_cluster; rm -rf "$work"' EXIT
+
+# run_side ROUND SIDE [DRAIN_S]: one run; a line of raw.csv.  DRAIN_S: for
+# "none", the length of the window to measure.
+run_side() {
+	local round=$1 side=$2 window=${3:-0} control=off due start ended=""
+	[ "$side" = on ] && control=on
+	start_throwaway_cluster 54335 "delaysched.load_control = $control
+max_wal_size = '4GB'"
+	as_pg_user pgbench -q -i -s 10 -h "$CLUSTER_DIR" -p "$CLUSTER_PORT" -U postgres postgres >/dev/null 2>&1
+	cluster_sql -c "SELECT sched.define_biz('burst', ack_timeout => '1 hour')" >/dev/null
+	# The burst is added first, due SETUP seconds later, so that pgbench
+	# starts LEAD seconds before it falls due, after the add's own work
+	# (vacuum, checkpoint) is done.
+	due=$(python3 -c "import time; print(time.time() + $setup_s)")
+	if [ "$side" != none ]; then
+		cluster_sql -c "SELECT count(*) FROM sched.add_many('burst',
+			array_fill(to_timestamp($due), ARRAY[$tasks]), array_fill('{}'::jsonb, ARRAY[$tasks]))" >/dev/null
+	fi
+	cluster_sql -c "VACUUM ANALYZE" -c "CHECKPOINT" >/dev/null
+	if [ "$side" = none ]; then
+		due=$(python3 -c "import time; print(time.time() + $lead)")
+	elif ! python3 -c "import sys, time; sys.exit(0 if time.time() < $due - $lead else 1)"; then
+		echo "the setup took more than $setup_s - $lead s: raise setup_s" >&2
+		exit 1
+	fi
+	sleep "$(python3 -c "import time; print(max(0, $due - $lead - time.time()))")"
+	start=$(date +%s.%N)
+	rm -f "$work"/pgbench_log.*
+	(cd "$work" && as_pg_user pgbench -n -h "$CLUSTER_DIR" -p "$CLUSTER_PORT" -U postgres \
+		-c 4 -j 2 -R "$rate" -T "$most_s" -l postgres >"$work/pgbench.out" 2>&1) &
+	pgbench_pid=$!
+	if [ "$side" = none ]; then
+		sleep "$(python3 -c "print($lead + $window + $tail_s)")"
+		ended=$(python3 -c "print($due + $window)")
+	else
+		while :; do
+			sleep 0.5
+			if python3 -c "import sys, time; sys.exit(0 if time.time() > $due else 1)" &&
+				[ "$(cluster_sql -Atc "SELECT coalesce((SELECT pending FROM sched.biz_stats WHERE biz_type = 'burst'), 1)")" = 0 ]; then
+				ended=$(date +%s.%N)
+				break
+			fi
+			python3 -c "import sys, time; sys.exit(0 if time.time() < $start + $most_s - $tail_s else 1)" || break
+		done
+		[ -n "$ended" ] || { echo "the burst did not drain within $most_s s" >&2; exit 1; }
+		sleep "$tail_s"
+	fi
+	# pgbench runs under as_pg_user: signal it, not the subshell; SIGTERM,
+	# as a job in the background of a script ignores SIGINT.  (It may lose
+	# the last lines of its log, which come after every window measured.)
+	pkill -TERM -f "pgbench -n -h $CLUSTER_DIR" 2>/dev/null || true
+	wait "$pgbench_pid" 2>/dev/null || true
+	pgbench_pid=""
+	stop_throwaway_cluster
+	python3 - "$work" "$round" "$side" "$due" "$ended" "$tasks" "$out" >>"$raw" <<'PY'
+import glob, sys
+work, rnd, side, due, ended, tasks, out = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4]), float(sys.argv[5]), int(sys.argv[6]), sys.argv[7]
+before, during, series = [], [], []
+for f in glob.glob(work + "/pgbench_log.*"):
+    for line in open(f):
+        p = line.split()
+        if len(p) < 6:
+            continue
+        at = int(p[4]) + int(p[5]) / 1e6
+        ms = int(p[2]) / 1000.0
+        series.append((at - due, ms))
+        if at < due:
+            before.append(ms)
+        elif at <= ended:
+            during.append(ms)
+def pct(a, q):
+    a = sorted(a)
+    return a[min(len(a) - 1, int(len(a) * q))] if a else float("nan")
+drain = ended - due
+rate = tasks / drain if side != "none" and drain > 0 else 0
+print("%s,%s,%.2f,%.2f,%.2f,%.2f,%.1f,%.0f,%d" % (rnd, side, pct(before, .5), pct(before, .99),
+      pct(during, .5), pct(during, .99), drain if side != "none" else 0, rate, len(during)))
+# p99 second by second, for the plot
+by = {}
+for t, ms in series:
+    by.setdefault(int(t // 1), []).append(ms)
+with open("%s/series-%s-%s.dat" % (out, rnd, side), "w") as s:
+    for sec in sorted(by):
+        s.write("%d %.2f\n" % (sec, pct(by[sec], .99)))
+PY
+	tail -n 1 "$raw"
+}
+
+for round in $(seq 1 "$rounds"); do
+	if [ $((round % 2)) -eq 1 ]; then order="off on"; else order="on off"; fi
+	for side in $order; do run_side "$round" "$side"; done
+	drain_off=$(awk -F, -v r="$round" '$1 == r && $2 == "off" { print $7 }' "$raw")
+	run_side "$round" none "$drain_off"
+done
+
+python3 - "$raw" "$out/table.txt" <<'PY'
+import csv, statistics, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+med = lambda side, col: statistics.median(float(r[col]) for r in rows if r["side"] == side)
+lines = ["%-5s %10s %10s %10s %10s %9s %10s %12s" % ("side", "before p50", "before p99", "during p50",
+         "during p99", "drain s", "tasks/s", "p99 / none")]
+for side in ("none", "off", "on"):
+    ratio = statistics.median(
+        float(r["during_p99_ms"]) / float(n["during_p99_ms"])
+        for r in rows if r["side"] == side
+        for n in rows if n["side"] == "none" and n["round"] == r["round"])
+    lines.append("%-5s %10.2f %10.2f %10.2f %10.2f %9.1f %10.0f %12.2f" % (
+        side, med(side, "before_p50_ms"), med(side, "before_p99_ms"), med(side, "during_p50_ms"),
+        med(side, "during_p99_ms"), med(side, "drain_s"), med(side, "tasks_per_s"), ratio))
+lines.append("(medians over the rounds; latencies in ms; p99 / none: the median of the rounds' ratios of")
+lines.append(" pgbench's p99 during the burst to its p99 over the same window without one; target 1.5 or less)")
+open(sys.argv[2], "w").write("\n".join(lines) + "\n")
+print("\n".join(lines))
+PY
+
+last=$rounds
+if command -v gnuplot >/dev/null; then
+	gnuplot <<GP || true
+set terminal svg size 900,450
+set output "$out/latency.svg"
+set title "pgbench p99 latency, second by second (the burst falls due at 0)"
+set xlabel "seconds from the due time"
+set ylabel "p99 ms"
+set logscale y
+plot "$out/series-$last-none.dat" with lines title "no burst", \
+     "$out/series-$last-off.dat" with lines title "burst, load control off", \
+     "$out/series-$last-on.dat" with lines title "burst, load control on"
+GP
+fi
+log "results in $out"

@@ -1,0 +1,481 @@
+/*-------------------------------------------------------------------------
+ *
+ * load.c
+ *		Flow control by the database's own load: deliveries slow down while
+ *		they make the application's statements wait, and speed up again
+ *		when they do not (delaysched.load_control).
+ *
+ * The signal.  The launcher counts, every LOAD_SAMPLE_MS while deliveries
+ * flow (every LOAD_IDLE_SAMPLE_MS otherwise), the client sessions that are
+ * busy: a PGPROC among the first MaxConnections (the slots PostgreSQL gives
+ * client backends only; background workers, autovacuum and WAL senders have
+ * slots of their own) in use (its latch owned: a session that ended keeps
+ * its pid in the slot, but disowns the latch) and not waiting for its
+ * client (ClientRead: idle, or idle in a transaction).  A session running a
+ * statement, or waiting for a lock, I/O or an LWLock inside one, is busy.
+ * Sessions that consumed tasks (sched.ack, ack_many, nack, extend, claim:
+ * they call sched._note_consumer()) are not counted: their work follows the
+ * deliveries by design, and counting it would make the burst slow itself.
+ * The reads are of two aligned words per slot, without a lock: a sample is
+ * a statistic, and a torn one only shifts the mean by a session for 10 ms.
+ *
+ * By Little's law the mean number of busy sessions is the rate of the
+ * application's statements times their mean duration; at the application's
+ * own rate, a burst that makes its statements twice as long doubles it.
+ * So the controller compares the mean over the last second (busy) with the
+ * mean while delaysched was quiet (usual: delivering at most
+ * delaysched.load_min_deliveries_per_second, an exponential mean over
+ * LOAD_USUAL_TAU_S seconds), and deliveries are held back while
+ *
+ *		busy > usual * delaysched.load_max_slowdown + LOAD_SLACK_SESSIONS
+ *
+ * (the slack keeps a nearly idle database from reacting to one statement).
+ *
+ * The controller, in three phases (LoadPhase), once a second:
+ *	 open		nothing held back.  Under pressure, the allowance becomes
+ *				LOAD_CUT of the rate measured over the last second: holding.
+ *				Quiet beside a busy application (usual at least
+ *				LOAD_APPLICATION_SESSIONS), a slow start: starting.
+ *	 starting	the allowance is LOAD_START_FACTOR times the minimum, and
+ *				grows by LOAD_START_GROWTH a second while deliveries use at
+ *				least half of it, so that a burst that falls due beside the
+ *				application starts slowly, as a TCP connection does, instead
+ *				of at full speed for the second the signal takes to rise.
+ *				Under pressure: cut, holding.  With the application idle:
+ *				open.
+ *	 holding	under pressure, cut to LOAD_CUT of what is used (the allowance
+ *				or the rate, the smaller), at most once a second; otherwise
+ *				grown by LOAD_RAISE (at least the minimum).  Lifted (open)
+ *				once deliveries used less than half of it three seconds
+ *				running: the backlog is gone.
+ * The allowance never goes below delaysched.load_min_deliveries_per_second.
+ * When the application's load rises for reasons of its own, the allowance
+ * falls to the minimum, delaysched is quiet again, usual learns the new
+ * level, and the allowance recovers: the controller only keeps off the load
+ * that deliveries add.
+ *
+ * The mechanism: a token bucket of the allowance (a tenth of a second of
+ * it), cluster-wide.  Every scanner's tick takes tokens for its batch and
+ * the drain for its share (load_take), and they give back what they did not
+ * deliver (load_settle), which also counts every delivery for the rate.
+ * While the allowance is unlimited, a take is one atomic read.  A take gets
+ * nothing until the bucket holds half of itself (or all that is wanted):
+ * deliveries then go in batches of at least a twentieth of a second of the
+ * allowance, not in one transaction per token as it trickles in.  On a disk
+ * whose flush is slow, many small commits were what slowed the
+ * application's own commits most: they queue for the same WAL flush.
+ *
+ * Locking: LoadShared.mutex, a spinlock, guards the bucket and the figures
+ * (a few instructions each hold).  "limited" and "delivered" are atomics
+ * read without it; consumer_pid[] entries are written by their own session
+ * and read without a lock.  Only the launcher writes the figures.
+ *
+ * IDENTIFICATION
+ *	  src/stats/load.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <math.h>
+
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "port/atomics.h"
+#include "storage/latch.h"
+#include "storage/proc.h"
+#include "storage/shmem.h"
+#include "storage/spin.h"
+#include "utils/builtins.h"
+#include "utils/timestamp.h"
+#include "utils/wait_event.h"
+
+#include "compat.h"
+#include "base/guc.h"
+#include "stats/stats.h"
+
+#define LOAD_SAMPLE_MS			10
+#define LOAD_IDLE_SAMPLE_MS		100
+#define LOAD_CONTROL_EVERY_MS	250
+#define LOAD_CUT_EVERY_MS		1000
+#define LOAD_CUT				0.7
+#define LOAD_USUAL_TAU_S		10.0
+#define LOAD_BUSY_TAU_S			1.0
+#define LOAD_SLACK_SESSIONS		0.1
+/* Growth a second without pressure, as a share of the allowance. */
+#define LOAD_RAISE				0.1
+/* Lifted when less than this share of it was used so many seconds running. */
+#define LOAD_UNUSED				0.5
+#define LOAD_UNUSED_STEPS		3
+/*
+ * Slow start: quiet beside an application with this many busy sessions or
+ * more, the allowance starts at this many times the minimum, and grows by
+ * half a second while it binds, until the first cut or this rate.
+ */
+#define LOAD_APPLICATION_SESSIONS 0.05
+#define LOAD_START_FACTOR		10.0
+#define LOAD_START_GROWTH		1.5
+#define LOAD_START_LIFT			1000000.0
+/* Quiet: delivering no more than the minimum allowance, and a bit. */
+#define LOAD_QUIET_MARGIN		1.2
+/* Deliveries flowed in the last this many ms: sample often. */
+#define LOAD_ACTIVE_WINDOW_MS	10000
+
+typedef struct LoadShared
+{
+	slock_t		mutex;
+	pg_atomic_uint32 limited;	/* 1 while allowance > 0 */
+	pg_atomic_uint64 delivered; /* every delivery counted, since start */
+	double		allowance;		/* deliveries per second; 0: no limit */
+	double		tokens;
+	TimestampTz refilled_at;
+	double		busy;			/* mean busy sessions, the last second */
+	double		usual;			/* mean busy sessions while quiet */
+	double		rate;			/* deliveries per second, the last second */
+	int			phase;			/* LoadPhase */
+	TimestampTz phase_since;
+	uint64		cuts;
+	pg_atomic_uint32 consumer_pid[FLEXIBLE_ARRAY_MEMBER];	/* by proc number */
+} LoadShared;
+
+static LoadShared *load = NULL;
+
+/* The launcher's own state between calls. */
+static TimestampTz last_sample_at = 0;
+static TimestampTz last_control_at = 0;
+static TimestampTz last_cut_at = 0;
+static TimestampTz last_raise_at = 0;
+static TimestampTz last_delivery_seen_at = 0;
+static uint64 delivered_at_control = 0;
+static bool usual_known = false;
+static int	unused_steps = 0;
+
+/* The delivered count at the controller's last steps, for the rate. */
+#define RATE_RING (1000 / LOAD_CONTROL_EVERY_MS)
+static TimestampTz ring_time[RATE_RING];
+static uint64 ring_delivered[RATE_RING];
+static int	ring_at = 0;
+
+PG_FUNCTION_INFO_V1(delaysched_note_consumer_sql);
+
+Size
+delaysched_load_shmem_size(void)
+{
+	return add_size(offsetof(LoadShared, consumer_pid),
+					mul_size(sizeof(pg_atomic_uint32), MaxConnections));
+}
+
+/* Create or attach; called with AddinShmemInitLock held. */
+void
+delaysched_load_shmem_init(void)
+{
+	bool		found;
+
+	load = ShmemInitStruct("delaysched load control", delaysched_load_shmem_size(), &found);
+	if (!found)
+	{
+		memset(load, 0, offsetof(LoadShared, consumer_pid));
+		SpinLockInit(&load->mutex);
+		pg_atomic_init_u32(&load->limited, 0);
+		pg_atomic_init_u64(&load->delivered, 0);
+		for (int i = 0; i < MaxConnections; i++)
+			pg_atomic_init_u32(&load->consumer_pid[i], 0);
+	}
+}
+
+static double
+bucket_size(double allowance)
+{
+	return Max(1.0, allowance / 10.0);
+}
+
+/*
+ * Up to want deliveries the load allows now.  0 sets *next_token to when
+ * one will be allowed.
+ */
+int
+delaysched_load_take(int want, TimestampTz now, TimestampTz *next_token)
+{
+	int			taken;
+	double		least;
+
+	*next_token = now;
+	if (pg_atomic_read_u32(&load->limited) == 0 || want <= 0)
+		return want;
+	SpinLockAcquire(&load->mutex);
+	if (load->allowance <= 0)
+		taken = want;
+	else
+	{
+		if (now > load->refilled_at)
+		{
+			load->tokens += (double) (now - load->refilled_at) / USECS_PER_SEC * load->allowance;
+			load->refilled_at = now;
+		}
+		load->tokens = Min(load->tokens, bucket_size(load->allowance));
+		/* Not less than half the bucket (or want): see the top of the file. */
+		least = Min((double) want, Max(1.0, floor(bucket_size(load->allowance) / 2)));
+		if (load->tokens >= least)
+			taken = (int) Min((double) want, floor(load->tokens));
+		else
+		{
+			taken = 0;
+			*next_token = now + (TimestampTz) ceil((least - load->tokens) / load->allowance * USECS_PER_SEC);
+		}
+		load->tokens -= taken;
+	}
+	SpinLockRelease(&load->mutex);
+	return taken;
+}
+
+/*
+ * After a take of "taken": "used" deliveries were made.  The rest goes back
+ * (more than taken is owed, and paid by the next refills).
+ */
+void
+delaysched_load_settle(int taken, int64 used)
+{
+	if (used > 0)
+		pg_atomic_fetch_add_u64(&load->delivered, (uint64) used);
+	if (used == taken || pg_atomic_read_u32(&load->limited) == 0)
+		return;
+	SpinLockAcquire(&load->mutex);
+	if (load->allowance > 0)
+		load->tokens = Min(bucket_size(load->allowance), load->tokens + (taken - used));
+	SpinLockRelease(&load->mutex);
+}
+
+/*
+ * sched._note_consumer(): the session consumes tasks; the load signal does
+ * not count it (see the top of this file).  Once per session.
+ */
+Datum
+delaysched_note_consumer_sql(PG_FUNCTION_ARGS)
+{
+	static bool noted = false;
+	int			slot = delaysched_my_proc_number();
+
+	if (!noted && load != NULL && slot >= 0 && slot < MaxConnections)
+	{
+		pg_atomic_write_u32(&load->consumer_pid[slot], (uint32) MyProcPid);
+		noted = true;
+	}
+	PG_RETURN_VOID();
+}
+
+/* Client sessions busy now, consumers left out. */
+static int
+busy_sessions(void)
+{
+	int			busy = 0;
+
+	for (int i = 0; i < MaxConnections; i++)
+	{
+		PGPROC	   *proc = &ProcGlobal->allProcs[i];
+		int			pid = proc->procLatch.owner_pid;
+		uint32		wait = proc->wait_event_info;
+
+		if (pid == 0 || wait == WAIT_EVENT_CLIENT_READ)
+			continue;
+		if (pg_atomic_read_u32(&load->consumer_pid[i]) == (uint32) pid)
+			continue;
+		busy++;
+	}
+	return busy;
+}
+
+/* An exponential mean's step: weight of a new value after dt seconds. */
+static double
+ewma_weight(double dt_s, double tau_s)
+{
+	return 1.0 - exp(-Max(dt_s, 0.0) / tau_s);
+}
+
+static void
+set_allowance(int phase, double allowance, bool cut, TimestampTz now)
+{
+	SpinLockAcquire(&load->mutex);
+	if (load->allowance <= 0 && allowance > 0)
+	{
+		load->tokens = bucket_size(allowance);
+		load->refilled_at = now;
+	}
+	if (phase != load->phase)
+		load->phase_since = now;
+	load->phase = phase;
+	load->allowance = allowance;
+	if (cut)
+		load->cuts++;
+	SpinLockRelease(&load->mutex);
+	pg_atomic_write_u32(&load->limited, allowance > 0 ? 1 : 0);
+}
+
+/* Decide the allowance from the last second's figures. */
+static void
+control(TimestampTz now)
+{
+	double		busy;
+	double		usual;
+	double		rate;
+	double		allowance;
+	int			phase;
+	double		floor_rate = delaysched_load_min_deliveries_per_second;
+	uint64		delivered = pg_atomic_read_u64(&load->delivered);
+	bool		pressure;
+	bool		quiet;
+	bool		application_busy;
+
+	if (now <= last_control_at)
+		return;
+	/* The rate over the last second: the oldest of the ring's steps. */
+	ring_at = (ring_at + 1) % RATE_RING;
+	if (ring_time[ring_at] == 0)
+	{
+		ring_time[ring_at] = last_control_at;
+		ring_delivered[ring_at] = delivered_at_control;
+	}
+	rate = (double) (delivered - ring_delivered[ring_at]) * USECS_PER_SEC /
+		Max(now - ring_time[ring_at], 1);
+	ring_time[ring_at] = now;
+	ring_delivered[ring_at] = delivered;
+	delivered_at_control = delivered;
+	last_control_at = now;
+	if (rate > 0)
+		last_delivery_seen_at = now;
+
+	SpinLockAcquire(&load->mutex);
+	busy = load->busy;
+	usual = load->usual;
+	allowance = load->allowance;
+	phase = load->phase;
+	load->rate = rate;
+	SpinLockRelease(&load->mutex);
+
+	pressure = usual_known &&
+		busy > usual * delaysched_load_max_slowdown + LOAD_SLACK_SESSIONS;
+	quiet = rate <= floor_rate * LOAD_QUIET_MARGIN;
+	application_busy = usual_known && usual >= LOAD_APPLICATION_SESSIONS;
+
+	if (pressure && rate > floor_rate &&
+		now - last_cut_at >= (TimestampTz) LOAD_CUT_EVERY_MS * 1000)
+	{
+		/* Cut what is used: other limits may keep the rate below it. */
+		double		base = phase == LOAD_OPEN ? rate : Min(allowance, rate);
+
+		allowance = Max(floor_rate, base * LOAD_CUT);
+		last_cut_at = now;
+		last_raise_at = now;
+		unused_steps = 0;
+		set_allowance(LOAD_HOLDING, allowance, true, now);
+		ereport(DEBUG1,
+				(errmsg("delaysched: deliveries held back to %.0f a second", allowance),
+				 errdetail("%.2f client sessions busy on average, usually %.2f.", busy, usual)));
+		return;
+	}
+	if (pressure || now - last_raise_at < (TimestampTz) LOAD_CUT_EVERY_MS * 1000)
+		return;
+	last_raise_at = now;
+
+	switch (phase)
+	{
+		case LOAD_OPEN:
+			/* Quiet beside a busy application: the next burst starts slowly. */
+			if (quiet && application_busy)
+				set_allowance(LOAD_STARTING, floor_rate * LOAD_START_FACTOR, false, now);
+			break;
+		case LOAD_STARTING:
+			if (!application_busy)
+				set_allowance(LOAD_OPEN, 0, false, now);
+			else if (rate >= allowance * LOAD_UNUSED)
+			{
+				/* It binds and nothing suffers: grow fast. */
+				allowance *= LOAD_START_GROWTH;
+				set_allowance(allowance >= LOAD_START_LIFT ? LOAD_OPEN : LOAD_STARTING,
+							  allowance >= LOAD_START_LIFT ? 0 : allowance, false, now);
+			}
+			break;
+		case LOAD_HOLDING:
+			unused_steps = rate < allowance * LOAD_UNUSED ? unused_steps + 1 : 0;
+			allowance += Max(floor_rate, allowance * LOAD_RAISE);
+			/*
+			 * Lifted once nothing was held back for a while (the backlog is
+			 * gone), not when it is back where the first cut was: that may
+			 * have been a slow start's, far below what the server takes.
+			 */
+			if (unused_steps >= LOAD_UNUSED_STEPS || allowance >= LOAD_START_LIFT)
+			{
+				set_allowance(LOAD_OPEN, 0, false, now);
+				ereport(DEBUG1, (errmsg("delaysched: deliveries no longer held back")));
+			}
+			else
+				set_allowance(LOAD_HOLDING, allowance, false, now);
+			break;
+	}
+}
+
+/*
+ * The launcher's part, called whenever it wakes: sample the busy sessions
+ * and run the controller when they are due.  Returns when it should be
+ * called next.
+ */
+TimestampTz
+delaysched_load_step(TimestampTz now)
+{
+	bool		active;
+	double		dt;
+	int			busy;
+
+	if (!delaysched_load_control)
+	{
+		if (load->phase != LOAD_OPEN)
+			set_allowance(LOAD_OPEN, 0, false, now);
+		usual_known = false;
+		last_sample_at = 0;
+		return DT_NOEND;
+	}
+	if (last_sample_at == 0)
+	{
+		last_sample_at = now;
+		last_control_at = now;
+		delivered_at_control = pg_atomic_read_u64(&load->delivered);
+	}
+	active = now - last_delivery_seen_at < (TimestampTz) LOAD_ACTIVE_WINDOW_MS * 1000;
+
+	if (now - last_sample_at >= (TimestampTz) (active ? LOAD_SAMPLE_MS : LOAD_IDLE_SAMPLE_MS) * 1000)
+	{
+		double		quiet;
+
+		dt = (double) (now - last_sample_at) / USECS_PER_SEC;
+		busy = busy_sessions();
+		last_sample_at = now;
+		SpinLockAcquire(&load->mutex);
+		load->busy += (busy - load->busy) * ewma_weight(dt, LOAD_BUSY_TAU_S);
+		quiet = load->rate <= delaysched_load_min_deliveries_per_second * LOAD_QUIET_MARGIN;
+		if (quiet)
+			load->usual += (busy - load->usual) * ewma_weight(dt, LOAD_USUAL_TAU_S);
+		SpinLockRelease(&load->mutex);
+		if (quiet)
+			usual_known = true;
+	}
+	if (now - last_control_at >= (TimestampTz) LOAD_CONTROL_EVERY_MS * 1000)
+		control(now);
+
+	return TimestampTzPlusMilliseconds(last_sample_at,
+									   active ? LOAD_SAMPLE_MS : LOAD_IDLE_SAMPLE_MS);
+}
+
+/* What sched.cluster and the metrics show. */
+void
+delaysched_load_status(LoadStatus *status)
+{
+	SpinLockAcquire(&load->mutex);
+	status->allowance = load->allowance;
+	status->busy = load->busy;
+	status->usual = load->usual;
+	status->rate = load->rate;
+	status->phase = load->phase;
+	status->phase_since = load->phase_since;
+	status->cuts = load->cuts;
+	SpinLockRelease(&load->mutex);
+	status->enabled = delaysched_load_control;
+}
