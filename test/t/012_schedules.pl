@@ -10,6 +10,7 @@ use warnings;
 use FindBin;
 use lib "$FindBin::Bin/../perl";
 use DelayschedTest;
+use List::Util qw(min);
 use Test::More;
 use Time::HiRes qw(time);
 
@@ -146,11 +147,15 @@ for my $policy (qw(latest all none))
 		is(scalar(@skipped), 1, "$policy: the firing pending at the crash was skipped");
 		like($skipped[0]{last_error} // '', qr/catch_up $policy/, "$policy: and says why");
 		# latest delivers the latest missed instant at once; none waits
-		# for the first instant after the skip.
-		my @collapsed = grep { $_->{run_at} > $skipped[0]{run_at} && $_->{run_at} <= $skipped[0]{finished_at} } @sent;
+		# for the first instant after the skip.  For none, only the instants
+		# before the restart count: the skip's tick may straddle a second,
+		# and the first instant after its start, which none sends, then
+		# falls before the skip's finished_at (CI on 15 saw it once).
+		my $until = $policy eq 'latest' ? $skipped[0]{finished_at} : min($skipped[0]{finished_at}, $up_at);
+		my @collapsed = grep { $_->{run_at} > $skipped[0]{run_at} && $_->{run_at} <= $until } @sent;
 		is(scalar(@collapsed), $policy eq 'latest' ? 1 : 0,
 			$policy eq 'latest' ? 'latest: the missed firings collapsed into one, delivered at once'
-			: 'none: no missed firing was delivered');
+			: 'none: no firing of the downtime was delivered');
 	}
 }
 $node->safe_psql('postgres', "SELECT sched.drop_biz('cu', cancel_tasks => true)");
