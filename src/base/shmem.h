@@ -132,7 +132,8 @@
  *
  *	 load control's mutex (LoadShared.mutex, a spinlock, stats/load.c)
  *		guards its token bucket and figures, for a refill and a take, or a
- *		few assignments: never a call, never another lock.  Its "limited"
+ *		few assignments: arithmetic only, never a call into PostgreSQL,
+ *		never another lock.  Its "limited"
  *		flag and delivery count are atomics read without it; a session's
  *		consumer mark is written by that session only.
  *

@@ -1005,7 +1005,7 @@ launcher_detach(int code, Datum arg)
 
 /*
  * Wait until "until" (at most LAUNCHER_NAP_MS), a latch or a rescan,
- * stepping the load control (core/load.c) whenever it asks meanwhile: its
+ * stepping the load control (stats/load.c) whenever it asks meanwhile: its
  * samples are taken every few milliseconds while deliveries flow, far more
  * often than the launcher has other work.
  */
@@ -1026,9 +1026,12 @@ nap(TimestampTz until)
 		timeout_ms = wake <= now ? 0 : (long) ((wake - now + 999) / 1000);
 		rc = WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 					   Max(timeout_ms, 1), PG_WAIT_EXTENSION);
-		ResetLatch(MyLatch);
+		/* Reset only a latch seen set: one set since is seen next time. */
 		if (rc & WL_LATCH_SET)
+		{
+			ResetLatch(MyLatch);
 			break;
+		}
 		CHECK_FOR_INTERRUPTS();
 		now = GetCurrentTimestamp();
 	}

@@ -297,7 +297,8 @@ oldest_pointer(int d)
  * (deliveries not held back), "starting" (a slow start) or "holding back"
  * (cut), the deliveries per second
  * measured over the last second and allowed (NULL while not held back),
- * and the busy client sessions, now and usually.
+ * and the busy client sessions, now and usually (NULL until enough quiet
+ * was seen for the usual number to count).
  */
 static void
 load_columns(Datum *values, bool *nulls)
@@ -316,7 +317,7 @@ load_columns(Datum *values, bool *nulls)
 	values[CLUSTER_FLOW_CONTROL + 3] = Float8GetDatum(load.busy);
 	nulls[CLUSTER_FLOW_CONTROL + 3] = !load.enabled;
 	values[CLUSTER_FLOW_CONTROL + 4] = Float8GetDatum(load.usual);
-	nulls[CLUSTER_FLOW_CONTROL + 4] = !load.enabled;
+	nulls[CLUSTER_FLOW_CONTROL + 4] = !(load.enabled && load.usual_known);
 }
 
 /*

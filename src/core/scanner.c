@@ -712,19 +712,21 @@ delaysched_scanner_main(Datum main_arg)
 			drained_last = true;
 			continue;
 		}
-		drained_last = false;
 
 		/*
 		 * As many deliveries as the database's load allows now (see
 		 * stats/load.c): all of a batch but while load control holds
-		 * deliveries back.
+		 * deliveries back.  Waiting for them, the drain keeps its turn
+		 * (drained_last): the ranges get the tokens when they come.
 		 */
 		load_taken = delaysched_load_take(delaysched_batch_size, now, &load_next);
 		if (load_taken == 0)
 		{
+			pg_atomic_write_u64(&MY_SLOT->sleep_until, 0);
 			sleep_until(load_next);
 			continue;
 		}
+		drained_last = false;
 
 		r = pick_range(now, sweep_every, &next, &wake_at, &request.cursor, &range);
 		if (r < 0)

@@ -131,6 +131,7 @@ typedef struct LoadShared
 	TimestampTz refilled_at;
 	double		busy;			/* mean busy sessions, the last second */
 	double		usual;			/* mean busy sessions while quiet */
+	bool		usual_known;	/* enough quiet seen for usual to count */
 	double		rate;			/* deliveries per second, the last second */
 	int			phase;			/* LoadPhase */
 	TimestampTz phase_since;
@@ -148,6 +149,8 @@ static TimestampTz last_raise_at = 0;
 static TimestampTz last_delivery_seen_at = 0;
 static uint64 delivered_at_control = 0;
 static bool usual_known = false;
+static double usual_raw = 0;
+static double usual_weight = 0;
 static int	unused_steps = 0;
 
 /* The delivered count at the controller's last steps, for the rate. */
@@ -207,6 +210,9 @@ delaysched_load_take(int want, TimestampTz now, TimestampTz *next_token)
 		taken = want;
 	else
 	{
+		/* (The clock went back: refill from now on, rather than never.) */
+		if (now < load->refilled_at)
+			load->refilled_at = now;
 		if (now > load->refilled_at)
 		{
 			load->tokens += (double) (now - load->refilled_at) / USECS_PER_SEC * load->allowance;
@@ -430,32 +436,65 @@ delaysched_load_step(TimestampTz now)
 		if (load->phase != LOAD_OPEN)
 			set_allowance(LOAD_OPEN, 0, false, now);
 		usual_known = false;
+		usual_raw = 0;
+		usual_weight = 0;
+		SpinLockAcquire(&load->mutex);
+		load->usual_known = false;
+		SpinLockRelease(&load->mutex);
 		last_sample_at = 0;
 		return DT_NOEND;
 	}
-	if (last_sample_at == 0)
+	/* First call, or the clock went back: the figures' clocks start anew. */
+	if (last_sample_at == 0 || now < last_sample_at || now < last_control_at)
 	{
 		last_sample_at = now;
 		last_control_at = now;
+		memset(ring_time, 0, sizeof(ring_time));
 		delivered_at_control = pg_atomic_read_u64(&load->delivered);
 	}
+	last_cut_at = Min(last_cut_at, now);
+	last_raise_at = Min(last_raise_at, now);
+	last_delivery_seen_at = Min(last_delivery_seen_at, now);
 	active = now - last_delivery_seen_at < (TimestampTz) LOAD_ACTIVE_WINDOW_MS * 1000;
 
 	if (now - last_sample_at >= (TimestampTz) (active ? LOAD_SAMPLE_MS : LOAD_IDLE_SAMPLE_MS) * 1000)
 	{
-		double		quiet;
+		bool		quiet;
+		double		rate;
 
 		dt = (double) (now - last_sample_at) / USECS_PER_SEC;
 		busy = busy_sessions();
 		last_sample_at = now;
 		SpinLockAcquire(&load->mutex);
-		load->busy += (busy - load->busy) * ewma_weight(dt, LOAD_BUSY_TAU_S);
-		quiet = load->rate <= delaysched_load_min_deliveries_per_second * LOAD_QUIET_MARGIN;
-		if (quiet)
-			load->usual += (busy - load->usual) * ewma_weight(dt, LOAD_USUAL_TAU_S);
+		rate = load->rate;
 		SpinLockRelease(&load->mutex);
+
+		/*
+		 * usual: an exponential mean of the quiet samples, corrected for
+		 * its start from 0 (divided by the weight its samples have so far),
+		 * and known once they weigh half of it, about seven seconds of quiet:
+		 * from 0, the first burst after a start would have seen pressure in
+		 * any busy session.
+		 */
+		quiet = rate <= delaysched_load_min_deliveries_per_second * LOAD_QUIET_MARGIN;
 		if (quiet)
-			usual_known = true;
+		{
+			double		w = ewma_weight(dt, LOAD_USUAL_TAU_S);
+
+			usual_raw += (busy - usual_raw) * w;
+			usual_weight += (1.0 - usual_weight) * w;
+			usual_known = usual_weight >= 0.5;
+		}
+		{
+			double		w = ewma_weight(dt, LOAD_BUSY_TAU_S);
+			double		usual = usual_weight > 0 ? usual_raw / usual_weight : 0;
+
+			SpinLockAcquire(&load->mutex);
+			load->busy += (busy - load->busy) * w;
+			load->usual = usual;
+			load->usual_known = usual_known;
+			SpinLockRelease(&load->mutex);
+		}
 	}
 	if (now - last_control_at >= (TimestampTz) LOAD_CONTROL_EVERY_MS * 1000)
 		control(now);
@@ -472,6 +511,7 @@ delaysched_load_status(LoadStatus *status)
 	status->allowance = load->allowance;
 	status->busy = load->busy;
 	status->usual = load->usual;
+	status->usual_known = load->usual_known;
 	status->rate = load->rate;
 	status->phase = load->phase;
 	status->phase_since = load->phase_since;

@@ -181,6 +181,7 @@ typedef struct LoadStatus
 	double		allowance;		/* deliveries per second; 0: not limited */
 	double		busy;			/* mean busy client sessions, last second */
 	double		usual;			/* the same while delaysched was quiet */
+	bool		usual_known;	/* enough quiet seen for usual to count */
 	double		rate;			/* deliveries per second, last second */
 	LoadPhase	phase;
 	TimestampTz phase_since;

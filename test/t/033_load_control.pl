@@ -29,6 +29,12 @@ my $status = q{SELECT flow_control FROM sched.cluster WHERE role = 'launcher'};
 my $held = qq{SELECT ($status) = 'holding back'};
 is($node->safe_psql('postgres', $held), 'f', 'quiet: load control does not hold back');
 
+# Nothing is cut before load control knows the usual number of busy
+# sessions: about seven seconds of quiet after the start.
+ok(DelayschedTest::poll_until($node,
+	q{SELECT usual_busy_sessions IS NOT NULL FROM sched.cluster WHERE role = 'launcher'}, 't', 60),
+	'the usual number of busy sessions is learnt while quiet');
+
 # A type of its own rate (the drain's path) and one without (the ticks').
 $node->safe_psql('postgres', q{
 	SELECT sched.define_biz('paced', ack_timeout => '1 hour', rate_limit => 400);
