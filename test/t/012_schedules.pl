@@ -153,9 +153,19 @@ for my $policy (qw(latest all none))
 		# falls before the skip's finished_at (CI on 15 saw it once).
 		my $until = $policy eq 'latest' ? $skipped[0]{finished_at} : min($skipped[0]{finished_at}, $up_at);
 		my @collapsed = grep { $_->{run_at} > $skipped[0]{run_at} && $_->{run_at} <= $until } @sent;
-		is(scalar(@collapsed), $policy eq 'latest' ? 1 : 0,
-			$policy eq 'latest' ? 'latest: the missed firings collapsed into one, delivered at once'
-			: 'none: no firing of the downtime was delivered');
+		if ($policy eq 'latest')
+		{
+			# (When the skip's tick straddles a second, the next instant, one
+			# second after the collapsed one, is in the window too.)
+			ok(@collapsed == 1
+				  || (@collapsed == 2 && abs($collapsed[1]{run_at} - $collapsed[0]{run_at} - 1) < 0.001),
+				'latest: the missed firings collapsed into one, delivered at once ('
+				  . scalar(@collapsed) . ' in the window)');
+		}
+		else
+		{
+			is(scalar(@collapsed), 0, 'none: no firing of the downtime was delivered');
+		}
 	}
 }
 $node->safe_psql('postgres', "SELECT sched.drop_biz('cu', cancel_tasks => true)");
