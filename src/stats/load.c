@@ -134,7 +134,6 @@ typedef struct LoadShared
 	bool		usual_known;	/* enough quiet seen for usual to count */
 	double		rate;			/* deliveries per second, the last second */
 	int			phase;			/* LoadPhase */
-	TimestampTz phase_since;
 	uint64		cuts;
 	pg_atomic_uint32 consumer_pid[FLEXIBLE_ARRAY_MEMBER];	/* by proc number */
 } LoadShared;
@@ -306,8 +305,6 @@ set_allowance(int phase, double allowance, bool cut, TimestampTz now)
 		load->tokens = bucket_size(allowance);
 		load->refilled_at = now;
 	}
-	if (phase != load->phase)
-		load->phase_since = now;
 	load->phase = phase;
 	load->allowance = allowance;
 	if (cut)
@@ -514,7 +511,6 @@ delaysched_load_status(LoadStatus *status)
 	status->usual_known = load->usual_known;
 	status->rate = load->rate;
 	status->phase = load->phase;
-	status->phase_since = load->phase_since;
 	status->cuts = load->cuts;
 	SpinLockRelease(&load->mutex);
 	status->enabled = delaysched_load_control;

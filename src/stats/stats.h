@@ -184,7 +184,6 @@ typedef struct LoadStatus
 	bool		usual_known;	/* enough quiet seen for usual to count */
 	double		rate;			/* deliveries per second, last second */
 	LoadPhase	phase;
-	TimestampTz phase_since;
 	uint64		cuts;			/* times the allowance was cut */
 } LoadStatus;
 
