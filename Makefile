@@ -3,7 +3,7 @@
 #   make && make install        build and install the extension
 #   make test-tools             the LISTEN client and the benchmark programs (test/)
 #   make installcheck           pg_regress and isolation tests on a temporary instance,
-#                               then the TAP tests (test/t; PROVE_FLAGS="-j 2" in parallel)
+#                               then the TAP tests (test/t; PROVE_FLAGS="-j 3" in parallel)
 #   bash scripts/test.sh        the whole suite (regress, isolation, TAP) on every
 #                               supported major, as CI runs it
 

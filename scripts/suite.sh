@@ -13,7 +13,7 @@
 # and runs the pg_regress and isolation tests against it (counted too).
 #
 # TAP tests run through PGXS (make installcheck, TAP_TESTS) with prove -j
-# $PROVE_JOBS (default 2).  Timing bounds are checked only when PG_TEST_EXTRA
+# $PROVE_JOBS (default 3; the longest first).  Timing bounds are checked only when PG_TEST_EXTRA
 # names delaysched_timing (test/perl/DelayschedTest.pm); otherwise their
 # figures are printed, not asserted.
 set -uo pipefail
@@ -31,7 +31,7 @@ note_failures() {
 	failures="$failures
 $(grep -E "$2" "$1")"
 }
-PROVE_JOBS=${PROVE_JOBS:-2}
+PROVE_JOBS=${PROVE_JOBS:-3}
 
 # Count a log's "... ok" and "... FAILED" lines (pg_regress, isolation) or
 # "ok N" and "not ok N" lines (TAP), and a failure if the run failed without
@@ -105,7 +105,17 @@ run_regress_suites "$work" ""
 # TAP through PGXS (prove_installcheck), every assertion counted; with
 # DELAYSCHED_DUMP_FROM (an older major's server, from scripts/test.sh) the
 # tests of moving between majors too (test/cross).
-tap_tests="test/t/*.pl"
+# The longest files first (their times on CI's two cores, 2026-11-29, 80 s
+# to 350 s): prove -j starts files in the order given, and one of them
+# started last would run alone at the end.
+tap_tests=""
+for t in 030_keys 007_workers 021_fairness 016_held_locks 020_router 017_databases \
+	031_key_fairness 014_faults 028_sql_jobs; do
+	[ -f "$work/test/t/$t.pl" ] && tap_tests="$tap_tests test/t/$t.pl"
+done
+for f in "$work"/test/t/*.pl; do
+	case " $tap_tests " in *" test/t/${f##*/} "*) ;; *) tap_tests="$tap_tests test/t/${f##*/}" ;; esac
+done
 [ -n "${DELAYSCHED_DUMP_FROM:-}" ] && tap_tests="$tap_tests test/cross/*.pl"
 log "PostgreSQL $PG_MAJOR: TAP tests (prove -j $PROVE_JOBS)"
 (cd "$work" && as_pg_user env PG_TEST_EXTRA="${PG_TEST_EXTRA:-}" \

@@ -19,7 +19,7 @@
 # with the newer pg_dump and restore it into the newer server.
 #
 # PG_TEST_EXTRA=delaysched_timing adds the timing bounds (lateness p99,
-# rates within 5%), which a busy machine can miss; PROVE_JOBS (default 2)
+# rates within 5%), which a busy machine can miss; PROVE_JOBS (default 3)
 # sets how many TAP tests run at once.
 set -uo pipefail
 
@@ -90,7 +90,7 @@ run_major() {
 		return
 	fi
 	start_dump_source
-	chroot_run "$CHROOT_DIR" PG_MAJOR="$m" PG_TEST_EXTRA="${PG_TEST_EXTRA:-}" PROVE_JOBS="${PROVE_JOBS:-2}" \
+	chroot_run "$CHROOT_DIR" PG_MAJOR="$m" PG_TEST_EXTRA="${PG_TEST_EXTRA:-}" PROVE_JOBS="${PROVE_JOBS:-3}" \
 		DELAYSCHED_DUMP_FROM="$dump_from" \
 		bash "$CHROOT_INSIDE/scripts/suite.sh" 2>&1 | tee "$out"
 	chroot_tree_end
