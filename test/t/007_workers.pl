@@ -42,6 +42,29 @@ sub poll_reading
 	return 0;
 }
 
+# Like poll_reading for a count on its way to $expected, with a deadline
+# that moves while it changes: a listener that acknowledges one task a
+# commit takes its time on a busy machine (130 a second, 18,000 of them, in
+# a CI run at three tests at once), and only a count that stops moving for
+# $stalled seconds is a failure.
+sub poll_progressing
+{
+	my ($node, $listener, $query, $expected, $stalled) = @_;
+	my $deadline = time + $stalled;
+	my $last;
+	while (time < $deadline)
+	{
+		$listener->received;
+		my $count = $node->safe_psql('postgres', $query);
+		return 1 if $count eq $expected;
+		$deadline = time + $stalled if defined $last && $count ne $last;
+		$last = $count;
+		usleep(50_000);
+	}
+	note("still $last after $stalled s without a change");
+	return 0;
+}
+
 sub count_ids
 {
 	my %count;
@@ -93,7 +116,7 @@ is(scalar(grep { $count->{$_} > 1 } keys %$count), 0,
 my ($ranges, $disorder) = DelayschedTest::out_of_order_within_ranges($node, @got);
 is($ranges, 8, 'all eight ranges delivered');
 is($disorder, 0, 'in run_at order within each range');
-ok(poll_reading($node, $listener,
+ok(poll_progressing($node, $listener,
 	"SELECT count(*) FROM sched.tasks WHERE biz_type = 'burst' AND state = 'done'", '20000', 60),
 	'every task acknowledged');
 is($node->safe_psql('postgres',
@@ -101,7 +124,7 @@ is($node->safe_psql('postgres',
 	'every range\'s pointer caught up with now');
 $listener->stop;
 
-# A burst of 20,000 tasks of $biz is interrupted by &$interrupt once 2,000
+# A burst of 6,000 tasks of $biz is interrupted by &$interrupt once 1,000
 # are delivered; after the server is back, every task must be delivered at
 # least once, and again only if its delivery was not acknowledged before the
 # interruption.
@@ -113,8 +136,8 @@ sub interrupted_burst
 	$node->safe_psql('postgres', "SELECT sched.define_biz('$mark')");
 	my $listener = DelayschedTest::Listener->start($node, 'postgres', ['--ack'], $biz);
 	my $start = $node->safe_psql('postgres', "SELECT $delivered");
-	add_burst($node, $biz, 20000, 1);
-	ok(DelayschedTest::poll_until($node, "SELECT $delivered >= $start + 2000", 't', 30),
+	add_burst($node, $biz, 6000, 1);
+	ok(DelayschedTest::poll_until($node, "SELECT $delivered >= $start + 1000", 't', 30),
 		"$what: the burst is being delivered");
 	# The listener acknowledges behind the deliveries; on a busy machine it
 	# may not have committed any yet, and the test needs some acknowledged
@@ -159,8 +182,8 @@ sub interrupted_burst
 		WHERE biz_type = '$biz' AND state = 'd' AND id <> ALL ('{$heard_ids}'::bigint[])});
 	# (A lease moved back by hand lies behind where the sweeps of its range
 	# look for expired leases; the full sweep finds it, every 2 s here.)
-	ok(poll_reading($node, $listener,
-		"SELECT count(*) FROM sched.task WHERE biz_type = '$biz'", '0', 150),
+	ok(poll_progressing($node, $listener,
+		"SELECT count(*) FROM sched.task WHERE biz_type = '$biz'", '0', 60),
 		"$what: every task was acknowledged in the end");
 	my @after = grep { $_->{message}{biz_type} eq $biz } $listener->stop;
 
@@ -168,7 +191,7 @@ sub interrupted_burst
 	# (The first listener's own record ends with the interruption:
 	# notifications it had received but not yet printed are gone with it.)
 	is($node->safe_psql('postgres',
-		"SELECT count(*) FROM sched.tasks WHERE biz_type = '$biz' AND state = 'done'"), '20000',
+		"SELECT count(*) FROM sched.tasks WHERE biz_type = '$biz' AND state = 'done'"), '6000',
 		"$what: every task was delivered and acknowledged");
 	my $after_ids = count_ids(@after);
 	is(scalar(grep { $after_ids->{$_} > 1 } keys %$after_ids), 0, "$what: none twice after");
