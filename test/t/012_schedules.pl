@@ -131,7 +131,15 @@ for my $policy (qw(latest all none))
 		my $gap = $sent[$i]{run_at} - $sent[$i - 1]{run_at};
 		$largest_gap = $gap if $gap > $largest_gap;
 	}
-	my @skipped = grep { $_->{state} eq 'cancelled' } @f;
+	# The firing pending at the crash is skipped; so, by design, is any
+	# made ahead after the restart and delivered over a second late (a later
+	# instant was due by then), which a busy machine can do: CI at three
+	# tests at once saw one.  Those come after the restart.
+	my @skipped = grep { $_->{state} eq 'cancelled' && $_->{run_at} < $up_at } @f;
+	my @late = grep { $_->{state} eq 'cancelled' && $_->{run_at} >= $up_at } @f;
+	is(scalar(grep { $_->{last_error} !~ /a later firing was due already/ } @late), 0,
+		"$policy: a firing skipped after the restart was one delivered after a later instant fell due ("
+		  . scalar(@late) . ')');
 	if ($policy eq 'all')
 	{
 		is($m, 0, 'all: nothing missed');
