@@ -159,14 +159,19 @@ SELECT (SELECT string_agg(m.metric || '{database="' || current_database() || '"'
 -- session's.
 SELECT current_setting('delaysched.load_control') AS load_control,
 	   current_setting('delaysched.load_max_slowdown') AS max_slowdown,
-	   current_setting('delaysched.load_min_deliveries_per_second') AS min_rate;
+	   current_setting('delaysched.load_min_deliveries_per_second') AS min_rate,
+	   current_setting('delaysched.load_max_standby_lag') AS max_standby_lag,
+	   current_setting('delaysched.load_standbys') AS standbys;
 SELECT flow_control, deliveries_per_second IS NULL AS no_rate, deliveries_allowed IS NULL AS no_allowance,
-	   busy_sessions IS NULL AND usual_busy_sessions IS NULL AS no_sessions
+	   busy_sessions IS NULL AND usual_busy_sessions IS NULL AS no_sessions,
+	   held_back_by IS NULL AND standby_lag_bytes IS NULL AS no_reason_no_lag
 FROM sched.cluster WHERE role = 'launcher';
-SELECT bool_and(flow_control IS NULL AND deliveries_allowed IS NULL AND busy_sessions IS NULL) AS databases_rows_have_none
+SELECT bool_and(flow_control IS NULL AND deliveries_allowed IS NULL AND busy_sessions IS NULL
+				AND held_back_by IS NULL AND standby_lag_bytes IS NULL) AS databases_rows_have_none
 FROM sched.cluster WHERE role = 'database';
 SELECT metric('delaysched_load_deliveries_allowed', '') AS allowed_metric,
-	   metric('delaysched_load_cuts_total', '') IS NOT NULL AS cuts_metric;
+	   metric('delaysched_load_cuts_total', '') IS NOT NULL AS cuts_metric,
+	   metric('delaysched_load_standby_lag_bytes', '') AS lag_metric;
 DO $$ BEGIN SET delaysched.load_control = on; EXCEPTION WHEN OTHERS THEN RAISE NOTICE '% (%)', SQLERRM, SQLSTATE; END $$;
 
 -- For pg_monitor, and nobody else.

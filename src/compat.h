@@ -218,4 +218,26 @@ delaysched_init_materialized_srf(FunctionCallInfo fcinfo)
 #define delaysched_my_proc_number() (MyProc != NULL ? MyProc->pgprocno : -1)
 #endif
 
+/*
+ * Where this server's WAL is flushed up to: GetFlushRecPtr took the timeline
+ * as an argument from 15 on.
+ */
+#include "access/xlog.h"
+#if PG_VERSION_NUM >= 150000
+#define delaysched_flush_rec_ptr() GetFlushRecPtr(NULL)
+#else
+#define delaysched_flush_rec_ptr() GetFlushRecPtr()
+#endif
+
+/*
+ * Is a WAL sender's peer a physical standby?  Its kind is recorded from 17
+ * on; before, a logical subscriber's sender cannot be told apart and counts
+ * as one.
+ */
+#if PG_VERSION_NUM >= 170000
+#define delaysched_walsnd_is_physical(walsnd) ((walsnd)->kind == REPLICATION_KIND_PHYSICAL)
+#else
+#define delaysched_walsnd_is_physical(walsnd) true
+#endif
+
 #endif							/* DELAYSCHED_COMPAT_H */

@@ -144,7 +144,8 @@ CREATE OR REPLACE FUNCTION sched._cluster(
 	OUT failures int, OUT next_start timestamptz, OUT pointer_lag interval,
 	OUT served_since timestamptz, OUT sql_workers int, OUT sql_granted int,
 	OUT flow_control text, OUT deliveries_per_second float8, OUT deliveries_allowed float8,
-	OUT busy_sessions float8, OUT usual_busy_sessions float8)
+	OUT busy_sessions float8, OUT usual_busy_sessions float8, OUT held_back_by text,
+	OUT standby_lag_bytes bigint)
 RETURNS SETOF record
 LANGUAGE c STRICT VOLATILE
 AS 'MODULE_PATHNAME', 'delaysched_cluster_status';

@@ -122,7 +122,7 @@ CREATE OR REPLACE VIEW sched.cluster AS
 	SELECT c.role, c.database, c.pid, c.state, c.scanners, c.scanners_granted, c.http_workers,
 		   c.http_granted, c.failures, c.next_start, c.pointer_lag, c.served_since, c.sql_workers,
 		   c.sql_granted, c.flow_control, c.deliveries_per_second, c.deliveries_allowed, c.busy_sessions,
-		   c.usual_busy_sessions
+		   c.usual_busy_sessions, c.held_back_by, c.standby_lag_bytes
 	FROM sched._cluster() c;
 COMMENT ON VIEW sched.cluster IS 'the delaysched launcher and every database it serves in the cluster: workers running and granted, failures, pointer lag; and on the launcher''s row, load control (superusers and pg_monitor)';
 

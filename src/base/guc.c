@@ -58,6 +58,14 @@ double		delaysched_max_deliveries_per_second = 0;
 bool		delaysched_load_control = false;
 double		delaysched_load_max_slowdown = 1.25;
 double		delaysched_load_min_deliveries_per_second = 100;
+int			delaysched_load_max_standby_lag_kb = 65536;
+int			delaysched_load_standbys = LOAD_STANDBYS_SYNCHRONOUS;
+
+static const struct config_enum_entry load_standbys_options[] = {
+	{"synchronous", LOAD_STANDBYS_SYNCHRONOUS, false},
+	{"all", LOAD_STANDBYS_ALL, false},
+	{NULL, 0, false}
+};
 int			delaysched_http_workers = 1;
 int			delaysched_sql_workers = 2;
 int			delaysched_http_max_in_flight = 1000;
@@ -352,6 +360,25 @@ delaysched_define_gucs(void)
 							 NULL,
 							 &delaysched_load_min_deliveries_per_second,
 							 100, 1, 10000000,
+							 PGC_SIGHUP,
+							 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomIntVariable("delaysched.load_max_standby_lag",
+							"Most WAL a watched standby may have left to replay before load control holds deliveries back.",
+							"-1 leaves standbys out of load control; delaysched.load_standbys says which are watched.",
+							&delaysched_load_max_standby_lag_kb,
+							65536, -1, INT_MAX,
+							PGC_SIGHUP,
+							GUC_UNIT_KB,
+							NULL, NULL, NULL);
+
+	DefineCustomEnumVariable("delaysched.load_standbys",
+							 "Which standbys' replay lag load control watches: synchronous or all.",
+							 "synchronous: those synchronous_standby_names lists; all: every streaming physical standby.",
+							 &delaysched_load_standbys,
+							 LOAD_STANDBYS_SYNCHRONOUS,
+							 load_standbys_options,
 							 PGC_SIGHUP,
 							 0,
 							 NULL, NULL, NULL);

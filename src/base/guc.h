@@ -31,6 +31,15 @@ extern double delaysched_max_deliveries_per_second;
 extern bool delaysched_load_control;
 extern double delaysched_load_max_slowdown;
 extern double delaysched_load_min_deliveries_per_second;
+extern int	delaysched_load_max_standby_lag_kb;
+extern int	delaysched_load_standbys;
+
+/* delaysched.load_standbys: whose replay lag load control watches. */
+typedef enum LoadStandbys
+{
+	LOAD_STANDBYS_SYNCHRONOUS,	/* those synchronous_standby_names lists */
+	LOAD_STANDBYS_ALL			/* every streaming physical standby */
+} LoadStandbys;
 extern int	delaysched_http_workers;
 extern int	delaysched_http_max_in_flight;
 extern int	delaysched_http_max_in_flight_per_host;

@@ -269,7 +269,7 @@ delaysched_worker_status(PG_FUNCTION_ARGS)
 	return (Datum) 0;
 }
 
-#define CLUSTER_COLUMNS 19
+#define CLUSTER_COLUMNS 21
 /* The first of the launcher's load control columns (load_columns). */
 #define CLUSTER_FLOW_CONTROL 14
 
@@ -298,7 +298,9 @@ oldest_pointer(int d)
  * (cut), the deliveries per second
  * measured over the last second and allowed (NULL while not held back),
  * and the busy client sessions, now and usually (NULL until enough quiet
- * was seen for the usual number to count).
+ * was seen for the usual number to count); while holding back, why ("busy
+ * sessions", "standby lag" or both), and the watched standbys' replay lag
+ * in bytes (NULL if none is watched).
  */
 static void
 load_columns(Datum *values, bool *nulls)
@@ -318,6 +320,14 @@ load_columns(Datum *values, bool *nulls)
 	nulls[CLUSTER_FLOW_CONTROL + 3] = !load.enabled;
 	values[CLUSTER_FLOW_CONTROL + 4] = Float8GetDatum(load.usual);
 	nulls[CLUSTER_FLOW_CONTROL + 4] = !(load.enabled && load.usual_known);
+	nulls[CLUSTER_FLOW_CONTROL + 5] = !(load.enabled && load.phase == LOAD_HOLDING && load.held_by != 0);
+	if (!nulls[CLUSTER_FLOW_CONTROL + 5])
+		values[CLUSTER_FLOW_CONTROL + 5] =
+			CStringGetTextDatum(load.held_by == (LOAD_BY_BUSY_SESSIONS | LOAD_BY_STANDBY_LAG) ?
+								"busy sessions, standby lag" :
+								load.held_by == LOAD_BY_STANDBY_LAG ? "standby lag" : "busy sessions");
+	values[CLUSTER_FLOW_CONTROL + 6] = Int64GetDatum(load.standby_lag);
+	nulls[CLUSTER_FLOW_CONTROL + 6] = !(load.enabled && load.standby_lag >= 0);
 }
 
 /*
@@ -327,7 +337,8 @@ load_columns(Datum *values, bool *nulls)
  *		pointer_lag interval, served_since timestamptz, sql_workers int,
  *		sql_granted int, flow_control text, deliveries_per_second float8,
  *		deliveries_allowed float8, busy_sessions float8,
- *		usual_busy_sessions float8)
+ *		usual_busy_sessions float8, held_back_by text,
+ *		standby_lag_bytes bigint)
  *
  * The launcher, then every database in the table of databases served
  * (base/shmem.h), for the sched.cluster view; superusers and members of

@@ -31,8 +31,24 @@
  *
  * (the slack keeps a nearly idle database from reacting to one statement).
  *
+ * The second signal: the standbys' replay lag.  Deliveries write WAL, and a
+ * standby that replays it slower than it comes falls behind, which its
+ * readers see as stale data and a synchronous_commit = remote_apply
+ * application as slow commits.  At each control step the launcher reads the
+ * WAL senders' shared slots (WalSndCtl, each under its own spinlock, as
+ * pg_stat_replication does) and takes the largest distance, in bytes,
+ * between this server's flushed WAL and what a watched standby has replayed:
+ * the streaming physical standbys that synchronous_standby_names lists, or
+ * all of them (delaysched.load_standbys).  Deliveries are held back while
+ * it is above delaysched.load_max_standby_lag.  Bytes rather than the
+ * senders' measured lag times: those are only updated as the standby
+ * replays, so a standby that stopped replaying keeps showing the lag it had
+ * before.  Lag is pressure even when delaysched is quiet: the next burst
+ * then starts at the minimum, not at full speed.
+ *
  * The controller, in three phases (LoadPhase), once a second:
  *	 open		nothing held back.  Under pressure, the allowance becomes
+ *				(quiet, with a standby behind: the minimum)
  *				LOAD_CUT of the rate measured over the last second: holding.
  *				Quiet beside a busy application (usual at least
  *				LOAD_APPLICATION_SESSIONS), a slow start: starting.
@@ -82,6 +98,8 @@
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "port/atomics.h"
+#include "replication/walsender.h"
+#include "replication/walsender_private.h"
 #include "storage/latch.h"
 #include "storage/proc.h"
 #include "storage/shmem.h"
@@ -134,6 +152,8 @@ typedef struct LoadShared
 	bool		usual_known;	/* enough quiet seen for usual to count */
 	double		rate;			/* deliveries per second, the last second */
 	int			phase;			/* LoadPhase */
+	int			held_by;		/* LOAD_BY_* of the last cut */
+	int64		standby_lag;	/* bytes; -1: no standby watched */
 	uint64		cuts;
 	pg_atomic_uint32 consumer_pid[FLEXIBLE_ARRAY_MEMBER];	/* by proc number */
 } LoadShared;
@@ -177,6 +197,7 @@ delaysched_load_shmem_init(void)
 	if (!found)
 	{
 		memset(load, 0, offsetof(LoadShared, consumer_pid));
+		load->standby_lag = -1;
 		SpinLockInit(&load->mutex);
 		pg_atomic_init_u32(&load->limited, 0);
 		pg_atomic_init_u64(&load->delivered, 0);
@@ -289,6 +310,38 @@ busy_sessions(void)
 	return busy;
 }
 
+/*
+ * The most WAL, in bytes, a watched standby has yet to replay (see the top
+ * of this file); -1 if none is watched or streaming.
+ */
+static int64
+standby_lag(void)
+{
+	XLogRecPtr	flushed;
+	int64		lag = -1;
+
+	if (delaysched_load_max_standby_lag_kb < 0 || WalSndCtl == NULL || RecoveryInProgress())
+		return -1;
+	flushed = delaysched_flush_rec_ptr();
+	for (int i = 0; i < max_wal_senders; i++)
+	{
+		WalSnd	   *sender = &WalSndCtl->walsnds[i];
+		bool		watched;
+		XLogRecPtr	replayed;
+
+		SpinLockAcquire(&sender->mutex);
+		watched = sender->pid != 0 && sender->state == WALSNDSTATE_STREAMING &&
+			delaysched_walsnd_is_physical(sender) &&
+			(delaysched_load_standbys == LOAD_STANDBYS_ALL || sender->sync_standby_priority > 0);
+		replayed = sender->apply;
+		SpinLockRelease(&sender->mutex);
+		if (watched)
+			lag = Max(lag, replayed != InvalidXLogRecPtr && replayed < flushed ?
+					  (int64) (flushed - replayed) : (int64) 0);
+	}
+	return lag;
+}
+
 /* An exponential mean's step: weight of a new value after dt seconds. */
 static double
 ewma_weight(double dt_s, double tau_s)
@@ -296,8 +349,9 @@ ewma_weight(double dt_s, double tau_s)
 	return 1.0 - exp(-Max(dt_s, 0.0) / tau_s);
 }
 
+/* held_by: why, for a cut (LOAD_BY_*); otherwise the last cut's reasons stay. */
 static void
-set_allowance(int phase, double allowance, bool cut, TimestampTz now)
+set_allowance(int phase, double allowance, int held_by, TimestampTz now)
 {
 	SpinLockAcquire(&load->mutex);
 	if (load->allowance <= 0 && allowance > 0)
@@ -307,8 +361,13 @@ set_allowance(int phase, double allowance, bool cut, TimestampTz now)
 	}
 	load->phase = phase;
 	load->allowance = allowance;
-	if (cut)
+	if (held_by != 0)
+	{
 		load->cuts++;
+		load->held_by = held_by;
+	}
+	if (phase != LOAD_HOLDING)
+		load->held_by = 0;
 	SpinLockRelease(&load->mutex);
 	pg_atomic_write_u32(&load->limited, allowance > 0 ? 1 : 0);
 }
@@ -327,6 +386,8 @@ control(TimestampTz now)
 	bool		pressure;
 	bool		quiet;
 	bool		application_busy;
+	int64		lag = standby_lag();
+	int			held_by = 0;
 
 	if (now <= last_control_at)
 		return;
@@ -352,27 +413,46 @@ control(TimestampTz now)
 	allowance = load->allowance;
 	phase = load->phase;
 	load->rate = rate;
+	load->standby_lag = lag;
 	SpinLockRelease(&load->mutex);
 
-	pressure = usual_known &&
-		busy > usual * delaysched_load_max_slowdown + LOAD_SLACK_SESSIONS;
+	if (usual_known && busy > usual * delaysched_load_max_slowdown + LOAD_SLACK_SESSIONS)
+		held_by |= LOAD_BY_BUSY_SESSIONS;
+	if (delaysched_load_max_standby_lag_kb >= 0 && lag >= 0 &&
+		lag > (int64) delaysched_load_max_standby_lag_kb * 1024)
+		held_by |= LOAD_BY_STANDBY_LAG;
+	pressure = held_by != 0;
+	/* Why it holds back is what presses now (a cut recorded it first). */
+	if (pressure && phase == LOAD_HOLDING)
+	{
+		SpinLockAcquire(&load->mutex);
+		load->held_by = held_by;
+		SpinLockRelease(&load->mutex);
+	}
 	quiet = rate <= floor_rate * LOAD_QUIET_MARGIN;
 	application_busy = usual_known && usual >= LOAD_APPLICATION_SESSIONS;
 
-	if (pressure && rate > floor_rate &&
-		now - last_cut_at >= (TimestampTz) LOAD_CUT_EVERY_MS * 1000)
+	if (pressure && now - last_cut_at >= (TimestampTz) LOAD_CUT_EVERY_MS * 1000 &&
+		(rate > floor_rate || (held_by & LOAD_BY_STANDBY_LAG)) &&
+		(phase != LOAD_HOLDING || allowance > floor_rate))
 	{
-		/* Cut what is used: other limits may keep the rate below it. */
+		/*
+		 * Cut what is used: other limits may keep the rate below it.  A
+		 * standby behind while delaysched is quiet: the next burst starts
+		 * at the minimum.  Held at the minimum already: nothing to cut (the
+		 * rate may pass it a little, by the bucket and what is owed).
+		 */
 		double		base = phase == LOAD_OPEN ? rate : Min(allowance, rate);
 
 		allowance = Max(floor_rate, base * LOAD_CUT);
 		last_cut_at = now;
 		last_raise_at = now;
 		unused_steps = 0;
-		set_allowance(LOAD_HOLDING, allowance, true, now);
+		set_allowance(LOAD_HOLDING, allowance, held_by, now);
 		ereport(DEBUG1,
 				(errmsg("delaysched: deliveries held back to %.0f a second", allowance),
-				 errdetail("%.2f client sessions busy on average, usually %.2f.", busy, usual)));
+				 errdetail("%.2f client sessions busy on average, usually %.2f; a standby %lld bytes behind.",
+						   busy, usual, (long long) lag)));
 		return;
 	}
 	if (pressure || now - last_raise_at < (TimestampTz) LOAD_CUT_EVERY_MS * 1000)
@@ -384,17 +464,17 @@ control(TimestampTz now)
 		case LOAD_OPEN:
 			/* Quiet beside a busy application: the next burst starts slowly. */
 			if (quiet && application_busy)
-				set_allowance(LOAD_STARTING, floor_rate * LOAD_START_FACTOR, false, now);
+				set_allowance(LOAD_STARTING, floor_rate * LOAD_START_FACTOR, 0, now);
 			break;
 		case LOAD_STARTING:
 			if (!application_busy)
-				set_allowance(LOAD_OPEN, 0, false, now);
+				set_allowance(LOAD_OPEN, 0, 0, now);
 			else if (rate >= allowance * LOAD_UNUSED)
 			{
 				/* It binds and nothing suffers: grow fast. */
 				allowance *= LOAD_START_GROWTH;
 				set_allowance(allowance >= LOAD_START_LIFT ? LOAD_OPEN : LOAD_STARTING,
-							  allowance >= LOAD_START_LIFT ? 0 : allowance, false, now);
+							  allowance >= LOAD_START_LIFT ? 0 : allowance, 0, now);
 			}
 			break;
 		case LOAD_HOLDING:
@@ -407,11 +487,11 @@ control(TimestampTz now)
 			 */
 			if (unused_steps >= LOAD_UNUSED_STEPS || allowance >= LOAD_START_LIFT)
 			{
-				set_allowance(LOAD_OPEN, 0, false, now);
+				set_allowance(LOAD_OPEN, 0, 0, now);
 				ereport(DEBUG1, (errmsg("delaysched: deliveries no longer held back")));
 			}
 			else
-				set_allowance(LOAD_HOLDING, allowance, false, now);
+				set_allowance(LOAD_HOLDING, allowance, 0, now);
 			break;
 	}
 }
@@ -431,12 +511,13 @@ delaysched_load_step(TimestampTz now)
 	if (!delaysched_load_control)
 	{
 		if (load->phase != LOAD_OPEN)
-			set_allowance(LOAD_OPEN, 0, false, now);
+			set_allowance(LOAD_OPEN, 0, 0, now);
 		usual_known = false;
 		usual_raw = 0;
 		usual_weight = 0;
 		SpinLockAcquire(&load->mutex);
 		load->usual_known = false;
+		load->standby_lag = -1;
 		SpinLockRelease(&load->mutex);
 		last_sample_at = 0;
 		return DT_NOEND;
@@ -512,6 +593,8 @@ delaysched_load_status(LoadStatus *status)
 	status->rate = load->rate;
 	status->phase = load->phase;
 	status->cuts = load->cuts;
+	status->held_by = load->held_by;
+	status->standby_lag = load->standby_lag;
 	SpinLockRelease(&load->mutex);
 	status->enabled = delaysched_load_control;
 }

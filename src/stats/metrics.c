@@ -538,6 +538,9 @@ put_load(Emitter *e)
 	family(e, "delaysched_load_usual_busy_sessions", "gauge",
 		   "The same while delaysched delivered little: what load control compares with.");
 	sample(e, e->family, NULL, NULL, 0, load.usual);
+	family(e, "delaysched_load_standby_lag_bytes", "gauge",
+		   "WAL the watched standbys have yet to replay, the most of them, in bytes (load control's second signal); -1 while none is watched.");
+	sample(e, e->family, NULL, NULL, 0, load.enabled ? (double) load.standby_lag : -1.0);
 	family(e, "delaysched_load_cuts_total", "counter",
 		   "Times load control cut the deliveries allowed per second, since the server started.");
 	sample(e, e->family, NULL, NULL, 0, (double) load.cuts);

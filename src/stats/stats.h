@@ -172,7 +172,7 @@ typedef enum LoadPhase
 {
 	LOAD_OPEN,					/* nothing held back */
 	LOAD_STARTING,				/* slow start: a burst begins slowly */
-	LOAD_HOLDING				/* cut: the sessions were busier than usual */
+	LOAD_HOLDING				/* cut: sessions busier than usual, a standby behind */
 } LoadPhase;
 
 typedef struct LoadStatus
@@ -184,8 +184,14 @@ typedef struct LoadStatus
 	bool		usual_known;	/* enough quiet seen for usual to count */
 	double		rate;			/* deliveries per second, last second */
 	LoadPhase	phase;
+	int			held_by;		/* while holding: LOAD_BY_* of the last cut */
+	int64		standby_lag;	/* bytes a watched standby has to replay; -1: none */
 	uint64		cuts;			/* times the allowance was cut */
 } LoadStatus;
+
+/* What made a cut (LoadStatus.held_by). */
+#define LOAD_BY_BUSY_SESSIONS	0x01
+#define LOAD_BY_STANDBY_LAG		0x02
 
 extern Size delaysched_load_shmem_size(void);
 extern void delaysched_load_shmem_init(void);
