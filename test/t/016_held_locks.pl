@@ -313,9 +313,20 @@ sub ids_of_type
 {
 	sql(q{SELECT sched.define_biz('brief', ack_timeout => '1 hour')});
 	my $listener = DelayschedTest::Listener->start($node, 'postgres', [], 'brief');
-	my $held = sql(q{SELECT sched.add('brief', clock_timestamp() + interval '1 second')});
-	my $run_at = sql(qq{SELECT extract(epoch FROM run_at) FROM sched.tasks WHERE id = $held});
-	my $hold = DelayschedTest::hold_in_transaction($node, "SELECT sched.cancel($held)");
+	# The hold must begin before the task falls due; a busy machine can
+	# take longer than the lead to start it (CI at three tests at once took
+	# over a second once), so a hold that began too late is let go (the task
+	# goes out as usual) and tried again with a longer lead.
+	my ($held, $run_at, $hold);
+	for my $lead (1, 4, 16)
+	{
+		$held = sql(qq{SELECT sched.add('brief', clock_timestamp() + interval '$lead seconds')});
+		$run_at = sql(qq{SELECT extract(epoch FROM run_at) FROM sched.tasks WHERE id = $held});
+		$hold = DelayschedTest::hold_in_transaction($node, "SELECT sched.cancel($held)");
+		last if sql(qq{SELECT clock_timestamp() < to_timestamp($run_at)}) eq 't';
+		note("brief: the hold began after the task fell due ($lead s ahead); again");
+		DelayschedTest::release_session($hold);
+	}
 	# Until the walk has moved its range's pointer past the task's second.
 	ok(DelayschedTest::poll_until($node,
 		qq{SELECT bool_and(pointer > to_timestamp($run_at)) FROM sched.pointer}, 't', 30),
