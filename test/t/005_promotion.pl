@@ -18,17 +18,19 @@ my $standby = PostgreSQL::Test::Cluster->new('standby');
 $standby->init_from_backup($primary, 'base', has_streaming => 1);
 $standby->start;
 
+# A prepared transaction holding the pointer row survives the fail-over and
+# keeps the new primary's scanner waiting until a listener is connected.
+# It is taken before the tasks are added, so that none can go out here
+# before it, however slow the machine.
+$primary->safe_psql('postgres', q{
+	BEGIN;
+	SELECT 1 FROM sched.pointer FOR UPDATE;
+	PREPARE TRANSACTION 'hold_scanner'});
 # Tasks due after the fail-over.
 $primary->safe_psql('postgres', q{
 	SELECT sched.add('orders', clock_timestamp() + interval '1 second' + i * interval '50 milliseconds',
 					 jsonb_build_object('i', i))
 	FROM generate_series(1, 20) AS i});
-# A prepared transaction holding the pointer row survives the fail-over and
-# keeps the new primary's scanner waiting until a listener is connected.
-$primary->safe_psql('postgres', q{
-	BEGIN;
-	SELECT 1 FROM sched.pointer FOR UPDATE;
-	PREPARE TRANSACTION 'hold_scanner'});
 $primary->wait_for_catchup($standby);
 my $pointer = $primary->safe_psql('postgres', 'SELECT string_agg(extract(epoch FROM pointer)::text, \',\' ORDER BY range_id) FROM sched.time_pointer');
 is($standby->safe_psql('postgres', 'SELECT string_agg(extract(epoch FROM pointer)::text, \',\' ORDER BY range_id) FROM sched.time_pointer'),

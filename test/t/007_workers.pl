@@ -108,7 +108,7 @@ ok(poll_reading($node, $listener,
 	"SELECT pid IS NOT NULL AND pid <> $victim FROM sched.workers WHERE worker = 0", 't', 30),
 	'the terminated worker was restarted');
 
-@got = $listener->wait_for(20000, 60);
+@got = $listener->wait_for(20000, 300);
 my $count = count_ids(@got);
 is(scalar keys %$count, 20000, 'every task of the burst was delivered');
 is(scalar(grep { $count->{$_} > 1 } keys %$count), 0,
@@ -235,7 +235,7 @@ for (1 .. 200)
 	$most_held = $held if $held > $most_held;
 	last if scalar($listener->received) >= 10000;
 }
-@got = $listener->wait_for(10000, 60);
+@got = $listener->wait_for(10000, 300);
 $count = count_ids(@got);
 is(scalar keys %$count, 10000, 'every task delivered with more workers than ranges');
 is(scalar(grep { $count->{$_} > 1 } keys %$count), 0, 'none twice');
@@ -248,7 +248,7 @@ my $one = DelayschedTest::new_node('one_worker', extra_conf => "delaysched.worke
 $one->safe_psql('postgres', "SELECT sched.define_biz('burst', ack_timeout => '1 hour')");
 $listener = DelayschedTest::Listener->start($one, 'postgres', ['--ack'], 'burst');
 add_burst($one, 'burst', 10000, 1);
-@got = $listener->wait_for(10000, 60);
+@got = $listener->wait_for(10000, 300);
 $count = count_ids(@got);
 is(scalar keys %$count, 10000, 'one worker delivers every range');
 is(scalar(grep { $count->{$_} > 1 } keys %$count), 0, 'none twice');

@@ -197,7 +197,9 @@ sql(q{ALTER SYSTEM SET delaysched.http_max_in_flight = 999});
 sql(q{SELECT pg_reload_conf()});
 ok(DelayschedTest::poll_until($node, "SELECT holds LIKE '% of 999;%' FROM sched.workers WHERE role = 'http'", 't', 20),
 	'the HTTP worker sends without a per-receiver allowance');
-sql(qq{SELECT sched.define_biz('h_many', 'http', url => '$base/slow/3000/many')});
+# (Answers after 15 s: the count below must see them in flight on a busy
+# machine too.)
+sql(qq{SELECT sched.define_biz('h_many', 'http', url => '$base/slow/15000/many', timeout => '30 seconds')});
 sql(q{SELECT sched.define_biz('n_beside', 'notify')});
 my $listener = DelayschedTest::Listener->start($node, 'postgres', [], 'n_beside');
 sql(q{SELECT count(*) FROM (SELECT sched.add('h_many', clock_timestamp(), '{}') FROM generate_series(1, 500)) s});

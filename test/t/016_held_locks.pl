@@ -101,7 +101,9 @@ sub ids_of_type
 {
 	sql(q{SELECT sched.define_biz('walk', ack_timeout => '1 hour')});
 	my $listener = DelayschedTest::Listener->start($node, 'postgres', [], 'walk');
-	my $held = sql(q{SELECT sched.add('walk', clock_timestamp() + interval '2 seconds', '{"held": true}')});
+	# (Five seconds ahead: the hold must begin before it falls due, and a
+	# busy machine can take seconds to start a session.)
+	my $held = sql(q{SELECT sched.add('walk', clock_timestamp() + interval '5 seconds', '{"held": true}')});
 	my $hold = DelayschedTest::hold_in_transaction($node, "SELECT sched.cancel($held)");
 	add_others('walk', 2, 8);
 	my %others = ids_of_type('walk');
@@ -160,7 +162,7 @@ sub ids_of_type
 # --- the HTTP worker ---
 {
 	sql(qq{SELECT sched.define_biz('hooks', 'http', url => '$base/ok/hooks')});
-	my $held = sql(q{SELECT sched.add('hooks', clock_timestamp() + interval '2 seconds', '{"held": true}')});
+	my $held = sql(q{SELECT sched.add('hooks', clock_timestamp() + interval '5 seconds', '{"held": true}')});
 	my $hold = DelayschedTest::hold_in_transaction($node, "SELECT sched.cancel($held)");
 	my %run_at = map { split /\|/ } split /\n/, sql(qq{
 		SELECT sched.add('hooks', r) || '|' || extract(epoch FROM r)
@@ -193,8 +195,8 @@ sub ids_of_type
 		my ($what) = @_;
 		for my $try (1 .. 3)
 		{
-			my $id = sql(q{SELECT sched.add('slow', clock_timestamp())});
 			my $before = scalar $receiver->requests('/slow/2000/slow');
+			my $id = sql(q{SELECT sched.add('slow', clock_timestamp())});
 			ok(scalar($receiver->wait_requests('/slow/2000/slow', $before + 1, 30)), "http: $what is in flight")
 				if $try == 1;
 			$receiver->wait_requests('/slow/2000/slow', $before + 1, 30) if $try > 1;
@@ -247,21 +249,26 @@ sub ids_of_type
 
 # --- the sweep: leases run out while one delivered task is held ---
 {
-	sql(q{SELECT sched.define_biz('leases', ack_timeout => '3 seconds')});
+	# The held task's lease runs from its delivery: it is held as soon as it
+	# is heard, before the others are added, and the leases are six seconds
+	# so that a busy machine's slow start of the holding session stays
+	# within them.
+	sql(q{SELECT sched.define_biz('leases', ack_timeout => '6 seconds')});
 	my $listener = DelayschedTest::Listener->start($node, 'postgres', [], 'leases');
 	my $held = sql(q{SELECT sched.add('leases', clock_timestamp())});
+	wait_received($listener, sub { $_[0]{id} == $held && $_[0]{attempt} == 1 }, 1);
+	# An application acknowledges one and does not commit.
+	my $hold = DelayschedTest::hold_in_transaction($node, "SELECT sched.ack($held)");
 	add_others('leases', 0, 1);
 	my %all = ids_of_type('leases');
 	my @first = wait_received($listener, sub { $all{ $_[0]{id} } && $_[0]{attempt} == 1 }, $OTHERS + 1);
 	is(scalar @first, $OTHERS + 1, 'sweep: every task delivered a first time (never acknowledged)');
-	# An application acknowledges one and does not commit.
-	my $hold = DelayschedTest::hold_in_transaction($node, "SELECT sched.ack($held)");
 	my %first_at = map { $_->{id} => $_->{recv_us} / 1e6 } @first;
 	my %others = %all;
 	delete $others{$held};
 	my @again = wait_received($listener, sub { $others{ $_[0]{id} } && $_[0]{attempt} == 2 }, $OTHERS);
 	is(scalar @again, $OTHERS, 'sweep: the 1,000 others were delivered again when their leases ran out');
-	my @late = map { $_->{recv_us} / 1e6 - $first_at{ $_->{id} } - 3 } @again;
+	my @late = map { $_->{recv_us} / 1e6 - $first_at{ $_->{id} } - 6 } @again;
 	DelayschedTest::timing_cmp_ok(DelayschedTest::percentile(1, @late), '<', $ON_TIME, 'sweep: each on time');
 	note(sprintf('sweep: latest %.3f s after its lease ran out', DelayschedTest::percentile(1, @late)));
 	is(scalar(grep { $_->{id} == $held && $_->{attempt} > 1 } $listener->received), 0,

@@ -242,7 +242,9 @@ ok(wait_status($slotless, 'waiting_for_http_slot'), 'waiting_for_http_slot: park
 sql("SELECT sched.drop_biz('x_hang', cancel_tasks => true)");
 # Lease expired: a delivery whose lease ran out while a session holds its
 # row, so that the sweep cannot redeliver it yet.
-sql("SELECT sched.define_biz('x_short', ack_timeout => '1 second')");
+# (Five seconds: the hold must begin before the lease runs out, and a busy
+# machine can take seconds to start a session.)
+sql("SELECT sched.define_biz('x_short', ack_timeout => '5 seconds')");
 my $leased = sql("SELECT sched.add('x_short', now())");
 ok(wait_status($leased, 'awaiting_ack'), 'awaiting_ack: delivered');
 my $holder = DelayschedTest::hold_in_transaction($node, "SELECT 1 FROM sched.task WHERE id = $leased FOR UPDATE");
