@@ -317,7 +317,9 @@ ok(DelayschedTest::poll_until($node, "SELECT count(*) FROM sched.claim('cpull', 
 	'pull: claimed (attempt 1), never acknowledged');
 ok(DelayschedTest::poll_until($node, "SELECT count(*) FROM sched.claim('cpull', 10) WHERE id = $cid AND attempt = 2", '1', 30),
 	'pull: claimable again after the lease ran out (attempt 2)');
-like(sql("SELECT last_error FROM sched.tasks WHERE id = $cid"), qr/^ack_timeout: not acknowledged within 00:00:01 \(attempt 1 of 2\)$/,
+# (Attempt 1's lease, or already attempt 2's: a second's lease can run out
+# before this read on a busy machine, as on 18 in a CI run.)
+like(sql("SELECT last_error FROM sched.tasks WHERE id = $cid"), qr/^ack_timeout: not acknowledged within 00:00:01 \(attempt [12] of 2\)$/,
 	'pull: last_error says the lease ran out');
 ok(DelayschedTest::poll_until($node, "SELECT state FROM sched.tasks WHERE id = $cid", 'dead', 30),
 	'pull: dead after the second lease ran out');
@@ -344,7 +346,8 @@ is_deeply($q[0]{message}{payload}, $poison, 'poison: the payload arrived unchang
 my $patient = DelayschedTest::Listener->start($node, 'postgres', ['--ack'], 'cpoison');
 my @p = $patient->wait_for(1, 30);
 is(scalar @p, 1, 'poison: redelivered to the next consumer after the lease');
-is($p[0]{attempt}, 2, 'poison: as attempt 2');
+# (2, or 3 if the next consumer came after another lease: a busy machine.)
+cmp_ok($p[0]{attempt}, '>=', 2, 'poison: as a later attempt');
 ok(DelayschedTest::poll_until($node, "SELECT state FROM sched.tasks WHERE id = $pid_poison", 'done', 30),
 	'poison: done once acknowledged');
 
@@ -357,10 +360,12 @@ ok(DelayschedTest::poll_until($node, "SELECT state FROM sched.tasks WHERE id = $
 my ($ret, $stdout, $stderr) = $node->psql('postgres',
 	"BEGIN; SELECT sched.ack($rid2); SELECT 1 / 0; COMMIT;");
 like($stderr, qr/division by zero/, 'rollback: the consumer\'s transaction failed after its ack');
-is(sql("SELECT state FROM sched.tasks WHERE id = $rid2"), 'delivered', 'rollback: the ack was rolled back with it');
+# (Delivered, or pending again if its second's lease ran out meanwhile.)
+isnt(sql("SELECT state FROM sched.tasks WHERE id = $rid2"), 'done', 'rollback: the ack was rolled back with it');
 ok(DelayschedTest::poll_until($node, "SELECT attempt > 1 FROM sched.tasks WHERE id = $rid2", 't', 30),
 	'rollback: delivered again after the lease');
-is(sql("SELECT sched.ack($rid2)"), 't', 'rollback: a later ack finishes it');
+# (Polled: a lease of a second can run out between two statements here.)
+ok(DelayschedTest::poll_until($node, "SELECT sched.ack($rid2)", 't', 30), 'rollback: a later ack finishes it');
 
 # A payload too large for a NOTIFY (10 MB): the message says payload_omitted
 # and the consumer reads the payload from sched.tasks.
