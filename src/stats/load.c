@@ -386,11 +386,12 @@ control(TimestampTz now)
 	bool		pressure;
 	bool		quiet;
 	bool		application_busy;
-	int64		lag = standby_lag();
+	int64		lag;
 	int			held_by = 0;
 
 	if (now <= last_control_at)
 		return;
+	lag = standby_lag();
 	/* The rate over the last second: the oldest of the ring's steps. */
 	ring_at = (ring_at + 1) % RATE_RING;
 	if (ring_time[ring_at] == 0)
@@ -418,8 +419,8 @@ control(TimestampTz now)
 
 	if (usual_known && busy > usual * delaysched_load_max_slowdown + LOAD_SLACK_SESSIONS)
 		held_by |= LOAD_BY_BUSY_SESSIONS;
-	if (delaysched_load_max_standby_lag_kb >= 0 && lag >= 0 &&
-		lag > (int64) delaysched_load_max_standby_lag_kb * 1024)
+	/* (lag is -1 while the setting is -1: standby_lag watches nothing.) */
+	if (lag >= 0 && lag > (int64) delaysched_load_max_standby_lag_kb * 1024)
 		held_by |= LOAD_BY_STANDBY_LAG;
 	pressure = held_by != 0;
 	/* Why it holds back is what presses now (a cut recorded it first). */
