@@ -195,9 +195,22 @@ is($node->safe_psql('postgres',
 	'0', 'paused: no firing pending');
 # Paused for three seconds.  (The scenario.)
 sleep 3;
-my $resumed_at = $node->safe_psql('postgres',
-	"SELECT extract(epoch FROM clock_timestamp()), sched.resume_schedule('pz_every')");
-$resumed_at = (split /\|/, $resumed_at)[0];
+# The catch-up firing is the instant resume_schedule made: read in the
+# resume's own transaction, before any delivery can move the schedule on.
+# (A clock read beside the call is not it: the last instant before the
+# resume's own clock may fall after a clock read just before the call.)
+my $resumed_at = $node->safe_psql('postgres', q{
+	BEGIN;
+	SELECT extract(epoch FROM clock_timestamp());
+	SELECT sched.resume_schedule('pz_every');
+	SELECT extract(epoch FROM next_run_at), extract(epoch FROM clock_timestamp())
+	FROM sched.schedule WHERE name = 'pz_every';
+	COMMIT});
+my ($resume_start, undef, $caught_line) = split /\n/, $resumed_at;
+my ($caught_at, $resume_end) = split /\|/, $caught_line;
+$resumed_at = $resume_start;
+cmp_ok($caught_at, '<=', $resume_end, 'resume made a firing due already (catch_up latest)');
+cmp_ok($caught_at, '>', $paused_at + 1, 'that firing is an instant of the pause');
 my $before_resume = scalar $listener->received;
 ok(DelayschedTest::poll_until($node, qq{
 	SELECT last_run_at > to_timestamp($resumed_at) + interval '1 second'
@@ -205,7 +218,7 @@ ok(DelayschedTest::poll_until($node, qq{
 my @pz = $listener->stop;
 my @during = grep { $_->{recv_us} / $SEC > $paused_at + 0.5 && $_->{recv_us} / $SEC < $resumed_at } @pz;
 is(scalar @during, 0, 'nothing arrived while paused');
-my @caught = grep { $_->{run_at_us} / $SEC > $paused_at && $_->{run_at_us} / $SEC <= $resumed_at } @pz;
+my @caught = grep { $_->{run_at_us} / $SEC > $paused_at && $_->{run_at_us} / $SEC <= $caught_at } @pz;
 is(scalar @caught, 1, 'resume delivered one firing for the pause (catch_up latest)');
 my ($psent, $pdistinct, $pspan, $pr, $pm) = accounting('pz_every');
 cmp_ok($pm, '>=', 2, "the paused firings were counted missed ($pm)");
