@@ -31,7 +31,8 @@ SELECT count(*) AS functions,
                            OR EXISTS (SELECT FROM aclexplode(p.proacl) a WHERE a.grantee = 0)) AS public_acl,
        count(*) FILTER (WHERE has_function_privilege('regress_ds_nobody', p.oid, 'EXECUTE')) AS nobody_execute
 FROM pg_proc p WHERE p.pronamespace = 'sched'::regnamespace
-  AND p.proname NOT IN ('_caller', '_task_status', '_tokens', '_type_counts', '_workers', '_cluster');
+  AND p.proname NOT IN ('_caller', '_task_status', '_tokens', '_type_counts', '_workers', '_cluster',
+                        '_consumer_cap');
 
 -- no table, view, partition or sequence in sched is open to PUBLIC or a role without grants
 SELECT count(*) AS relations,

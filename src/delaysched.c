@@ -7,7 +7,8 @@
  *		installs the hook on database and extension commands.
  *
  * Shared memory: the table of databases served and the databases' areas
- * (base/shmem.c), the token buckets (core/limiter.c) and the numbers per
+ * (base/shmem.c), the token buckets (core/limiter.c), the types held to
+ * their consumers' pace (core/pace.c) and the numbers per
  * type (stats/stats.c) are asked for and created here, in one request and
  * one start-up hook, so that each family only knows its own part.  Their
  * locks are described once, in base/shmem.h (see Locks there).
@@ -55,6 +56,7 @@ request_shmem(void)
 	size = add_size(size, delaysched_limiter_shmem_size());
 	size = add_size(size, delaysched_load_shmem_size());
 	size = add_size(size, delaysched_key_limiter_shmem_size());
+	size = add_size(size, delaysched_pace_shmem_size());
 	size = add_size(size, delaysched_stats_shmem_size());
 	RequestAddinShmemSpace(size);
 	RequestNamedLWLockTranche("delaysched", delaysched_lwlocks_needed());
@@ -87,6 +89,7 @@ delaysched_shmem_startup(void)
 	delaysched_limiter_shmem_init();
 	delaysched_load_shmem_init();
 	delaysched_key_limiter_shmem_init();
+	delaysched_pace_shmem_init();
 	delaysched_stats_shmem_init();
 	LWLockRelease(AddinShmemInitLock);
 }

@@ -62,6 +62,33 @@ LANGUAGE c STRICT VOLATILE
 AS 'MODULE_PATHNAME', 'delaysched_forget_bucket_sql';
 COMMENT ON FUNCTION sched._forget_bucket(text, boolean) IS 'internal: free the token bucket of a type that lost its rate limit or was dropped';
 
+-- Consumer pace (src/core/pace.c): notify and pull types held to what
+-- their consumers acknowledge in time.
+CREATE OR REPLACE FUNCTION sched._note_ack(biz_type text, delivered_at timestamptz) RETURNS boolean
+LANGUAGE c STRICT VOLATILE
+AS 'MODULE_PATHNAME', 'delaysched_note_ack_sql';
+COMMENT ON FUNCTION sched._note_ack(text, timestamptz) IS 'internal: a delivery of a type, made then, was acknowledged now (true: its consumers are followed)';
+
+CREATE OR REPLACE FUNCTION sched._note_expired(biz_type text, delivered_at timestamptz) RETURNS void
+LANGUAGE c STRICT VOLATILE
+AS 'MODULE_PATHNAME', 'delaysched_note_expired_sql';
+COMMENT ON FUNCTION sched._note_expired(text, timestamptz) IS 'internal: the lease of a delivery of a type, made then, ran out';
+
+CREATE OR REPLACE FUNCTION sched._consumer_cap(biz_type text) RETURNS int
+LANGUAGE c STRICT VOLATILE
+AS 'MODULE_PATHNAME', 'delaysched_consumer_cap_sql';
+COMMENT ON FUNCTION sched._consumer_cap(text) IS 'internal: the deliveries awaiting acknowledgement a type is held to by its consumers'' pace (NULL: not held; 0: being set)';
+
+CREATE OR REPLACE FUNCTION sched._pace_start(biz_type text, in_flight int) RETURNS int
+LANGUAGE c STRICT VOLATILE
+AS 'MODULE_PATHNAME', 'delaysched_pace_start_sql';
+COMMENT ON FUNCTION sched._pace_start(text, int) IS 'internal: set a newly held type''s first pace cap from what its consumers hold';
+
+CREATE OR REPLACE FUNCTION sched._pace_release(biz_type text, forget boolean DEFAULT false) RETURNS void
+LANGUAGE c STRICT VOLATILE
+AS 'MODULE_PATHNAME', 'delaysched_pace_release_sql';
+COMMENT ON FUNCTION sched._pace_release(text, boolean) IS 'internal: a type''s consumers caught up: no longer held to their pace (forget: the type was dropped or defined again)';
+
 CREATE OR REPLACE FUNCTION sched._caller() RETURNS oid
 LANGUAGE c STRICT STABLE
 AS 'MODULE_PATHNAME', 'delaysched_caller';

@@ -255,6 +255,7 @@ AS $$
 DECLARE
 	v_done bigint[];
 	v_firings bigint[];
+	v_paced bigint;
 	f record;
 BEGIN
 	WITH gone AS (
@@ -275,12 +276,16 @@ BEGIN
 			   coalesce(p_error, gone.last_error), gone.schedule,
 			   gone.command, gone.run_as, gone.run_now, gone.key, gone.priority
 		FROM gone
-		RETURNING id, schedule, attempt, run_now
+		RETURNING id, schedule, attempt, run_now, biz_type, delivered_at
 	)
 	SELECT coalesce(pg_catalog.array_agg(stored.id), '{}'),
 		   pg_catalog.array_agg(stored.id) FILTER (WHERE stored.schedule IS NOT NULL AND stored.attempt = 0
-												 AND stored.run_now IS NOT TRUE)
-	INTO v_done, v_firings FROM stored;
+												 AND stored.run_now IS NOT TRUE),
+		   -- Each acknowledgement (done from delivered) for its consumers'
+		   -- pace (src/core/pace.c).
+		   pg_catalog.count(*) FILTER (WHERE p_state = 'done' AND stored.delivered_at IS NOT NULL
+									   AND sched._note_ack(stored.biz_type, stored.delivered_at))
+	INTO v_done, v_firings, v_paced FROM stored;
 	IF p_state = 'cancelled' AND v_firings IS NOT NULL THEN
 		FOR f IN SELECT x.id, x.run_at, x.biz_type, x.schedule FROM sched.finished x
 				 WHERE x.id = ANY (v_firings) ORDER BY x.run_at LOOP

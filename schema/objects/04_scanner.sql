@@ -55,6 +55,10 @@ BEGIN
 										 r.ack_timeout, r.attempt, r.max_attempts);
 		END IF;
 		PERFORM sched._tally(r.biz_type, 'ack_timeout', 1);
+		IF r.delivery IN ('notify', 'pull') THEN
+			-- Its consumers fell behind (src/core/pace.c).
+			PERFORM sched._note_expired(r.biz_type, r.delivered_at);
+		END IF;
 		IF r.delivery = 'sql' THEN
 			PERFORM sched._sql_lost_run(r.id, r.attempt, r.biz_type, r.delivered_at,
 										CASE WHEN r.attempt >= r.max_attempts THEN 'dead' ELSE 'retry' END, v_error);

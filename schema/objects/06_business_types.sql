@@ -140,6 +140,9 @@ BEGIN
 	IF rate_limit IS NULL AND v_old_rate IS NOT NULL THEN
 		PERFORM sched._forget_bucket(name, false);
 	END IF;
+	-- A new definition (a longer lease, another delivery) starts without a
+	-- hold to its consumers' pace; a late acknowledgement makes one again.
+	PERFORM sched._pace_release(name, true);
 	-- The drain reads the limits afresh: let it look at once, with the new ones.
 	PERFORM sched._wake_drain();
 
@@ -201,6 +204,7 @@ BEGIN
 	END LOOP;
 	DELETE FROM sched.biz b WHERE b.name = drop_biz.name;
 	PERFORM sched._forget_bucket(name, true);
+	PERFORM sched._pace_release(name, true);
 	RETURN v_unfinished;
 END
 $$;

@@ -487,6 +487,8 @@ DECLARE
 	v_max int := p_max;
 	v_tokens int := 0;
 	v_claimed int;
+	v_pace int;
+	v_in_flight int;
 	c record;
 	a record;
 BEGIN
@@ -501,6 +503,21 @@ BEGIN
 	END IF;
 	IF b.paused THEN
 		RETURN;
+	END IF;
+	-- Held to its consumers' pace (src/core/pace.c): no more awaiting
+	-- acknowledgement than its cap, set from what they hold when it is 0.
+	v_pace := sched._consumer_cap(b.name);
+	IF v_pace IS NOT NULL THEN
+		SELECT pg_catalog.count(*) INTO v_in_flight
+		FROM (SELECT FROM sched.task t WHERE t.biz_type = b.name AND t.state = 'd'
+			  LIMIT CASE WHEN v_pace = 0 THEN 100000 ELSE v_pace END) s;
+		IF v_pace = 0 THEN
+			v_pace := sched._pace_start(b.name, v_in_flight);
+		END IF;
+		v_max := LEAST(v_max, coalesce(v_pace - v_in_flight, v_max));
+		IF v_max <= 0 THEN
+			RETURN;
+		END IF;
 	END IF;
 	IF b.limited THEN
 		-- One claim at a time counts a capped type's leases and takes slots.
@@ -521,9 +538,14 @@ BEGIN
 	FROM sched._lease(c.buckets, c.ids, '{p,r}', v_now, b.ack_timeout, p_skip => c.skipped) l
 	JOIN pg_catalog.unnest(c.ids) WITH ORDINALITY AS o(id, ord) ON o.id = l.id
 	ORDER BY o.ord;
+	GET DIAGNOSTICS v_claimed = ROW_COUNT;
 	IF v_tokens > 0 THEN
-		GET DIAGNOSTICS v_claimed = ROW_COUNT;
 		PERFORM sched._return_tokens(b.name, v_tokens - v_claimed);
+	END IF;
+	-- Nothing left to claim, and its consumers hold at most half the cap:
+	-- they caught up.
+	IF v_pace IS NOT NULL AND v_claimed < v_max AND v_in_flight + v_claimed <= v_pace / 2 THEN
+		PERFORM sched._pace_release(b.name);
 	END IF;
 END
 $$;

@@ -92,13 +92,14 @@ CREATE OR REPLACE VIEW sched.biz_stats WITH (security_barrier) AS
 		   round(sched._tokens(b.name, b.rate_limit, b.burst)::numeric, 1) AS tokens,
 		   CASE WHEN b.delivery = 'notify' AND NOT b.paused THEN coalesce(counts.ready, 0) ELSE 0 END AS throttled,
 		   coalesce(rates.current_rate, 0) AS current_rate,
-		   b.weight
+		   b.weight,
+		   CASE WHEN b.delivery IN ('notify', 'pull') THEN sched._consumer_cap(b.name) END AS consumer_cap
 	FROM sched.biz b
 	LEFT JOIN sched._counts counts ON counts.biz_type = b.name
 	LEFT JOIN sched._due due ON due.biz_type = b.name
 	LEFT JOIN rates ON rates.biz_type = b.name
 	WHERE ((SELECT v.sees_all FROM sched._viewer v) OR b.name IN (SELECT vt.biz_type FROM sched._viewer_types vt));
-COMMENT ON VIEW sched.biz_stats IS 'per business type: task counts, delivery rate and lateness over the last minute, limits, tokens and throttled tasks';
+COMMENT ON VIEW sched.biz_stats IS 'per business type: task counts, delivery rate and lateness over the last minute, limits, tokens, throttled tasks and the cap its consumers'' pace holds it to';
 
 CREATE OR REPLACE VIEW sched.attempts WITH (security_barrier) AS
 	SELECT a.task_id AS id, a.biz_type, a.attempt, a.started_at, a.duration, a.http_status,

@@ -35,7 +35,7 @@ $privileges$;
 -- (src/cluster/worker_views.c).
 GRANT EXECUTE ON FUNCTION sched._caller(),
 	sched._task_status(bigint, text, "char", timestamptz, int, timestamptz, text, boolean, boolean, int),
-	sched._tokens(text, float8, int), sched._type_counts(text[]),
+	sched._tokens(text, float8, int), sched._type_counts(text[]), sched._consumer_cap(text),
 	sched._workers(), sched._cluster() TO PUBLIC;
 -- The cluster-wide view is for monitoring (src/worker_views.c checks it too).
 GRANT USAGE ON SCHEMA sched TO pg_monitor;

@@ -44,6 +44,8 @@
  * extension, sched.extend, to the node the id
  * names (as sched.ack); sched.cancel_by_key to the node that owns the
  * dedupe key (where sched.add put the task).
+ *
+ * sched.biz_stats shows consumer_cap, the nodes' consumer pace (at the end).
  */
 
 DROP FUNCTION sched.drop_schedule(text);
@@ -698,3 +700,55 @@ GRANT EXECUTE ON FUNCTION sched._add_many_on(int, text, timestamptz[], jsonb[], 
 	sched._claim_on(int, text, int), sched._claim(text, int) TO PUBLIC;
 REVOKE ALL ON FUNCTION sched.add_many(text, timestamptz[], jsonb[], text[], text[], int[]),
 	sched.claim(text, int) FROM PUBLIC;
+
+-- sched.biz_stats gains consumer_cap (the nodes' consumer pace), at the end:
+-- summed over the nodes, NULL where none holds the type.  The node call
+-- returns it; the view reads the nodes' rows itself (replaced in place, so
+-- its grants stay), which frees _gather_stats, drop_biz's reader, to be
+-- made again with the column too.
+DROP FUNCTION sched._biz_stats_on(int);
+CREATE FUNCTION sched._biz_stats_on(p int)
+RETURNS TABLE(biz_type text, delivery text, channel text, paused boolean, pending bigint, due_now bigint,
+	awaiting_ack bigint, done bigint, dead bigint, delivered_per_sec numeric, lateness_p50 interval,
+	lateness_p99 interval, rate_limit float8, burst int, max_concurrency int, tokens numeric,
+	throttled bigint, current_rate numeric, weight int, consumer_cap int)
+LANGUAGE plproxy AS $$ CLUSTER 'delaysched'; RUN ON p;
+	SELECT s.biz_type, s.delivery, s.channel, s.paused, s.pending, s.due_now, s.awaiting_ack, s.done,
+		s.dead, s.delivered_per_sec, s.lateness_p50, s.lateness_p99, s.rate_limit, s.burst,
+		s.max_concurrency, s.tokens, s.throttled, s.current_rate, s.weight, s.consumer_cap
+	FROM sched.biz_stats s; $$;
+
+CREATE OR REPLACE VIEW sched.biz_stats AS
+	SELECT s.biz_type, max(s.delivery) AS delivery, max(s.channel) AS channel, bool_or(s.paused) AS paused,
+		   sum(s.pending)::bigint AS pending, sum(s.due_now)::bigint AS due_now,
+		   sum(s.awaiting_ack)::bigint AS awaiting_ack, sum(s.done)::bigint AS done, sum(s.dead)::bigint AS dead,
+		   sum(s.delivered_per_sec) AS delivered_per_sec,
+		   max(s.lateness_p50) AS lateness_p50, max(s.lateness_p99) AS lateness_p99,
+		   sum(s.rate_limit) AS rate_limit, sum(s.burst)::int AS burst, sum(s.max_concurrency)::int AS max_concurrency,
+		   sum(s.tokens) AS tokens, sum(s.throttled)::bigint AS throttled, sum(s.current_rate) AS current_rate,
+		   max(s.weight) AS weight, sum(s.consumer_cap)::int AS consumer_cap
+	FROM sched._gather('biz_stats') AS s(node int, biz_type text, delivery text, channel text,
+		paused boolean, pending bigint, due_now bigint, awaiting_ack bigint, done bigint, dead bigint,
+		delivered_per_sec numeric, lateness_p50 interval, lateness_p99 interval, rate_limit float8,
+		burst int, max_concurrency int, tokens numeric, throttled bigint, current_rate numeric, weight int,
+		consumer_cap int)
+	GROUP BY s.biz_type;
+
+DROP FUNCTION sched._gather_stats();
+CREATE FUNCTION sched._gather_stats()
+RETURNS TABLE(node int, biz_type text, delivery text, channel text, paused boolean, pending bigint,
+	due_now bigint, awaiting_ack bigint, done bigint, dead bigint, delivered_per_sec numeric,
+	lateness_p50 interval, lateness_p99 interval, rate_limit float8, burst int, max_concurrency int,
+	tokens numeric, throttled bigint, current_rate numeric, weight int, consumer_cap int, unfinished bigint)
+LANGUAGE sql
+SET search_path = pg_catalog, pg_temp
+AS $$
+	SELECT s.*, s.pending + s.awaiting_ack
+	FROM sched._gather('biz_stats') AS s(node int, biz_type text, delivery text, channel text,
+		paused boolean, pending bigint, due_now bigint, awaiting_ack bigint, done bigint, dead bigint,
+		delivered_per_sec numeric, lateness_p50 interval, lateness_p99 interval, rate_limit float8,
+		burst int, max_concurrency int, tokens numeric, throttled bigint, current_rate numeric, weight int,
+		consumer_cap int)
+$$;
+COMMENT ON FUNCTION sched._gather_stats() IS 'internal: sched.biz_stats of every node that answers, with the node';
+GRANT EXECUTE ON FUNCTION sched._biz_stats_on(int), sched._gather_stats() TO PUBLIC;

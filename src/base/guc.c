@@ -56,6 +56,7 @@ int			delaysched_max_keys = 100000;
 int			delaysched_max_stats_types = 1000;
 double		delaysched_max_deliveries_per_second = 0;
 bool		delaysched_load_control = false;
+bool		delaysched_consumer_pace = true;
 double		delaysched_load_max_slowdown = 1.25;
 double		delaysched_load_min_deliveries_per_second = 100;
 int			delaysched_load_max_standby_lag_kb = 65536;
@@ -331,6 +332,16 @@ delaysched_define_gucs(void)
 							 "every type's due tasks are parked and shared out fairly by the drain.",
 							 &delaysched_max_deliveries_per_second,
 							 0, 0, 10000000,
+							 PGC_SIGHUP,
+							 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("delaysched.consumer_pace",
+							 "Holds a notify or pull type to what its consumers acknowledge in time.",
+							 "An acknowledgement a quarter of ack_timeout later than the quickest, or a lease that runs "
+							 "out, caps the deliveries awaiting acknowledgement; the cap grows again as they keep up.",
+							 &delaysched_consumer_pace,
+							 true,
 							 PGC_SIGHUP,
 							 0,
 							 NULL, NULL, NULL);

@@ -29,6 +29,7 @@ extern int	delaysched_max_keys;
 extern int	delaysched_max_stats_types;
 extern double delaysched_max_deliveries_per_second;
 extern bool delaysched_load_control;
+extern bool delaysched_consumer_pace;
 extern double delaysched_load_max_slowdown;
 extern double delaysched_load_min_deliveries_per_second;
 extern int	delaysched_load_max_standby_lag_kb;

@@ -122,6 +122,13 @@
  *		idle buckets); shared: to count the buckets (sched._key_buckets()).
  *		Taken with no other delaysched lock held.
  *
+ *	 pace lock (DELAYSCHED_LWLOCK_PACE) guards the table of types held to
+ *		their consumers' pace (core/pace.c).  Exclusive: to hold a type,
+ *		cut or raise its cap, or let it go (a lookup); shared: to read a
+ *		cap (a lookup) or list a database's held types (a walk of the
+ *		table, only while some type is held).  Taken with no other
+ *		delaysched lock held.
+ *
  *	 stats lock (DELAYSCHED_LWLOCK_STATS) guards the hash table of numbers
  *		(stats/stats.c).  Shared: to add to an entry that exists, and to read
  *		entries (the numbers are atomics, added with pg_atomic_fetch_add and
@@ -222,7 +229,8 @@
 #define DELAYSCHED_LWLOCK_CLUSTER	1
 #define DELAYSCHED_LWLOCK_STATS		2
 #define DELAYSCHED_LWLOCK_KEYS		3
-#define DELAYSCHED_LWLOCK_FIRST_DATABASE 4
+#define DELAYSCHED_LWLOCK_PACE		4
+#define DELAYSCHED_LWLOCK_FIRST_DATABASE 5
 #define DELAYSCHED_LWLOCK_RANGES	0	/* within a database's */
 #define DELAYSCHED_LWLOCK_WORKERS	1
 #define DELAYSCHED_LWLOCK_HTTP		2	/* + the HTTP worker's index */

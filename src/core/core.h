@@ -108,6 +108,20 @@ extern Datum delaysched_return_tokens_sql(PG_FUNCTION_ARGS);
 extern Datum delaysched_forget_bucket_sql(PG_FUNCTION_ARGS);
 
 /*
+ * Consumer pace: notify and pull types held to what their consumers
+ * acknowledge in time (see pace.c).
+ */
+
+extern Size delaysched_pace_shmem_size(void);
+extern void delaysched_pace_shmem_init(void);
+extern bool delaysched_note_ack(const char *biz, TimestampTz delivered_at, bool expired);
+extern int	delaysched_pace_cap(const char *biz);
+extern int	delaysched_pace_start(const char *biz, int in_flight);
+extern void delaysched_pace_release(const char *biz, bool forget);
+extern char **delaysched_paced_notify_types(int *count);
+extern bool delaysched_pace_parks(void);
+
+/*
  * Waking the scanner after a commit that added a task due sooner, and
  * the drain after one that parked tasks or freed a slot, the HTTP
  * workers after one that parked tasks of an http type (wake.c).

@@ -15,7 +15,8 @@
  *
  * One drain, in one transaction:
  *	 1. reads the types that have (or may have) parked tasks: the hinted
- *		ones, or every notify type that has any when a full probe is due;
+ *		ones and those held to their consumers' pace, or every notify type
+ *		that has any when a full probe is due;
  *		paused types are left alone.  Their sched.biz rows are locked
  *		FOR NO KEY UPDATE SKIP LOCKED, which serialises the drain with
  *		sched.define_biz, sched.pause and sched.drop_biz (sched.add's
@@ -23,7 +24,8 @@
  *		limits, so a new definition applies at the next drain;
  *	 2. works out what each type may have: the tokens its bucket gives, the
  *		slots its concurrency cap leaves (deliveries awaiting
- *		acknowledgement are counted), at most a batch;
+ *		acknowledgement are counted), and its consumers' pace cap while it
+ *		is held to one (pace.c), at most a batch;
  *	 3. shares the batch, and the global cap's tokens, across the types by
  *		weighted water-filling (shares.c): every type gets its weight's
  *		share, and what a type cannot use goes to the others;
@@ -75,6 +77,12 @@
 /* While hints remain: look again at least this often. */
 #define HINT_RECHECK_MS			5000
 
+/*
+ * A type newly held to its consumers' pace: its deliveries awaiting
+ * acknowledgement are counted up to this many to set its first cap.
+ */
+#define PACE_START_COUNT_MAX	100000
+
 /* What held a type back in this drain. */
 typedef enum DrainLimit
 {
@@ -95,6 +103,9 @@ typedef struct DrainType
 	double		rate;			/* 0: no rate limit */
 	int			burst;
 	int			max_concurrency;	/* 0: no cap */
+	int			pace_cap;		/* its consumers' pace (pace.c); -1: not held */
+	int			in_flight;		/* deliveries awaiting acknowledgement, counted
+								 * up to the caps (-1: not counted) */
 	bool		keys_capped;	/* each key has a cap (key_max_concurrency) */
 	bool		keys_rate_limited;	/* each key has a bucket (key_rate_limit) */
 	int			weight;
@@ -189,27 +200,33 @@ prepare_plans(void)
 	plans.extension = extension;
 }
 
-/* The hinted names as a text[] parameter. */
+/* The hinted names and the held ones (paced) as a text[] parameter. */
 static Datum
-hint_array(BacklogHint *hints, int count)
+hint_array(BacklogHint *hints, int count, char **paced, int npaced)
 {
-	Datum	   *names = palloc(sizeof(Datum) * Max(1, count));
+	Datum	   *names = palloc(sizeof(Datum) * Max(1, count + npaced));
 
 	for (int i = 0; i < count; i++)
 		names[i] = CStringGetTextDatum(hints[i].name);
-	return PointerGetDatum(construct_array(names, count, TEXTOID, -1, false, TYPALIGN_INT));
+	for (int i = 0; i < npaced; i++)
+		names[count + i] = CStringGetTextDatum(paced[i]);
+	return PointerGetDatum(construct_array(names, count + npaced, TEXTOID, -1, false, TYPALIGN_INT));
 }
 
-/* Read the types to drain (step 1). */
+/*
+ * Read the types to drain (step 1): the hinted ones, those held to their
+ * consumers' pace (paced, npaced) and, if probe_all, every notify type with
+ * parked tasks.
+ */
 static DrainType *
-read_types(BacklogHint *hints, int nhints, bool probe_all, int *count)
+read_types(BacklogHint *hints, int nhints, char **paced, int npaced, bool probe_all, int *count)
 {
 	Datum		values[2];
 	DrainType  *types;
 	TupleDesc	desc;
 
 	values[0] = BoolGetDatum(probe_all);
-	values[1] = hint_array(hints, nhints);
+	values[1] = hint_array(hints, nhints, paced, npaced);
 	if (SPI_execute_plan(plans.types, values, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read the business types to drain");
 
@@ -235,6 +252,8 @@ read_types(BacklogHint *hints, int nhints, bool probe_all, int *count)
 		t->weight = DatumGetInt32(SPI_getbinval(tuple, desc, 7, &isnull));
 		t->keys_capped = DatumGetBool(SPI_getbinval(tuple, desc, 8, &isnull));
 		t->keys_rate_limited = DatumGetBool(SPI_getbinval(tuple, desc, 9, &isnull));
+		t->pace_cap = npaced > 0 ? delaysched_pace_cap(t->name) : -1;
+		t->in_flight = -1;
 		for (int h = 0; h < nhints; h++)
 			if (strcmp(hints[h].name, t->name) == 0)
 			{
@@ -249,8 +268,8 @@ read_types(BacklogHint *hints, int nhints, bool probe_all, int *count)
 }
 
 /*
- * What one type may have by its concurrency cap (step 2); its rate limit
- * is applied by take_tokens, below.
+ * What one type may have by its concurrency cap and its consumers' pace
+ * (step 2); its rate limit is applied by take_tokens, below.
  */
 static void
 allow(DrainType *t, int batch, bool *waits_for_slot)
@@ -264,10 +283,11 @@ allow(DrainType *t, int batch, bool *waits_for_slot)
 		pg_memory_barrier();
 		*waits_for_slot = true;
 	}
-	if (t->max_concurrency > 0)
+	if (t->max_concurrency > 0 || t->pace_cap >= 0)
 	{
 		Datum		values[2];
 		int			room;
+		int			cap = t->max_concurrency > 0 ? t->max_concurrency : PG_INT32_MAX;
 
 		/*
 		 * Say that an acknowledgement should wake the drain before counting,
@@ -281,13 +301,42 @@ allow(DrainType *t, int batch, bool *waits_for_slot)
 			*waits_for_slot = true;
 		}
 		values[0] = CStringGetTextDatum(t->name);
-		values[1] = Int32GetDatum(t->max_concurrency);
-		room = t->max_concurrency - delaysched_fetch_int(plans.in_flight, values);
+		/* A hold whose cap is not set yet counts what its consumers hold. */
+		if (t->pace_cap == 0)
+			values[1] = Int32GetDatum(Max(PACE_START_COUNT_MAX, t->max_concurrency));
+		else
+			values[1] = Int32GetDatum(t->pace_cap > 0 ? Min(cap, t->pace_cap) : cap);
+		t->in_flight = delaysched_fetch_int(plans.in_flight, values);
+		if (t->pace_cap == 0)
+			t->pace_cap = delaysched_pace_start(t->name, t->in_flight);
+		if (t->pace_cap > 0)
+			cap = Min(cap, t->pace_cap);
+		room = cap - t->in_flight;
 		if (room < t->allowed)
 		{
 			t->allowed = Max(room, 0);
 			t->limit = LIMIT_SLOTS;
 		}
+	}
+}
+
+/*
+ * A type held to its consumers' pace that the drain did not read (dropped,
+ * paused, no longer a notify type, or being redefined) is let go: a hold
+ * would otherwise keep the database's ticks parking every notify type, and
+ * a late acknowledgement holds it again if its consumers still lag.
+ */
+static void
+release_unseen_holds(char **paced, int npaced, DrainType *types, int ntypes)
+{
+	for (int p = 0; p < npaced; p++)
+	{
+		bool		seen = false;
+
+		for (int i = 0; i < ntypes && !seen; i++)
+			seen = strcmp(types[i].name, paced[p]) == 0;
+		if (!seen)
+			delaysched_pace_release(paced[p], false);
 	}
 }
 
@@ -452,6 +501,8 @@ delaysched_drain(TimestampTz now, int batch, DrainResult *result)
 {
 	BacklogHint *hints;
 	int			nhints;
+	char	  **paced;
+	int			npaced;
 	bool		probe_all;
 	DrainType  *types;
 	int			ntypes;
@@ -473,7 +524,9 @@ delaysched_drain(TimestampTz now, int batch, DrainResult *result)
 	prepare_plans();
 
 	hints = delaysched_backlog_hints(&nhints, &probe_all, now);
-	types = read_types(hints, nhints, probe_all, &ntypes);
+	paced = delaysched_paced_notify_types(&npaced);
+	types = read_types(hints, nhints, paced, npaced, probe_all, &ntypes);
+	release_unseen_holds(paced, npaced, types, ntypes);
 
 	/*
 	 * One time for the whole drain: the buckets are refilled up to it and the
@@ -529,6 +582,9 @@ delaysched_drain(TimestampTz now, int batch, DrainResult *result)
 			{
 				if (t->hinted)
 					delaysched_backlog_drained(t->name, t->marks);
+				/* Held to its consumers' pace, and they caught up. */
+				if (t->pace_cap > 0 && t->in_flight + sent <= t->pace_cap / 2)
+					delaysched_pace_release(t->name, false);
 				continue;
 			}
 			if (!t->hinted)
@@ -588,6 +644,9 @@ delaysched_drain(TimestampTz now, int batch, DrainResult *result)
 	 */
 	if (nhints > 0)
 		next = Min(next, TimestampTzPlusMilliseconds(now, HINT_RECHECK_MS));
+	/* A held type's hold ends only when a drain sees its consumers caught up. */
+	if (npaced > 0)
+		next = Min(next, TimestampTzPlusMilliseconds(now, SLOT_RECHECK_MS));
 
 	/* A batch cut short: again at once; otherwise not too often. */
 	if (next > now)

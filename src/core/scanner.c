@@ -749,7 +749,12 @@ delaysched_scanner_main(Datum main_arg)
 			now >= range.next_sweep ||
 			now - range.last_sweep >= sweep_every ||
 			now < range.last_sweep;
-		request.park_all = delaysched_max_deliveries_per_second > 0;
+		/*
+		 * Every notify type's tasks go through the drain under the global
+		 * cap, and while one of them is held to its consumers' pace.
+		 */
+		request.park_all = delaysched_max_deliveries_per_second > 0 ||
+			delaysched_pace_parks();
 		request.urgent = range.urgent_at <= now;
 		request.shares = true;
 		request.retention_s = delaysched_retention_s;

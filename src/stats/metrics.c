@@ -67,6 +67,7 @@ typedef struct TypeMetrics
 	int64		dead;
 	int64		cancelled;
 	int64		due_pending;	/* 'p' with run_at <= now() */
+	int64		consumer_cap;	/* its consumers' pace holds it to; -1: not held */
 	int64		v[SS_COUNT];	/* shared memory's, zeros if none */
 } TypeMetrics;
 
@@ -76,7 +77,8 @@ static const char types_sql[] =
 "       sched._tokens(b.name, b.rate_limit, b.burst),"
 "       coalesce(c.pending, 0), coalesce(c.ready, 0), coalesce(c.delivered, 0),"
 "       coalesce(c.done, 0), coalesce(c.dead, 0), coalesce(c.cancelled, 0),"
-"       coalesce(d.due, 0)"
+"       coalesce(d.due, 0),"
+"       coalesce(CASE WHEN b.delivery IN ('notify', 'pull') THEN sched._consumer_cap(b.name) END, -1)::int8"
 "  FROM sched.biz b"
 "  LEFT JOIN sched._counts c ON c.biz_type = b.name"
 "  LEFT JOIN sched._due d ON d.biz_type = b.name";
@@ -328,6 +330,7 @@ collect_types(int *ntypes)
 		t->dead = int8_at(i, 10);
 		t->cancelled = int8_at(i, 11);
 		t->due_pending = int8_at(i, 12);
+		t->consumer_cap = int8_at(i, 13);
 	}
 	foreach(lc, copies)
 	{
@@ -516,6 +519,12 @@ put_gauges(Emitter *e, const TypeMetrics *types, int ntypes)
 	for (int i = 0; i < ntypes; i++)
 		if (types[i].defined && types[i].limited)
 			sample(e, e->family, &types[i], NULL, 0, types[i].tokens);
+
+	family(e, "delaysched_consumer_cap", "gauge",
+		   "Deliveries awaiting acknowledgement a type is held to while its consumers fall behind (0: being set).");
+	for (int i = 0; i < ntypes; i++)
+		if (types[i].defined && types[i].consumer_cap >= 0)
+			sample(e, e->family, &types[i], NULL, 0, (double) types[i].consumer_cap);
 }
 
 /*

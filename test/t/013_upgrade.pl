@@ -319,7 +319,7 @@ is($node->safe_psql('grants02', q{
 	'the grants on drop, pause and resume_schedule (text) went to their (text, text), which name the type too');
 is($node->safe_psql('grants02', "SET ROLE g02_nobody; SELECT count(*) FROM sched.next_runs('every 1 hour', n => 3)"),
 	'3', 'what PUBLIC was granted at 0.2 stays granted');
-is(public_functions(), '_caller,_cluster,_task_status,_tokens,_type_counts,_workers,next_runs',
+is(public_functions(), '_caller,_cluster,_consumer_cap,_task_status,_tokens,_type_counts,_workers,next_runs',
 	'PUBLIC executes no function the update made but those the views call');
 is($public_at_02, '_caller,next_runs', '(the function the views call, and the one granted)');
 $node->safe_psql('postgres', 'DROP DATABASE grants02; DROP ROLE g02_worker; DROP ROLE g02_nobody');
