@@ -543,8 +543,11 @@ BEGIN
 		PERFORM sched._return_tokens(b.name, v_tokens - v_claimed);
 	END IF;
 	-- Nothing left to claim, and its consumers hold at most half the cap:
-	-- they caught up.
-	IF v_pace IS NOT NULL AND v_claimed < v_max AND v_in_flight + v_claimed <= v_pace / 2 THEN
+	-- they caught up.  (A claim may take fewer than it may for other
+	-- reasons: rows another claim holds, keys at their caps.)
+	IF v_pace IS NOT NULL AND v_claimed < v_max AND v_in_flight + v_claimed <= v_pace / 2
+	   AND NOT EXISTS (SELECT FROM sched.task t
+					   WHERE t.biz_type = b.name AND t.state IN ('p', 'r') AND t.run_at <= v_now) THEN
 		PERFORM sched._pace_release(b.name);
 	END IF;
 END

@@ -62,6 +62,7 @@
  */
 #include "postgres.h"
 
+#include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
@@ -71,6 +72,7 @@
 #include "storage/shmem.h"
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
+#include "utils/memutils.h"
 #include "utils/timestamp.h"
 
 #include "base/base.h"
@@ -213,6 +215,35 @@ read_definition(const char *biz, char *delivery, int64 *lease_us)
 }
 
 /*
+ * The table is full: remove an entry that holds nothing, one of a type
+ * whose consumers are not followed (http, sql) first, else the first not
+ * held (its least times are learnt again).  Lock held exclusively, so no
+ * spinlock is needed to read the entries.
+ */
+static void
+make_room(void)
+{
+	HASH_SEQ_STATUS scan;
+	PaceEntry  *entry;
+	PaceEntry  *victim = NULL;
+
+	hash_seq_init(&scan, entries);
+	while ((entry = hash_seq_search(&scan)) != NULL)
+	{
+		if (entry->delivery == 'o')
+		{
+			victim = entry;
+			hash_seq_term(&scan);
+			break;
+		}
+		if (victim == NULL && !entry->held)
+			victim = entry;
+	}
+	if (victim != NULL)
+		hash_search(entries, &victim->key, HASH_REMOVE, NULL);
+}
+
+/*
  * The entry of type biz, made if missing (NULL if there is no room, or no
  * such type).  On return the lock is held shared if an entry was found,
  * exclusive if one was made, and not at all on NULL.
@@ -236,14 +267,19 @@ find_or_make(const char *biz, TimestampTz now)
 	if (!read_definition(biz, &delivery, &lease_us))
 		return NULL;
 	LWLockAcquire(pace->lock, LW_EXCLUSIVE);
+	entry = hash_search(entries, &key, HASH_FIND, NULL);
+	if (entry == NULL && hash_get_num_entries(entries) >= delaysched_max_biz_types)
+		make_room();
 	entry = hash_search(entries, &key, HASH_ENTER_NULL, &found);
-	if (entry == NULL)
+	if (entry == NULL || (!found && hash_get_num_entries(entries) > delaysched_max_biz_types))
 	{
+		if (entry != NULL)
+			hash_search(entries, &key, HASH_REMOVE, NULL);
 		LWLockRelease(pace->lock);
 		if (pg_atomic_exchange_u32(&pace->full_reported, 1) == 0)
 			ereport(LOG,
 					(errmsg("delaysched: no room to follow the consumers of business type \"%s\"", biz),
-					 errdetail("Its tasks are delivered as if its consumers kept up."),
+					 errdetail("Its tasks are delivered as if its consumers kept up; every type in the table is held."),
 					 errhint("Raise delaysched.max_biz_types.")));
 		return NULL;
 	}
@@ -393,6 +429,55 @@ delaysched_pace_start(const char *biz, int in_flight)
 }
 
 /*
+ * The types whose entries go when the current transaction commits (it
+ * defined or dropped them), and the callback that removes them: an
+ * acknowledgement between sched.define_biz's removal and its commit would
+ * make the entry again from the definition still committed.
+ */
+static List *forget_at_commit = NIL;
+static bool forget_callback_registered = false;
+
+static void
+forget_xact_callback(XactEvent event, void *arg)
+{
+	List	   *names = forget_at_commit;
+	ListCell   *lc;
+
+	switch (event)
+	{
+		case XACT_EVENT_COMMIT:
+		case XACT_EVENT_PARALLEL_COMMIT:
+			forget_at_commit = NIL;
+			foreach(lc, names)
+				delaysched_pace_release((const char *) lfirst(lc), true);
+			list_free_deep(names);
+			break;
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PARALLEL_ABORT:
+		case XACT_EVENT_PREPARE:
+			forget_at_commit = NIL;
+			list_free_deep(names);
+			break;
+		default:
+			break;
+	}
+}
+
+static void
+forget_when_committed(const char *biz)
+{
+	MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+
+	forget_at_commit = lappend(forget_at_commit, pstrdup(biz));
+	MemoryContextSwitchTo(old);
+	if (!forget_callback_registered)
+	{
+		RegisterXactCallback(forget_xact_callback, NULL);
+		forget_callback_registered = true;
+	}
+}
+
+/*
  * The type's consumers caught up: it is no longer held.  With forget (the
  * type was dropped or defined again), its entry goes too.
  */
@@ -421,13 +506,26 @@ delaysched_pace_release(const char *biz, bool forget)
 	LWLockRelease(pace->lock);
 }
 
+/* Is this entry a held notify type of this database?  Lock held. */
+static bool
+held_notify_here(PaceEntry *entry)
+{
+	bool		held;
+
+	if (entry->key.database != MyDatabaseId || entry->delivery != 'n')
+		return false;
+	SpinLockAcquire(&entry->mutex);
+	held = entry->held;
+	SpinLockRelease(&entry->mutex);
+	return held;
+}
+
 /*
  * The held notify types of this database (palloc'd names, *count of them),
- * for the drain, which looks at them whether or not they were hinted; or,
- * with first_only, at most one (is there any?).
+ * for the drain, which looks at them whether or not they were hinted.
  */
-static char **
-held_notify_types(int *count, bool first_only)
+char	  **
+delaysched_paced_notify_types(int *count)
 {
 	HASH_SEQ_STATUS scan;
 	PaceEntry  *entry;
@@ -441,45 +539,38 @@ held_notify_types(int *count, bool first_only)
 	names = palloc(sizeof(char *) * Max(1, hash_get_num_entries(entries)));
 	hash_seq_init(&scan, entries);
 	while ((entry = hash_seq_search(&scan)) != NULL)
-	{
-		bool		held;
-
-		if (entry->key.database != MyDatabaseId)
-			continue;
-		SpinLockAcquire(&entry->mutex);
-		held = entry->held && entry->delivery == 'n';
-		SpinLockRelease(&entry->mutex);
-		if (!held)
-			continue;
-		names[n++] = pstrdup(entry->key.name);
-		if (first_only)
-		{
-			hash_seq_term(&scan);
-			break;
-		}
-	}
+		if (held_notify_here(entry))
+			names[n++] = pstrdup(entry->key.name);
 	LWLockRelease(pace->lock);
 	*count = n;
 	return names;
 }
 
-char	  **
-delaysched_paced_notify_types(int *count)
-{
-	return held_notify_types(count, false);
-}
-
 /*
  * Whether the ticks of this database park every notify type's tasks for
- * the drain: while one of them is held.
+ * the drain: while one of them is held.  (The scanners ask at every tick,
+ * outside any transaction: nothing is allocated.)
  */
 bool
 delaysched_pace_parks(void)
 {
-	int			count;
+	HASH_SEQ_STATUS scan;
+	PaceEntry  *entry;
+	bool		parks = false;
 
-	held_notify_types(&count, true);
-	return count > 0;
+	if (nothing_held())
+		return false;
+	LWLockAcquire(pace->lock, LW_SHARED);
+	hash_seq_init(&scan, entries);
+	while ((entry = hash_seq_search(&scan)) != NULL)
+		if (held_notify_here(entry))
+		{
+			parks = true;
+			hash_seq_term(&scan);
+			break;
+		}
+	LWLockRelease(pace->lock);
+	return parks;
 }
 
 /*
@@ -541,10 +632,20 @@ delaysched_pace_start_sql(PG_FUNCTION_ARGS)
 	PG_RETURN_INT32(cap);
 }
 
-/* sched._pace_release(biz_type text, forget boolean) RETURNS void */
+/*
+ * sched._pace_release(biz_type text, forget boolean) RETURNS void
+ *
+ * With forget (sched.define_biz, sched.drop_biz), the entry goes now and
+ * again when the transaction commits.
+ */
 Datum
 delaysched_pace_release_sql(PG_FUNCTION_ARGS)
 {
-	delaysched_pace_release(text_to_cstring(PG_GETARG_TEXT_PP(0)), PG_GETARG_BOOL(1));
+	char	   *biz = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	bool		forget = PG_GETARG_BOOL(1);
+
+	delaysched_pace_release(biz, forget);
+	if (forget)
+		forget_when_committed(biz);
 	PG_RETURN_VOID();
 }
