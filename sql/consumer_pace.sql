@@ -11,6 +11,8 @@
 SELECT sched.define_biz('pace_pull', delivery => 'pull', ack_timeout => '1 hour');
 SELECT count(*) FROM sched.add_many('pace_pull', array_fill(now() - interval '1 minute', ARRAY[12]),
 									array_fill('{}'::jsonb, ARRAY[12]));
+-- (Once a scanner has announced them, no tick holds them while a claim runs.)
+SELECT wait_until($$(SELECT count(*) = 12 FROM sched.task WHERE biz_type = 'pace_pull' AND state = 'r')$$) AS announced;
 -- Not held: a claim takes what it asks for, and acknowledgements in time
 -- change nothing.
 SELECT consumer_cap FROM sched.biz_stats WHERE biz_type = 'pace_pull';
@@ -79,6 +81,7 @@ SELECT count(*) AS left_over FROM sched.task WHERE biz_type = 'pace_pull';
 SELECT sched.define_biz('pace_long', delivery => 'pull', ack_timeout => '1 hour');
 SELECT count(*) FROM sched.add_many('pace_long', array_fill(now() - interval '1 minute', ARRAY[4]),
 									array_fill('{}'::jsonb, ARRAY[4]));
+SELECT wait_until($$(SELECT count(*) = 4 FROM sched.task WHERE biz_type = 'pace_long' AND state = 'r')$$) AS announced;
 CREATE TEMP TABLE long_got AS SELECT id FROM sched.claim('pace_long', 4);
 UPDATE sched.task SET delivered_at = delivered_at - interval '24 minutes',
 					  lease_until = lease_until - interval '24 minutes'
