@@ -449,6 +449,22 @@ COMMENT ON FUNCTION sched._unlease(smallint[], bigint[], text, text) IS 'interna
  * is held (a worker, which looks again at its next claim and never waits
  * for an administrator's open transaction).
  */
+/*
+ * The deliveries of type p_biz awaiting acknowledgement, counted up to
+ * p_up_to: what a concurrency cap or a consumer pace cap leaves room for.
+ * (PL/pgSQL, so that its plan is kept.)
+ */
+CREATE OR REPLACE FUNCTION sched._awaiting_ack(p_biz text, p_up_to int) RETURNS int
+LANGUAGE plpgsql STABLE
+AS $$
+BEGIN
+	RETURN (SELECT pg_catalog.count(*) FROM (SELECT FROM sched.task t
+											 WHERE t.biz_type = p_biz AND t.state = 'd'
+											 LIMIT p_up_to) s);
+END
+$$;
+COMMENT ON FUNCTION sched._awaiting_ack(text, int) IS 'internal: a type''s deliveries awaiting acknowledgement, counted up to a limit';
+
 CREATE OR REPLACE FUNCTION sched._claim_allowance(b sched.biz, p_want int, p_now timestamptz, p_wait boolean,
 									   OUT want int, OUT tokens int, OUT held boolean,
 									   OUT next_at timestamptz)
@@ -473,10 +489,7 @@ BEGIN
 			END IF;
 		END IF;
 		IF v_cap IS NOT NULL THEN
-			want := LEAST(want, v_cap - (
-				SELECT count(*) FROM (SELECT FROM sched.task t
-									  WHERE t.biz_type = b.name AND t.state = 'd'
-									  LIMIT v_cap) s)::int);
+			want := LEAST(want, v_cap - sched._awaiting_ack(b.name, v_cap));
 			IF want <= 0 THEN
 				held := true;		-- at its concurrency cap
 				want := 0;

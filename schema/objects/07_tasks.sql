@@ -508,9 +508,7 @@ BEGIN
 	-- acknowledgement than its cap, set from what they hold when it is 0.
 	v_pace := sched._consumer_cap(b.name);
 	IF v_pace IS NOT NULL THEN
-		SELECT pg_catalog.count(*) INTO v_in_flight
-		FROM (SELECT FROM sched.task t WHERE t.biz_type = b.name AND t.state = 'd'
-			  LIMIT CASE WHEN v_pace = 0 THEN 100000 ELSE v_pace END) s;
+		v_in_flight := sched._awaiting_ack(b.name, CASE WHEN v_pace = 0 THEN 100000 ELSE v_pace END);
 		IF v_pace = 0 THEN
 			v_pace := sched._pace_start(b.name, v_in_flight);
 		END IF;
