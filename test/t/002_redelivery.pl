@@ -61,9 +61,11 @@ is($node->safe_psql('postgres', "SELECT state FROM sched.tasks WHERE id = $id"),
 $listener->stop;
 
 # Pull: the channel is told, the consumer claims; an expired lease makes the
-# task claimable again and the channel is told again.
+# task claimable again and the channel is told again.  (A lease of 3 s: the
+# second claim and the acknowledgement below must come within one, and on a
+# busy machine a new psql can take most of a second.)
 $node->safe_psql('postgres',
-	"SELECT sched.define_biz('inbox', delivery => 'pull', ack_timeout => '1 second')");
+	"SELECT sched.define_biz('inbox', delivery => 'pull', ack_timeout => '3 seconds')");
 my $pull = DelayschedTest::Listener->start($node, 'postgres', [], 'inbox');
 my $pid = $node->safe_psql('postgres',
 	"SELECT sched.add('inbox', clock_timestamp() + interval '100 milliseconds', '{\"p\": 1}')");
@@ -88,8 +90,9 @@ my $waiting = $node->safe_psql('postgres',
 	"SELECT sched.add('inbox', clock_timestamp(), '{\"p\": 2}')");
 @got = $pull->wait_for(3, 30);
 is(scalar @got, 3, 'announced');
+# (Leases of a minute from here on: nothing below waits for one to expire.)
 $node->safe_psql('postgres',
-	"SELECT sched.define_biz('inbox', delivery => 'notify', ack_timeout => '1 second')");
+	"SELECT sched.define_biz('inbox', delivery => 'notify', ack_timeout => '1 minute')");
 @got = $pull->wait_for(4, 30);
 is($got[3]{id}, $waiting, 'the announced task is delivered by NOTIFY once the type is notify');
 is($node->safe_psql('postgres', "SELECT sched.ack($waiting)"), 't', 'and acknowledged');
@@ -99,7 +102,7 @@ is($node->safe_psql('postgres', "SELECT sched.ack($waiting)"), 't', 'and acknowl
 # reset has run.
 $node->safe_psql('postgres', "SELECT sched.define_biz('inbox', delivery => 'pull')");
 my $switch = DelayschedTest::hold_in_transaction($node,
-	"SELECT sched.define_biz('inbox', delivery => 'notify', ack_timeout => '1 second')");
+	"SELECT sched.define_biz('inbox', delivery => 'notify', ack_timeout => '1 minute')");
 my $during = $node->safe_psql('postgres',
 	"SELECT sched.add('inbox', clock_timestamp(), '{\"p\": 3}')");
 DelayschedTest::release_session($switch, 1);
