@@ -46,6 +46,16 @@ LANGUAGE c VOLATILE
 AS 'MODULE_PATHNAME', 'delaysched_note_consumer_sql';
 COMMENT ON FUNCTION sched._note_consumer() IS 'internal: the session consumes tasks, and load control does not count it among the busy client sessions';
 
+CREATE OR REPLACE FUNCTION sched._load_take(want int, OUT taken int, OUT next_at timestamptz)
+LANGUAGE c STRICT VOLATILE
+AS 'MODULE_PATHNAME', 'delaysched_load_take_sql';
+COMMENT ON FUNCTION sched._load_take(int) IS 'internal: up to want deliveries load control allows now, and when one will be if none is';
+
+CREATE OR REPLACE FUNCTION sched._load_settle(taken int, used int) RETURNS void
+LANGUAGE c STRICT VOLATILE
+AS 'MODULE_PATHNAME', 'delaysched_load_settle_sql';
+COMMENT ON FUNCTION sched._load_settle(int, int) IS 'internal: of a take of load control''s tokens, used were delivered; the rest go back';
+
 CREATE OR REPLACE FUNCTION sched._key_tokens_next() RETURNS timestamptz
 LANGUAGE c VOLATILE
 AS 'MODULE_PATHNAME', 'delaysched_key_tokens_next_sql';

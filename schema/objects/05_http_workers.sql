@@ -26,9 +26,12 @@ COMMENT ON FUNCTION sched._http_lease(interval) IS 'internal: the length of an H
  * receiver can take soon (p_busy_rooms, beside p_busy_types: see
  * src/http/http_origins.c).  Rate limits and
  * concurrency caps apply as in sched.claim.  The lease lasts
- * sched._http_lease(timeout).  When a limit held
+ * sched._http_lease(timeout).  So does load control: the claim takes its
+ * room from the same bucket as the scanners' ticks (sched._load_take).
+ * When a limit held
  * a type back, a last row with a NULL id says so: run_at is when the next
- * token of a rate-limited type comes (the worker claims again then), and
+ * token of a rate-limited type or of load control comes (the worker claims
+ * again then), and
  * attempt is 1 if a type is at its fair share or concurrency cap (the
  * worker claims again once its requests that end are recorded).
  */
@@ -52,6 +55,7 @@ DECLARE
 	v_got int;
 	v_next timestamptz;
 	v_held boolean := false;
+	v_load record;
 	b sched.biz;
 	c record;
 	a record;
@@ -63,6 +67,13 @@ BEGIN
 	IF v_types IS NULL THEN
 		RETURN;
 	END IF;
+	v_load := sched._load_take(p_room);
+	IF v_load.taken = 0 THEN
+		RETURN QUERY SELECT NULL::bigint, NULL::smallint, NULL::text, v_load.next_at, NULL::jsonb,
+							0, NULL::text, NULL::text;
+		RETURN;
+	END IF;
+	v_room := v_load.taken;
 	-- Types wanting slots: those with parked tasks, and those with requests
 	-- in flight.
 	SELECT count(*) INTO v_active FROM (
@@ -112,6 +123,10 @@ BEGIN
 		END IF;
 		v_room := v_room - v_got;
 	END LOOP;
+	PERFORM sched._load_settle(v_load.taken, v_load.taken - v_room);
+	IF v_load.taken < p_room THEN
+		v_next := LEAST(v_next, v_load.next_at);
+	END IF;
 	IF v_next IS NOT NULL OR v_held THEN
 		RETURN QUERY SELECT NULL::bigint, NULL::smallint, NULL::text, v_next, NULL::jsonb,
 							CASE WHEN v_held THEN 1 ELSE 0 END, NULL::text, NULL::text;

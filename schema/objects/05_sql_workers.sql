@@ -14,7 +14,8 @@
  * types taken in a random order weighted by their weights (a type of weight
  * 3 comes first three times as often as one of weight 1), each type's
  * oldest jobs first.  Rate limits and concurrency caps apply as in
- * sched.claim.  A lease lasts the type's timeout and 30 seconds
+ * sched.claim, and load control as to the scanners' ticks (the room comes
+ * from its bucket, sched._load_take).  A lease lasts the type's timeout and 30 seconds
  * (sched._http_lease): a worker that dies leaves it to the sweep, and
  * releases its own when it starts again (sched._sql_release).  When a
  * limit held a type back, a last row with a NULL id says when to look
@@ -39,7 +40,20 @@ DECLARE
 	v_leased_buckets smallint[];
 	b sched.biz;
 	a record;
+	v_load record;
 BEGIN
+	IF NOT EXISTS (SELECT FROM sched.biz x
+				   WHERE x.delivery = 'sql' AND NOT x.paused
+					 AND EXISTS (SELECT FROM sched.task t WHERE t.biz_type = x.name AND t.state = 'r')) THEN
+		RETURN;
+	END IF;
+	v_load := sched._load_take(p_room);
+	IF v_load.taken = 0 THEN
+		RETURN QUERY SELECT NULL::bigint, NULL::smallint, NULL::text, NULL::timestamptz, NULL::int,
+							NULL::text, NULL::oid, NULL::float8, v_load.next_at;
+		RETURN;
+	END IF;
+	v_room := v_load.taken;
 	FOR b IN
 		SELECT x.* FROM sched.biz x
 		WHERE x.delivery = 'sql' AND NOT x.paused
@@ -80,6 +94,10 @@ BEGIN
 		ORDER BY pg_catalog.array_position(c.ids, t.id);
 		v_room := v_room - pg_catalog.cardinality(v_leased);
 	END LOOP;
+	PERFORM sched._load_settle(v_load.taken, v_load.taken - v_room);
+	IF v_load.taken < p_room THEN
+		v_next := LEAST(v_next, v_load.next_at);
+	END IF;
 	IF v_next IS NOT NULL OR v_held THEN
 		RETURN QUERY SELECT NULL::bigint, NULL::smallint, NULL::text, NULL::timestamptz, NULL::int,
 							NULL::text, NULL::oid, NULL::float8, v_next;

@@ -58,6 +58,13 @@
 #define DC_SQL_READY 15
 #define DC_KEY		16
 
+/*
+ * Tasks this process's delivery statements gave to the HTTP and SQL
+ * workers (handed off, or named to them), since it started: deliveries
+ * that load control counts as the tick's own (see the scanner's loop).
+ */
+static int64 handed_to_workers = 0;
+
 /* Is a bool column of a row true? */
 static bool
 row_flag(HeapTuple tuple, TupleDesc desc, int column)
@@ -167,6 +174,7 @@ delaysched_run_delivery(SPIPlanPtr plan, Datum *values, char *nulls, int worker_
 								   DatumGetInt32(SPI_getbinval(tuple, desc, 5, &isnull)),
 								   lease_until);
 			result.first_lease = Min(result.first_lease, lease_until);
+			handed_to_workers++;
 			continue;
 		}
 		if (http)
@@ -182,7 +190,10 @@ delaysched_run_delivery(SPIPlanPtr plan, Datum *values, char *nulls, int worker_
 			 * named to them if its type is not limited (sql/sql_ready.c).
 			 */
 			if (row_flag(tuple, desc, DC_SQL_READY))
+			{
 				delaysched_sql_ready_note(id, (int16) bucket, run_at);
+				handed_to_workers++;
+			}
 			delaysched_sql_after_commit();
 			continue;
 		}
@@ -228,6 +239,13 @@ delaysched_run_delivery(SPIPlanPtr plan, Datum *values, char *nulls, int worker_
 	SPI_freetuptable(rows);
 	delaysched_handoff_settle();
 	return result;
+}
+
+/* See handed_to_workers. */
+int64
+delaysched_handed_to_workers(void)
+{
+	return handed_to_workers;
 }
 
 /*

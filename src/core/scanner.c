@@ -644,6 +644,7 @@ delaysched_scanner_main(Datum main_arg)
 		int			r;
 		int			load_taken;
 		TimestampTz load_next;
+		int64		handed_before;
 
 		CHECK_FOR_INTERRUPTS();
 		if (ConfigReloadPending)
@@ -792,6 +793,7 @@ delaysched_scanner_main(Datum main_arg)
 		request.purge_done_from = full ? DT_NOBEGIN : range.purge_done_from;
 		request.purge_dead_from = full ? DT_NOBEGIN : range.purge_dead_from;
 
+		handed_before = delaysched_handed_to_workers();
 		if (!run_tick(&request, &tick))
 		{
 			delaysched_load_settle(load_taken, 0);
@@ -813,7 +815,9 @@ delaysched_scanner_main(Datum main_arg)
 			set_status(SCANNER_WAITING_FOR_EXTENSION);
 			continue;
 		}
-		delaysched_load_settle(load_taken, tick.delivered);
+		/* Tasks given to the HTTP and SQL workers were delivered too. */
+		delaysched_load_settle(load_taken,
+							   tick.delivered + delaysched_handed_to_workers() - handed_before);
 		finish_range(r, now, request.sweep, full, sweep_every, wake_at, &tick);
 	}
 }

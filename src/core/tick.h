@@ -160,6 +160,7 @@ extern Delivered delaysched_run_delivery(SPIPlanPtr plan, Datum *values, char *n
 extern Delivered delaysched_deliver(int bucket, int range, TimestampTz after, int64 after_id,
 									TimestampTz before, TimestampTz now, int limit,
 									bool park_all);
+extern int64 delaysched_handed_to_workers(void);
 
 /* The walk (walk.c) and the walk in fair shares (fair_walk.c). */
 extern TimestampTz delaysched_walk(const TickRequest *request, TimestampTz pointer, int limit,

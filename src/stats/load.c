@@ -95,6 +95,8 @@
 
 #include <math.h>
 
+#include "access/htup_details.h"
+#include "funcapi.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "port/atomics.h"
@@ -179,6 +181,8 @@ static uint64 ring_delivered[RATE_RING];
 static int	ring_at = 0;
 
 PG_FUNCTION_INFO_V1(delaysched_note_consumer_sql);
+PG_FUNCTION_INFO_V1(delaysched_load_take_sql);
+PG_FUNCTION_INFO_V1(delaysched_load_settle_sql);
 
 Size
 delaysched_load_shmem_size(void)
@@ -269,6 +273,38 @@ delaysched_load_settle(int taken, int64 used)
 	if (load->allowance > 0)
 		load->tokens = Min(bucket_size(load->allowance), load->tokens + (taken - used));
 	SpinLockRelease(&load->mutex);
+}
+
+/*
+ * sched._load_take(want int, OUT taken int, OUT next_at timestamptz): the
+ * HTTP and SQL workers' claims of parked tasks take from the same bucket
+ * as the ticks and the drain (delaysched_load_take); next_at is when a
+ * take that got nothing may try again.  Every take is settled by
+ * sched._load_settle in the same transaction.
+ */
+Datum
+delaysched_load_take_sql(PG_FUNCTION_ARGS)
+{
+	int			want = PG_GETARG_INT32(0);
+	TimestampTz now = GetCurrentTimestamp();
+	TimestampTz next_token;
+	TupleDesc	desc;
+	Datum		values[2];
+	bool		nulls[2] = {false, false};
+
+	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	values[0] = Int32GetDatum(delaysched_load_take(Max(want, 0), now, &next_token));
+	values[1] = TimestampTzGetDatum(next_token);
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(desc), values, nulls)));
+}
+
+/* sched._load_settle(taken int, used int): delaysched_load_settle. */
+Datum
+delaysched_load_settle_sql(PG_FUNCTION_ARGS)
+{
+	delaysched_load_settle(PG_GETARG_INT32(0), Max(PG_GETARG_INT32(1), 0));
+	PG_RETURN_VOID();
 }
 
 /*
