@@ -105,6 +105,28 @@ SELECT sched._note_expired('pace_pull', now());
 SELECT sched.drop_biz('pace_pull');
 SELECT sched._consumer_cap('pace_pull');
 
+-- A held notify type's due tasks are parked by the ticks for the drain,
+-- which sends them within the cap; another notify type's are delivered by
+-- the ticks as ever.  (The ticks are sched._tick's, as of now, while this
+-- session holds every range's pointer row so that the workers keep off;
+-- rolled back.)
+SELECT sched.define_biz('pace_n_held', ack_timeout => '1 hour');
+SELECT sched.define_biz('pace_n_free', ack_timeout => '1 hour');
+SELECT sched._note_expired('pace_n_held', clock_timestamp());
+SELECT biz_type, consumer_cap FROM sched.biz_stats WHERE biz_type LIKE 'pace_n_%' ORDER BY 1;
+BEGIN;
+SELECT count(*) > 0 AS holding FROM (SELECT FROM sched.pointer ORDER BY range_id FOR UPDATE) AS p;
+SELECT count(*) FROM sched.add_many('pace_n_held', array_fill(now() - interval '1 minute', ARRAY[3]),
+									array_fill('{}'::jsonb, ARRAY[3]));
+SELECT count(*) FROM sched.add_many('pace_n_free', array_fill(now() - interval '1 minute', ARRAY[3]),
+									array_fill('{}'::jsonb, ARRAY[3]));
+SELECT sum(t.delivered) AS delivered
+FROM sched.pointer p, LATERAL sched._tick(p.range_id::smallint, clock_timestamp(), 1000, true,
+										  3600, 3600, NULL, NULL) AS t;
+SELECT biz_type, state, count(*) FROM sched.task WHERE biz_type LIKE 'pace_n_%' GROUP BY 1, 2 ORDER BY 1, 2;
+ROLLBACK;
+SELECT sched.drop_biz('pace_n_held'), sched.drop_biz('pace_n_free');
+
 -- An ordinary role may not note acknowledgements or start or end a hold,
 -- and reads no cap of a type it may not read.
 SELECT sched.define_biz('pace_secret', delivery => 'pull');

@@ -84,6 +84,11 @@ LANGUAGE c STRICT VOLATILE
 AS 'MODULE_PATHNAME', 'delaysched_note_expired_sql';
 COMMENT ON FUNCTION sched._note_expired(text, timestamptz) IS 'internal: the lease of a delivery of a type, made then, ran out';
 
+CREATE OR REPLACE FUNCTION sched._pace_holds(biz_type text) RETURNS boolean
+LANGUAGE c STRICT STABLE
+AS 'MODULE_PATHNAME', 'delaysched_pace_holds_sql';
+COMMENT ON FUNCTION sched._pace_holds(text) IS 'internal: whether a type is held to its consumers'' pace (its tasks parked for the drain)';
+
 CREATE OR REPLACE FUNCTION sched._consumer_cap(biz_type text) RETURNS int
 LANGUAGE c STRICT VOLATILE
 AS 'MODULE_PATHNAME', 'delaysched_consumer_cap_sql';

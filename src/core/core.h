@@ -119,7 +119,6 @@ extern int	delaysched_pace_cap(const char *biz);
 extern int	delaysched_pace_start(const char *biz, int in_flight);
 extern void delaysched_pace_release(const char *biz, bool forget);
 extern char **delaysched_paced_notify_types(int *count);
-extern bool delaysched_pace_parks(void);
 
 /*
  * Waking the scanner after a commit that added a task due sooner, and

@@ -32,10 +32,10 @@
  *	   consumers hold at most half the cap (the drain or a claim sees it).
  *
  * While a notify type is held, its due tasks are parked and the drain
- * delivers them within the cap, as for max_concurrency (core/drain.c):
- * every notify type of the database is parked while one is held
- * (delaysched_pace_parks), so that the tick's statements need no list of
- * held types.  A pull type's claims take no more than the cap leaves
+ * delivers them within the cap, as for max_concurrency (core/drain.c): the
+ * ticks' statements ask sched._pace_holds of each row's type, which costs
+ * one atomic read while nothing is held anywhere; the other notify types
+ * go on being delivered by the ticks.  A pull type's claims take no more than the cap leaves
  * (sched._claim).  max_concurrency stays the hard cap; the pace's is
  * adaptive and, for claims, not serialised (two claims at once may each
  * take the last slot).
@@ -81,6 +81,7 @@
 #include "core/core.h"
 
 PG_FUNCTION_INFO_V1(delaysched_note_ack_sql);
+PG_FUNCTION_INFO_V1(delaysched_pace_holds_sql);
 PG_FUNCTION_INFO_V1(delaysched_note_expired_sql);
 PG_FUNCTION_INFO_V1(delaysched_consumer_cap_sql);
 PG_FUNCTION_INFO_V1(delaysched_pace_start_sql);
@@ -547,33 +548,6 @@ delaysched_paced_notify_types(int *count)
 }
 
 /*
- * Whether the ticks of this database park every notify type's tasks for
- * the drain: while one of them is held.  (The scanners ask at every tick,
- * outside any transaction: nothing is allocated.)
- */
-bool
-delaysched_pace_parks(void)
-{
-	HASH_SEQ_STATUS scan;
-	PaceEntry  *entry;
-	bool		parks = false;
-
-	if (nothing_held())
-		return false;
-	LWLockAcquire(pace->lock, LW_SHARED);
-	hash_seq_init(&scan, entries);
-	while ((entry = hash_seq_search(&scan)) != NULL)
-		if (held_notify_here(entry))
-		{
-			parks = true;
-			hash_seq_term(&scan);
-			break;
-		}
-	LWLockRelease(pace->lock);
-	return parks;
-}
-
-/*
  * sched._note_ack(biz_type text, delivered_at timestamptz) RETURNS boolean
  *
  * From sched._finish, for each task acknowledged (done from delivered);
@@ -596,6 +570,28 @@ delaysched_note_expired_sql(PG_FUNCTION_ARGS)
 {
 	delaysched_note_ack(text_to_cstring(PG_GETARG_TEXT_PP(0)), PG_GETARG_TIMESTAMPTZ(1), true);
 	PG_RETURN_VOID();
+}
+
+/*
+ * sched._pace_holds(biz_type text) RETURNS boolean
+ *
+ * Whether the type is held to its consumers' pace: the ticks' statements
+ * park a held notify type's tasks for the drain (core/tick_plans.c).  Asked
+ * for each row they deliver, so nothing is looked up (or allocated) while
+ * nothing is held anywhere.
+ */
+Datum
+delaysched_pace_holds_sql(PG_FUNCTION_ARGS)
+{
+	char	   *biz;
+	bool		held;
+
+	if (nothing_held())
+		PG_RETURN_BOOL(false);
+	biz = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	held = delaysched_pace_cap(biz) >= 0;
+	pfree(biz);
+	PG_RETURN_BOOL(held);
 }
 
 /*

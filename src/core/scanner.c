@@ -752,10 +752,10 @@ delaysched_scanner_main(Datum main_arg)
 			now < range.last_sweep;
 		/*
 		 * Every notify type's tasks go through the drain under the global
-		 * cap, and while one of them is held to its consumers' pace.
+		 * cap (and a type's while it is held to its consumers' pace:
+		 * sched._pace_holds in the statements).
 		 */
-		request.park_all = delaysched_max_deliveries_per_second > 0 ||
-			delaysched_pace_parks();
+		request.park_all = delaysched_max_deliveries_per_second > 0;
 		request.urgent = range.urgent_at <= now;
 		request.shares = true;
 		request.retention_s = delaysched_retention_s;

@@ -46,7 +46,10 @@ TickPlans	delaysched_tick_plans;
  * deliver the picked tasks as their types say.  park_all and worker are
  * the statement's parameters saying whether every notify type's tasks are
  * parked, and which HTTP worker http tasks may be leased to (NULL: park
- * them all; see http_handoff.c).
+ * them all; see http_handoff.c).  A notify type held to its consumers'
+ * pace is parked too (PACE_HOLDS; core/pace.c): sched._pace_holds is
+ * STABLE, so that kinds stays a view the planner joins as before, and asks
+ * per row one atomic read while nothing is held.
  *
  * The update goes by primary key: joining it to the chosen rows could plan
  * a hash join over the partition.  Which http tasks are leased to the HTTP
@@ -59,13 +62,14 @@ TickPlans	delaysched_tick_plans;
  * and hash joins.)  The rows come back in (run_at, id) order, in the
  * columns DC_* of delivery.c.
  */
+#define PACE_HOLDS "b.delivery = 'notify' AND sched._pace_holds(b.name)"
 #define DELAYSCHED_DELIVER_PICKED(park_all, worker) \
 "), kinds AS (" \
 "  SELECT b.name, b.channel, b.ack_timeout, b.timeout, b.delivery = 'pull' AS pull, b.paused," \
-"         (b.limited OR " park_all ") AS limited," \
+"         (b.limited OR " park_all " OR " PACE_HOLDS ") AS limited," \
 "         b.delivery = 'http' AS http, b.delivery = 'sql' AS sql," \
 "         (b.delivery = 'sql' AND NOT b.paused AND NOT b.limited) AS sql_ready," \
-"         (b.delivery <> 'notify' OR b.paused OR b.limited OR " park_all ") AS parks," \
+"         (b.delivery <> 'notify' OR b.paused OR b.limited OR " park_all " OR " PACE_HOLDS ") AS parks," \
 "         (b.delivery = 'http' AND NOT b.paused AND NOT b.limited" \
 "          AND " worker " IS NOT NULL) AS handable" \
 "  FROM sched.biz b" \
