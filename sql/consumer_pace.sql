@@ -110,10 +110,16 @@ SELECT sched._consumer_cap('pace_pull');
 -- the ticks as ever.  (The ticks are sched._tick's, as of now, while this
 -- session holds every range's pointer row so that the workers keep off;
 -- rolled back.)
+-- The held type's consumers hold four deliveries, which no one
+-- acknowledges: the drain keeps the hold (it ends one only once its
+-- consumers hold at most half the cap, which is 2 here once set).
 SELECT sched.define_biz('pace_n_held', ack_timeout => '1 hour');
 SELECT sched.define_biz('pace_n_free', ack_timeout => '1 hour');
+SELECT count(*) FROM sched.add_many('pace_n_held', array_fill(now() - interval '1 minute', ARRAY[4]),
+									array_fill('{}'::jsonb, ARRAY[4]));
+SELECT wait_until($$(SELECT count(*) = 4 FROM sched.task WHERE biz_type = 'pace_n_held' AND state = 'd')$$) AS delivered;
 SELECT sched._note_expired('pace_n_held', clock_timestamp());
-SELECT biz_type, consumer_cap FROM sched.biz_stats WHERE biz_type LIKE 'pace_n_%' ORDER BY 1;
+SELECT biz_type, consumer_cap IS NOT NULL AS held FROM sched.biz_stats WHERE biz_type LIKE 'pace_n_%' ORDER BY 1;
 BEGIN;
 SELECT count(*) > 0 AS holding FROM (SELECT FROM sched.pointer ORDER BY range_id FOR UPDATE) AS p;
 SELECT count(*) FROM sched.add_many('pace_n_held', array_fill(now() - interval '1 minute', ARRAY[3]),
@@ -125,7 +131,7 @@ FROM sched.pointer p, LATERAL sched._tick(p.range_id::smallint, clock_timestamp(
 										  3600, 3600, NULL, NULL) AS t;
 SELECT biz_type, state, count(*) FROM sched.task WHERE biz_type LIKE 'pace_n_%' GROUP BY 1, 2 ORDER BY 1, 2;
 ROLLBACK;
-SELECT sched.drop_biz('pace_n_held'), sched.drop_biz('pace_n_free');
+SELECT sched.drop_biz('pace_n_held', cancel_tasks => true), sched.drop_biz('pace_n_free');
 
 -- An ordinary role may not note acknowledgements or start or end a hold,
 -- and reads no cap of a type it may not read.
