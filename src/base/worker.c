@@ -173,6 +173,24 @@ pause_after_error(void)
 }
 
 /*
+ * In a worker's PG_CATCH: log the error and roll its transaction back, as
+ * PostgreSQL's own error recovery does in a backend's main loop, and go on
+ * in "context".
+ */
+void
+delaysched_recover_from_error(MemoryContext context)
+{
+	HOLD_INTERRUPTS();
+	MemoryContextSwitchTo(context);
+	EmitErrorReport();
+	FlushErrorState();
+	disable_all_timeouts(false);
+	QueryCancelPending = false;
+	AbortCurrentTransaction();
+	RESUME_INTERRUPTS();
+}
+
+/*
  * Run "work" in a transaction of its own, with a snapshot, shown in
  * pg_stat_activity as "activity".  Returns false, having done nothing, if
  * the extension is not installed, or having rolled back, if the work raised
@@ -210,15 +228,7 @@ delaysched_run_in_transaction(const char *activity, void (*work) (void *), void 
 	}
 	PG_CATCH();
 	{
-		/* As PostgreSQL's own error recovery in a backend's main loop. */
-		HOLD_INTERRUPTS();
-		MemoryContextSwitchTo(caller_context);
-		EmitErrorReport();
-		FlushErrorState();
-		disable_all_timeouts(false);
-		QueryCancelPending = false;
-		AbortCurrentTransaction();
-		RESUME_INTERRUPTS();
+		delaysched_recover_from_error(caller_context);
 		done = false;
 		pgstat_report_activity(STATE_IDLE, NULL);
 		pause_after_error();

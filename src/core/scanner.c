@@ -191,39 +191,66 @@ worker_attach(int index)
 	return true;
 }
 
+/* count_ranges: the extension is not installed, or sched.pointer was locked */
+#define RANGES_NO_EXTENSION		(-1)
+#define RANGES_LOCKED			(-2)
+
 /*
  * In a transaction of its own: is the extension installed, and with how
- * many ranges?  0 when it is at another version than this library's, -1
- * when it is not installed.
+ * many ranges?  0 when it is at another version than this library's,
+ * RANGES_NO_EXTENSION when it is not installed.
+ *
+ * RANGES_LOCKED when a lock on sched.pointer was not granted within
+ * lock_timeout (a prepared DROP EXTENSION holds it until COMMIT or ROLLBACK
+ * PREPARED, a user's LOCK TABLE until its transaction ends): the error is
+ * logged and the worker asks again a moment later.  Any other error ends
+ * the worker, and the launcher's backoff paces its restarts.
  */
 static int
 count_ranges(void)
 {
-	int			nranges = 0;
+	MemoryContext caller_context = CurrentMemoryContext;
+	volatile int nranges = 0;
 
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
-	SPI_connect();
-	PushActiveSnapshot(GetTransactionSnapshot());
-	pgstat_report_activity(STATE_RUNNING, "delaysched: looking for the extension");
-
-	if (!delaysched_extension_installed())
-		nranges = -1;
-	else if (delaysched_schema_ready())
+	PG_TRY();
 	{
-		bool		isnull;
+		SPI_connect();
+		PushActiveSnapshot(GetTransactionSnapshot());
+		pgstat_report_activity(STATE_RUNNING, "delaysched: looking for the extension");
 
-		if (SPI_execute("SELECT count(*)::int FROM sched.pointer", true, 1) != SPI_OK_SELECT ||
-			SPI_processed != 1)
-			elog(ERROR, "could not count the ranges in sched.pointer");
-		nranges = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0],
-											  SPI_tuptable->tupdesc, 1, &isnull));
-		nranges = Min(nranges, DELAYSCHED_MAX_RANGES);
+		if (!delaysched_extension_installed())
+			nranges = RANGES_NO_EXTENSION;
+		else if (delaysched_schema_ready())
+		{
+			bool		isnull;
+
+			if (SPI_execute("SELECT count(*)::int FROM sched.pointer", true, 1) != SPI_OK_SELECT ||
+				SPI_processed != 1)
+				elog(ERROR, "could not count the ranges in sched.pointer");
+			nranges = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0],
+												  SPI_tuptable->tupdesc, 1, &isnull));
+			nranges = Min(nranges, DELAYSCHED_MAX_RANGES);
+		}
+
+		SPI_finish();
+		PopActiveSnapshot();
+		CommitTransactionCommand();
 	}
+	PG_CATCH();
+	{
+		ErrorData  *error;
 
-	SPI_finish();
-	PopActiveSnapshot();
-	CommitTransactionCommand();
+		MemoryContextSwitchTo(caller_context);
+		error = CopyErrorData();
+		if (error->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE)
+			PG_RE_THROW();
+		delaysched_recover_from_error(caller_context);
+		FreeErrorData(error);
+		nranges = RANGES_LOCKED;
+	}
+	PG_END_TRY();
 	pgstat_report_activity(STATE_IDLE, NULL);
 	return nranges;
 }
@@ -661,16 +688,18 @@ delaysched_scanner_main(Datum main_arg)
 		{
 			int			nranges = count_ranges();
 
-			if (nranges < 0)
+			if (nranges == RANGES_NO_EXTENSION)
 			{
 				/* The extension was dropped: this database is served no more. */
 				delaysched_stop_database(MyDatabaseId);
 				proc_exit(0);
 			}
-			if (nranges == 0)
+			if (nranges <= 0)
 			{
 				now = GetCurrentTimestamp();
-				next = TimestampTzPlusMilliseconds(now, delaysched_extension_recheck_ms);
+				next = TimestampTzPlusMilliseconds(now, nranges == RANGES_LOCKED ?
+												   DELAYSCHED_ERROR_PAUSE_MS :
+												   delaysched_extension_recheck_ms);
 				set_status(SCANNER_WAITING_FOR_EXTENSION);
 				pg_atomic_write_u64(&MY_SLOT->sleep_until, (uint64) next);
 				sleep_until(next);

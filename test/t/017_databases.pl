@@ -26,7 +26,6 @@ my $node = DelayschedTest::new_node('databases', extra_conf => <<'EOC');
 max_worker_processes = 32
 delaysched.workers = 1
 delaysched.http_workers = 0
-log_min_messages = log
 max_prepared_transactions = 4
 # A SIGKILL of the launcher, below, is a crash the server recovers from.
 restart_after_crash = on
@@ -184,6 +183,30 @@ my $out_2pc = wait_scanners('twophase', 0, 10);
 ok(defined $out_2pc, 'and no worker after its COMMIT PREPARED');
 DelayschedTest::timing_ok(defined $out_2pc && $out_2pc < 2.0, sprintf('and no worker %.3f s after its COMMIT PREPARED', $out_2pc // -1));
 sql('postgres', q{DROP DATABASE twophase});
+
+# A scanner that starts while the extension's tables are locked (by a
+# prepared DROP EXTENSION, or a LOCK TABLE as here) waits and asks again: it
+# does not end, for the launcher to start another only to meet the same lock.
+sub scanner_pid
+{
+	my ($db) = @_;
+	return sql('postgres', qq{SELECT string_agg(pid::text, ',') FROM pg_stat_activity
+	                          WHERE datname = '$db' AND backend_type = 'delaysched scanner'});
+}
+my $locker = DelayschedTest::hold_in_transaction($node, 'LOCK TABLE sched.pointer', 'delta');
+my $old_scanner = scanner_pid('delta');
+sql('postgres', qq{SELECT pg_terminate_backend($old_scanner)});
+ok(DelayschedTest::poll_until($node,
+	qq{SELECT count(*) FROM pg_stat_activity WHERE datname = 'delta'
+	   AND backend_type = 'delaysched scanner' AND pid <> $old_scanner}, '1', 30),
+	'a scanner starts again while sched.pointer is locked');
+my $new_scanner = scanner_pid('delta');
+# Its first lock wait gives up, then the next one, its own or (were it to
+# end) its successor's: by then the same process is to be there.
+my $log_at = $node->wait_for_log(qr/\[$new_scanner\] (?:ERROR|FATAL):  canceling statement due to lock timeout/);
+$node->wait_for_log(qr/(?:ERROR|FATAL):  canceling statement due to lock timeout/, $log_at);
+is(scanner_pid('delta'), $new_scanner, 'and it is the same scanner after two of its lock waits gave up');
+DelayschedTest::release_session($locker);
 
 # Another role's DROP DATABASE stops nothing.
 sql('postgres', q{CREATE ROLE mallory LOGIN});
@@ -349,7 +372,6 @@ max_worker_processes = 6
 delaysched.workers = 2
 delaysched.http_workers = 1
 delaysched.sql_workers = 0
-log_min_messages = log
 EOC
 for my $db (qw(one two three))
 {
