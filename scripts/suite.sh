@@ -3,14 +3,15 @@
 # the one this system ships (PG_MAJOR, default 15).  scripts/test.sh runs it
 # for every supported major, here or in a chroot (scripts/chroot.sh).
 #
-# Installs what is missing (as root), builds and installs the extension, then
-# runs, as the unprivileged postgres user in a scratch copy of the tree:
+# Installs what is missing (as root), builds and installs the extension (as
+# a Debian package when root), then runs, as the unprivileged postgres user in a scratch copy of the tree:
 #   pg_regress   sql/*.sql against expected/*.out      (the SQL surface)
 #   isolation    specs/*.spec                          (races between sessions)
 #   TAP          test/t/*.pl                           (delivery, restart, crash)
 # and ends with one line: "N passed, N failed".  Exit status 0 only if all pass.
-# As root it first builds the Debian package (scripts/package.sh), installs it
-# and runs the pg_regress and isolation tests against it (counted too).
+# As root it first builds the Debian package (scripts/package.sh) and installs
+# it, and the tests run against what it installed (the tree is compiled too,
+# with -Werror, but not installed over it).
 #
 # TAP tests run through PGXS (make installcheck, TAP_TESTS) with prove -j
 # $PROVE_JOBS (default 3; the longest first).  Timing bounds are checked only when PG_TEST_EXTRA
@@ -73,9 +74,13 @@ run_regress_suites() {
 }
 
 # The Debian package first: built from a clean copy of the tree with
-# pg_buildext (scripts/package.sh), installed with apt-get, and the
-# pg_regress and isolation tests run against what it installed, before the
-# build from source below replaces its files.  Installing needs root.
+# pg_buildext (scripts/package.sh) and installed with apt-get; every test
+# below runs against what it installed.  The tree is still compiled with
+# -Werror (the package's build does not treat warnings as errors), but not
+# installed over the package, and the LISTEN client and benchmark programs
+# the TAP tests use are built.  Without root (or if the package fails), the
+# build from source is installed and tested instead.
+packaged=""
 if [ "$(id -u)" -eq 0 ]; then
 	if deb=$(bash "$root/scripts/package.sh"); then
 		log "installing $deb"
@@ -83,7 +88,7 @@ if [ "$(id -u)" -eq 0 ]; then
 			# Installed: its build directory (a copy of the tree, the build's
 			# products and log) would be left in /tmp by every run.
 			rm -rf "$(dirname "$deb")"
-			run_regress_suites "$(copy_tree_for_pg_user "$root")" "installed package: "
+			packaged=1
 		else
 			echo "package: apt-get install $deb failed" >&2
 			failed=$((failed + 1))
@@ -96,11 +101,18 @@ else
 	echo "unchecked: the Debian package (building and installing it needs root)"
 fi
 
-build_and_install "$root" || exit 1
+if [ -n "$packaged" ]; then
+	log "compiling the tree with -Werror (the package stays installed), and the test tools"
+	make -C "$root" -s -j2 PG_CONFIG="$PG_BINDIR/pg_config" COPT=-Werror all test-tools >/dev/null || exit 1
+	label="installed package: "
+else
+	build_and_install "$root" || exit 1
+	label=""
+fi
 
 work=$(copy_tree_for_pg_user "$root")
 logs=$work/test-logs
-run_regress_suites "$work" ""
+run_regress_suites "$work" "$label"
 
 # TAP through PGXS (prove_installcheck), every assertion counted; with
 # DELAYSCHED_DUMP_FROM (an older major's server, from scripts/test.sh) the
