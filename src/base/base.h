@@ -70,6 +70,7 @@ extern void delaysched_join_database(bool (*take_slot) (int index), int index);
 extern bool delaysched_database_wanted(void);
 extern bool delaysched_extension_installed(void);
 extern void delaysched_recover_from_error(MemoryContext context);
+extern bool delaysched_caught_lock_timeout(MemoryContext context);
 extern bool delaysched_schema_ready(void);
 extern bool delaysched_run_in_transaction(const char *activity, void (*work) (void *), void *arg);
 extern void delaysched_setup_worker_session(void);

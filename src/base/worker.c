@@ -191,6 +191,23 @@ delaysched_recover_from_error(MemoryContext context)
 }
 
 /*
+ * In a PG_CATCH: is the error being handled a lock that lock_timeout gave
+ * up on?  (The error stays in place, to be recovered from or raised again.)
+ */
+bool
+delaysched_caught_lock_timeout(MemoryContext context)
+{
+	ErrorData  *error;
+	bool		lock_timeout;
+
+	MemoryContextSwitchTo(context);
+	error = CopyErrorData();
+	lock_timeout = error->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE;
+	FreeErrorData(error);
+	return lock_timeout;
+}
+
+/*
  * Run "work" in a transaction of its own, with a snapshot, shown in
  * pg_stat_activity as "activity".  Returns false, having done nothing, if
  * the extension is not installed, or having rolled back, if the work raised

@@ -240,14 +240,9 @@ count_ranges(void)
 	}
 	PG_CATCH();
 	{
-		ErrorData  *error;
-
-		MemoryContextSwitchTo(caller_context);
-		error = CopyErrorData();
-		if (error->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE)
+		if (!delaysched_caught_lock_timeout(caller_context))
 			PG_RE_THROW();
 		delaysched_recover_from_error(caller_context);
-		FreeErrorData(error);
 		nranges = RANGES_LOCKED;
 	}
 	PG_END_TRY();

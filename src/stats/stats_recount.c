@@ -82,17 +82,12 @@ lock_task_tables(void)
 	}
 	PG_CATCH();
 	{
-		ErrorData  *error;
-
-		MemoryContextSwitchTo(context);
-		error = CopyErrorData();
-		if (error->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE)
+		if (!delaysched_caught_lock_timeout(context))
 			PG_RE_THROW();
 		FlushErrorState();
 		RollbackAndReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(context);
 		CurrentResourceOwner = owner;
-		FreeErrorData(error);
 	}
 	PG_END_TRY();
 	return locked;
