@@ -18,6 +18,7 @@ OBJS = \
 	src/base/worker.o \
 	src/cluster/cluster.o \
 	src/cluster/launcher.o \
+	src/cluster/router_follower.o \
 	src/cluster/share_lease.o \
 	src/cluster/utility.o \
 	src/cluster/worker_views.o \

@@ -752,3 +752,318 @@ AS $$
 $$;
 COMMENT ON FUNCTION sched._gather_stats() IS 'internal: sched.biz_stats of every node that answers, with the node';
 GRANT EXECUTE ON FUNCTION sched._biz_stats_on(int), sched._gather_stats() TO PUBLIC;
+
+
+-------------------------------------------------------------------------------
+-- Following the nodes (new in 0.3; doc/scale-out.md, "A router that follows
+-- its nodes").  A type's rate_limit, burst and max_concurrency are split
+-- over the nodes.  While this router follows them (sched.set_following),
+-- they are split over the nodes counted (sched.node_follow): a node that
+-- stops answering gives its share to the others once the lease it last had
+-- has run out, and a node that answers again takes it back once the others
+-- have given it up.  Each round (sched.follow_nodes: a worker of the
+-- router's server runs one every delaysched.router_follow_interval) leases
+-- every counted node that answers its shares for sched.follow.lease; a node
+-- without a lease in force delivers nothing of a type with those limits
+-- (src/cluster/share_lease.c), so that the cluster never delivers more than
+-- its limits while nodes come and go.
+-------------------------------------------------------------------------------
+
+CREATE TABLE sched.follow (
+	following	boolean PRIMARY KEY DEFAULT true CHECK (following),
+	lease		interval NOT NULL CHECK (lease >= interval '1 second' AND lease <= interval '1 hour'),
+	since		timestamptz NOT NULL DEFAULT pg_catalog.now()
+);
+COMMENT ON TABLE sched.follow IS 'a row while this router follows its nodes (sched.set_following): how long each lease of a node''s shares lasts';
+
+CREATE TABLE sched.node_follow (
+	node		int PRIMARY KEY,
+	counted		boolean NOT NULL DEFAULT true,
+	split_of	int,
+	lease_until	timestamptz,
+	answered_at	timestamptz,
+	checked_at	timestamptz,
+	last_error	text
+);
+COMMENT ON TABLE sched.node_follow IS 'while this router follows its nodes: whether each is counted in the split of the limits, over how many nodes its shares were last given, its lease (by this router''s clock), when it last answered';
+REVOKE ALL ON sched.follow, sched.node_follow FROM PUBLIC;
+
+-- The rounds call the nodes through a cluster of their own, whose calls time
+-- out after 5 s: a node that does not answer must not hold the round up.
+-- (A connection that cannot be made waits for the node conninfo's
+-- connect_timeout: set one, doc/scale-out.md.)
+CREATE OR REPLACE FUNCTION sched._cluster_check(cluster_name text) RETURNS void
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+	IF cluster_name IS DISTINCT FROM 'delaysched' AND cluster_name IS DISTINCT FROM 'delaysched_follow' THEN
+		RAISE EXCEPTION 'unknown PL/Proxy cluster "%"', cluster_name
+			USING ERRCODE = 'undefined_object',
+				  HINT = 'This router database knows the clusters "delaysched" and "delaysched_follow".';
+	END IF;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION plproxy.get_cluster_config(cluster_name text, OUT key text, OUT val text) RETURNS SETOF record
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+	SELECT c.key, c.val
+	FROM (SELECT sched._cluster_check(cluster_name)) k,
+		 (VALUES ('modular_mapping', '1', true), ('query_timeout', '5', false)) c(key, val, always)
+	WHERE c.always OR cluster_name = 'delaysched_follow'
+$$;
+COMMENT ON FUNCTION plproxy.get_cluster_config(text) IS 'PL/Proxy: any number of nodes (modular_mapping); the follow rounds'' calls time out';
+
+CREATE FUNCTION sched._share_lease_on(p int, seconds float8) RETURNS timestamptz
+LANGUAGE plproxy AS $$ CLUSTER 'delaysched_follow'; RUN ON p; SELECT sched._share_lease(seconds); $$;
+CREATE FUNCTION sched._probe_on(p int) RETURNS int
+LANGUAGE plproxy AS $$ CLUSTER 'delaysched_follow'; RUN ON p; SELECT sched.node_number(); $$;
+CREATE FUNCTION sched._share_unfollow_on(p int) RETURNS boolean
+LANGUAGE plproxy AS $$ CLUSTER 'delaysched'; RUN ON p; SELECT sched._share_unfollow(); $$;
+REVOKE ALL ON FUNCTION sched._share_lease_on(int, float8), sched._probe_on(int), sched._share_unfollow_on(int)
+	FROM PUBLIC;
+
+-- The nodes the limits are split over: every node, or, while this router
+-- follows them, those counted; and a node's place among them.
+CREATE FUNCTION sched._split_count() RETURNS int
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+	SELECT GREATEST(1, count(*))::int
+	FROM sched.node n LEFT JOIN sched.node_follow f ON f.node = n.node
+	WHERE NOT EXISTS (SELECT FROM sched.follow) OR coalesce(f.counted, true)
+$$;
+COMMENT ON FUNCTION sched._split_count() IS 'internal: how many nodes the limits are split over';
+
+CREATE FUNCTION sched._split_rank(p_position int) RETURNS int
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+	SELECT count(*)::int
+	FROM sched.node n LEFT JOIN sched.node_follow f ON f.node = n.node
+	WHERE n.position < p_position
+	  AND (NOT EXISTS (SELECT FROM sched.follow) OR coalesce(f.counted, true))
+$$;
+COMMENT ON FUNCTION sched._split_rank(int) IS 'internal: how many of the nodes the limits are split over come before a position';
+
+CREATE OR REPLACE FUNCTION sched._share(p_limit float8, p_position int) RETURNS float8
+LANGUAGE sql STABLE STRICT
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT p_limit / sched._split_count() $$;
+
+CREATE OR REPLACE FUNCTION sched._share(p_limit int, p_position int) RETURNS int
+LANGUAGE sql STABLE STRICT
+SET search_path = pg_catalog, pg_temp
+AS $$
+	SELECT GREATEST(1, p_limit / c + CASE WHEN sched._split_rank(p_position) < p_limit % c THEN 1 ELSE 0 END)::int
+	FROM (SELECT sched._split_count() AS c) n
+$$;
+
+-- Give one node its share of every type's limits (as it stands in
+-- sched.node_follow).  Its error, if any, as text.
+CREATE FUNCTION sched._give_shares(p_position int) RETURNS text
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	b sched.biz;
+	e_message text;
+BEGIN
+	FOR b IN SELECT * FROM sched.biz x
+			 WHERE x.rate_limit IS NOT NULL OR x.burst IS NOT NULL OR x.max_concurrency IS NOT NULL
+			 ORDER BY x.name LOOP
+		EXECUTE sched._define_call(b) USING p_position;
+	END LOOP;
+	RETURN NULL;
+EXCEPTION WHEN OTHERS THEN
+	GET STACKED DIAGNOSTICS e_message = MESSAGE_TEXT;
+	RETURN e_message;
+END
+$$;
+COMMENT ON FUNCTION sched._give_shares(int) IS 'internal: give a node its share of every split limit; its error, or NULL';
+
+/*
+ * One round of following.  Returns how many nodes the limits are split over
+ * after it; NULL if this router does not follow its nodes.  The rule: a node
+ * keeps its lease while its shares are no larger than the split allows, and
+ * gets a new one only while no node holds a lease on a larger share.
+ *   1. Every node is asked: one counted, holding a lease and given its
+ *      shares for the split as it was renews its lease; the others only
+ *      answer.  (A lease is recorded by this router's clock at the answer:
+ *      it ends on the node no later.)
+ *   2. Counted from now on: the nodes that answered, and those that did not
+ *      whose lease may still be in force.  A node that answered and was not
+ *      counted joins only if every node counted before answered or has no
+ *      lease left: one out of reach could still be using a larger share.
+ *      A node no longer counted is given its shares again when it returns.
+ *   3. Each counted node that answered and was given its shares for another
+ *      split gets them for this one, those counted before first (they give
+ *      up what a joining node takes).
+ *   4. Each counted node that answered, has its shares and was not renewed
+ *      in 1 gets a lease, unless a node holds one on a larger share (giving
+ *      it its smaller one failed: it must run out first).
+ * One round at a time (the row of sched.follow is locked).
+ */
+CREATE FUNCTION sched.follow_nodes() RETURNS int
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	f sched.follow;
+	n record;
+	v_round timestamptz := pg_catalog.clock_timestamp();
+	v_seconds float8;
+	v_split int;
+	v_before int[];
+	v_after int[];
+	v_holding boolean;
+	v_error text;
+	v_renewed int[] := '{}';
+	e_message text;
+BEGIN
+	SELECT * INTO f FROM sched.follow FOR UPDATE;
+	IF NOT FOUND THEN
+		RETURN NULL;
+	END IF;
+	v_seconds := extract(epoch FROM f.lease);
+	DELETE FROM sched.node_follow x WHERE NOT EXISTS (SELECT FROM sched.node sn WHERE sn.node = x.node);
+	INSERT INTO sched.node_follow (node) SELECT sn.node FROM sched.node sn ON CONFLICT DO NOTHING;
+	v_before := ARRAY(SELECT x.node FROM sched.node_follow x WHERE x.counted ORDER BY x.node);
+	v_split := sched._split_count();
+
+	-- 1.
+	FOR n IN SELECT x.node, x.position,
+					y.counted AND y.split_of = v_split
+					AND coalesce(y.lease_until > pg_catalog.clock_timestamp(), false) AS renews
+			 FROM sched.node x JOIN sched.node_follow y ON y.node = x.node
+			 ORDER BY x.position LOOP
+		BEGIN
+			IF n.renews THEN
+				PERFORM sched._share_lease_on(n.position, v_seconds);
+				UPDATE sched.node_follow SET lease_until = pg_catalog.clock_timestamp() + f.lease
+				WHERE node = n.node;
+				v_renewed := v_renewed || n.node;
+			ELSE
+				PERFORM sched._probe_on(n.position);
+			END IF;
+			UPDATE sched.node_follow SET answered_at = v_round, checked_at = v_round, last_error = NULL
+			WHERE node = n.node;
+		EXCEPTION WHEN OTHERS THEN
+			GET STACKED DIAGNOSTICS e_message = MESSAGE_TEXT;
+			UPDATE sched.node_follow
+			SET checked_at = v_round,
+				last_error = pg_catalog.regexp_replace(e_message, '^.*(REMOTE ERROR|PQconnectPoll|PQconnectStart): ', '')
+			WHERE node = n.node;
+		END;
+	END LOOP;
+
+	-- 2.
+	v_holding := EXISTS (SELECT FROM sched.node_follow x
+						 WHERE x.counted AND x.answered_at IS DISTINCT FROM v_round
+						   AND x.lease_until > pg_catalog.clock_timestamp());
+	UPDATE sched.node_follow x
+	SET counted = CASE WHEN x.answered_at = v_round THEN x.counted OR NOT v_holding
+					   ELSE x.counted AND coalesce(x.lease_until > pg_catalog.clock_timestamp(), false) END;
+	UPDATE sched.node_follow x SET split_of = NULL WHERE NOT x.counted AND x.split_of IS NOT NULL;
+	v_after := ARRAY(SELECT x.node FROM sched.node_follow x WHERE x.counted ORDER BY x.node);
+	IF v_after IS DISTINCT FROM v_before THEN
+		RAISE LOG 'delaysched_router: the limits are split over nodes %, were %',
+			pg_catalog.array_to_string(v_after, ', '), pg_catalog.array_to_string(v_before, ', ');
+	END IF;
+	v_split := sched._split_count();
+
+	-- 3.
+	FOR n IN SELECT x.node, x.position
+			 FROM sched.node x JOIN sched.node_follow y ON y.node = x.node
+			 WHERE y.counted AND y.answered_at = v_round AND y.split_of IS DISTINCT FROM v_split
+			 ORDER BY x.node = ANY (v_before) DESC, x.position LOOP
+		v_error := sched._give_shares(n.position);
+		IF v_error IS NULL THEN
+			UPDATE sched.node_follow SET split_of = v_split WHERE node = n.node;
+		ELSE
+			UPDATE sched.node_follow SET last_error = v_error WHERE node = n.node;
+		END IF;
+	END LOOP;
+
+	-- 4.
+	IF NOT EXISTS (SELECT FROM sched.node_follow x
+				   WHERE x.lease_until > pg_catalog.clock_timestamp()
+					 AND x.split_of IS DISTINCT FROM v_split AND x.split_of < v_split) THEN
+		FOR n IN SELECT x.node, x.position
+				 FROM sched.node x JOIN sched.node_follow y ON y.node = x.node
+				 WHERE y.counted AND y.answered_at = v_round AND y.split_of = v_split
+				   AND NOT x.node = ANY (v_renewed)
+				 ORDER BY x.position LOOP
+			BEGIN
+				PERFORM sched._share_lease_on(n.position, v_seconds);
+				UPDATE sched.node_follow SET lease_until = pg_catalog.clock_timestamp() + f.lease
+				WHERE node = n.node;
+			EXCEPTION WHEN OTHERS THEN
+				GET STACKED DIAGNOSTICS e_message = MESSAGE_TEXT;
+				UPDATE sched.node_follow SET last_error = e_message WHERE node = n.node;
+			END;
+		END LOOP;
+	END IF;
+	RETURN pg_catalog.cardinality(v_after);
+END
+$$;
+COMMENT ON FUNCTION sched.follow_nodes() IS 'one round of following the nodes: lease each its shares, and split the limits anew over those that answer; the number of nodes they are split over (NULL: not following)';
+REVOKE ALL ON FUNCTION sched._split_count(), sched._split_rank(int), sched._give_shares(int), sched.follow_nodes()
+	FROM PUBLIC;
+
+/*
+ * Start or stop following the nodes.  Starting counts every node and gives
+ * no lease yet: the first round does.  Stopping needs every node to answer
+ * (each is told it needs no lease any more, then given its share of a
+ * split over every node), as the other administration calls do.
+ */
+CREATE FUNCTION sched.set_following(follow boolean, lease interval DEFAULT '3 seconds') RETURNS boolean
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	b sched.biz;
+	v_was boolean := EXISTS (SELECT FROM sched.follow);
+BEGIN
+	PERFORM sched._require(follow, 'follow');
+	PERFORM sched._require(lease, 'lease');
+	IF lease < interval '1 second' OR lease > interval '1 hour' THEN
+		RAISE EXCEPTION 'lease must be between 1 second and 1 hour, not %', lease
+			USING ERRCODE = 'invalid_parameter_value',
+				  HINT = 'A node that stops answering gives its share to the others after its lease; a few seconds suit a round a second.';
+	END IF;
+	IF follow THEN
+		INSERT INTO sched.follow (lease) VALUES (set_following.lease)
+		ON CONFLICT (following) DO UPDATE SET lease = excluded.lease;
+		IF NOT v_was THEN
+			DELETE FROM sched.node_follow;
+			INSERT INTO sched.node_follow (node) SELECT n.node FROM sched.node n;
+		END IF;
+		RETURN NOT v_was;
+	END IF;
+	IF NOT v_was THEN
+		RETURN false;
+	END IF;
+	-- Every node split over again, then told it needs no lease.
+	DELETE FROM sched.follow;
+	DELETE FROM sched.node_follow;
+	FOR b IN SELECT * FROM sched.biz x
+			 WHERE x.rate_limit IS NOT NULL OR x.burst IS NOT NULL OR x.max_concurrency IS NOT NULL
+			 ORDER BY x.name LOOP
+		PERFORM sched._on_every_node('set_following', sched._define_call(b));
+	END LOOP;
+	PERFORM sched._on_every_node('set_following', 'SELECT sched._share_unfollow_on($1)::text');
+	RETURN true;
+END
+$$;
+COMMENT ON FUNCTION sched.set_following(boolean, interval) IS 'start or stop following the nodes (sched.follow_nodes): split the limits over the nodes that answer, each holding its shares under a lease; true if it changed';
+REVOKE ALL ON FUNCTION sched.set_following(boolean, interval) FROM PUBLIC;
+
+-- Which nodes the limits are split over, as the last round saw them.
+CREATE VIEW sched.node_shares AS
+	SELECT n.node, n.position, f.counted, f.lease_until, f.answered_at, f.checked_at, f.last_error
+	FROM sched.node n JOIN sched.node_follow f ON f.node = n.node;
+COMMENT ON VIEW sched.node_shares IS 'while this router follows its nodes: whether each is counted in the split of the limits, its lease, when it last answered and why not';
+REVOKE ALL ON sched.node_shares FROM PUBLIC;

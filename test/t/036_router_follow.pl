@@ -1,0 +1,149 @@
+# A router that follows its nodes (delaysched_router's sched.follow_nodes,
+# run by the router server's follower worker; src/cluster/share_lease.c):
+# three nodes share a type limited to 60 a second.  One is stopped: once
+# its lease has run out, the other two take its share, and the cluster's
+# rate comes back to 60 a second.  It is started again: it delivers nothing
+# until the router has taken its share back from the others, then its
+# share.  Every second of the run, the cluster delivers at most 66 (the
+# limit, and the buckets' burst); each task is delivered once.  How soon the
+# rate recovers (within 10 s) is checked with PG_TEST_EXTRA=delaysched_timing.
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::Bin/../perl";
+use DelayschedTest;
+use List::Util qw(max sum);
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time usleep);
+
+my @nodes = map { DelayschedTest::new_node("follow$_") } 1 .. 3;
+my $router = DelayschedTest::new_node('follow_router');
+$router->safe_psql('postgres', 'CREATE DATABASE router');
+$router->safe_psql('router', 'CREATE EXTENSION delaysched_router CASCADE');
+$router->append_conf('postgresql.conf',
+	"delaysched.router_database = 'router'\ndelaysched.router_follow_interval = '500ms'\n");
+$router->restart;
+
+sub conninfo { my ($n) = @_; return sprintf('host=%s port=%d dbname=postgres', $n->host, $n->port) }
+sub r { return $router->safe_psql('router', $_[0]) }
+
+my $list = join(', ', map { "'" . conninfo($_) . "'" } @nodes);
+r("SELECT count(*) FROM sched.set_nodes(ARRAY[$list])");
+# 60 a second for the cluster, a burst of 3 (one token a node); nobody
+# acknowledges, so every delivery stays in sched.task with its time.
+r(q{SELECT sched.define_biz('split', rate_limit => 60, burst => 3, ack_timeout => '1 hour')});
+is(join(',', map { $_->safe_psql('postgres', q{SELECT rate_limit FROM sched.biz WHERE name = 'split'}) } @nodes),
+	'20,20,20', 'each node has a third of the limit');
+
+is(r(q{SELECT sched.set_following(true, lease => '2 seconds')}), 't', 'the router follows its nodes');
+ok(DelayschedTest::poll_until_in($router, 'router',
+	q{SELECT count(*) FILTER (WHERE counted AND lease_until > clock_timestamp()) FROM sched.node_shares}, '3', 30),
+	'every node holds a lease on its shares')
+  or diag(r('SELECT * FROM sched.node_shares'));
+is(join(',', map { $_->safe_psql('postgres', 'SELECT EXISTS (SELECT FROM sched.router_follow)') } @nodes),
+	't,t,t', 'every node knows it is followed');
+
+# 2,000 tasks a node, all due now: more than the run delivers.
+for my $n (@nodes)
+{
+	$n->safe_psql('postgres', q{
+		SELECT count(*) FROM sched.add_many('split', array_fill(now(), ARRAY[2000]),
+											array_fill('{}'::jsonb, ARRAY[2000]))});
+}
+my $start = time;
+
+# Deliveries a second, over every node that answers: {second => count}.
+sub per_second
+{
+	my %count;
+	for my $n (@_)
+	{
+		for my $row (split /\n/, $n->safe_psql('postgres', q{
+			SELECT s || ' ' || count(*)
+			FROM (SELECT floor(extract(epoch FROM delivered_at))::bigint AS s
+				  FROM sched.task WHERE biz_type = 'split' AND state = 'd') d
+			GROUP BY s}))
+		{
+			my ($second, $c) = split / /, $row;
+			$count{$second} += $c;
+		}
+	}
+	return \%count;
+}
+
+# The cluster's deliveries in the whole seconds between $from and $to.
+sub rate_between
+{
+	my ($counts, $from, $to) = @_;
+	my @seconds = grep { $_ >= int($from) + 1 && $_ < int($to) } keys %$counts;
+	return @seconds ? sum(map { $counts->{$_} } @seconds) / scalar(@seconds) : 0;
+}
+
+# Steady, then node 3 stops.
+sleep 5;	# the window being measured
+my $stopped_at = time;
+$nodes[2]->stop('fast');
+
+# Its lease runs out (2 s), the next round counts it out and the two others
+# get half the limit each.
+ok(DelayschedTest::poll_until_in($router, 'router',
+	q{SELECT string_agg(counted::text, ',' ORDER BY position) FROM sched.node_shares}, 'true,true,false', 30),
+	'the stopped node is counted out');
+my $counted_out = time - $stopped_at;
+is(join(',', map { $_->safe_psql('postgres', q{SELECT rate_limit FROM sched.biz WHERE name = 'split'}) } @nodes[0, 1]),
+	'30,30', 'the two others have half the limit each');
+like(r(q{SELECT last_error FROM sched.node_shares WHERE position = 2}), qr/\S/, 'sched.node_shares says why');
+
+# The rate comes back to 60 a second: two whole seconds at 54 or more.
+my $recovered;
+my $deadline = time + 60;
+while (!defined $recovered && time < $deadline)
+{
+	my $counts = per_second(@nodes[0, 1]);
+	my @good = sort { $a <=> $b } grep { $_ > $stopped_at && $counts->{$_} >= 54 } keys %$counts;
+	$recovered = $good[0] - $stopped_at if @good >= 2;
+	usleep(200_000) unless defined $recovered;
+}
+ok(defined $recovered, 'the two others deliver the cluster\'s 60 a second');
+note(sprintf('counted out %.1f s after the stop; 54 a second or more from %.1f s after it',
+	$counted_out, $recovered // -1));
+DelayschedTest::timing_cmp_ok($recovered // 99, '<=', 10, 'the rate recovered within 10 s of the stop');
+
+# Node 3 starts again: nothing of the type until the router has given the
+# others their smaller shares and it its lease; then its share.
+sleep 3;	# the window being measured
+my $restarted_at = time;
+$nodes[2]->start;
+ok(DelayschedTest::poll_until_in($router, 'router',
+	q{SELECT string_agg(counted::text, ',' ORDER BY position) FROM sched.node_shares}, 'true,true,true', 30),
+	'the node that came back is counted again');
+ok(DelayschedTest::poll_until($nodes[2],
+	q{SELECT count(*) > 0 FROM sched.task WHERE biz_type = 'split' AND state = 'd' AND delivered_at > now() - interval '2 seconds'},
+	't', 30), 'it delivers again');
+is(join(',', map { $_->safe_psql('postgres', q{SELECT rate_limit FROM sched.biz WHERE name = 'split'}) } @nodes),
+	'20,20,20', 'each node has a third again');
+sleep 4;	# the window being measured
+my $end = time;
+
+# Every second: at most 66, the three nodes together.
+my $counts = per_second(@nodes);
+my @seconds = grep { $_ > int($start) && $_ < int($end) } sort { $a <=> $b } keys %$counts;
+my $most = max(map { $counts->{$_} } @seconds);
+cmp_ok($most, '<=', 66, "the cluster never delivered more than 66 in a second (at most $most)");
+note(sprintf('a second: %.1f before the stop, %.1f with two nodes, %.1f after the restart',
+	rate_between($counts, $start, $stopped_at), rate_between($counts, $stopped_at + $recovered, $restarted_at),
+	rate_between($counts, $restarted_at + 2, $end)));
+note('per second: ' . join(' ', map { $counts->{$_} } @seconds));
+my $total = sum(map { $_->safe_psql('postgres', q{SELECT count(DISTINCT id) || ' ' || count(*) FROM sched.task WHERE biz_type = 'split' AND state = 'd'}) =~ /^(\d+) \1$/ ? $1 : -1 } @nodes);
+cmp_ok($total, '>', 0, "each delivered task once ($total delivered)");
+
+# Stop following: every node gets a third of the limit, with no lease.
+is(r(q{SELECT sched.set_following(false)}), 't', 'following stops');
+is(join(',', map { $_->safe_psql('postgres', 'SELECT EXISTS (SELECT FROM sched.router_follow)') } @nodes),
+	'f,f,f', 'no node waits for a lease any more');
+
+$_->stop for @nodes, $router;
+done_testing();
