@@ -772,20 +772,21 @@ GRANT EXECUTE ON FUNCTION sched._biz_stats_on(int), sched._gather_stats() TO PUB
 CREATE TABLE sched.follow (
 	following	boolean PRIMARY KEY DEFAULT true CHECK (following),
 	lease		interval NOT NULL CHECK (lease >= interval '1 second' AND lease <= interval '1 hour'),
-	since		timestamptz NOT NULL DEFAULT pg_catalog.now()
+	since		timestamptz NOT NULL DEFAULT pg_catalog.now(),
+	generation	int NOT NULL DEFAULT 0	-- of the split: one more whenever the counted nodes change
 );
 COMMENT ON TABLE sched.follow IS 'a row while this router follows its nodes (sched.set_following): how long each lease of a node''s shares lasts';
 
 CREATE TABLE sched.node_follow (
 	node		int PRIMARY KEY,
 	counted		boolean NOT NULL DEFAULT true,
-	split_of	int,
+	generation	int,		-- of the split its shares were last given for
 	lease_until	timestamptz,
 	answered_at	timestamptz,
 	checked_at	timestamptz,
 	last_error	text
 );
-COMMENT ON TABLE sched.node_follow IS 'while this router follows its nodes: whether each is counted in the split of the limits, over how many nodes its shares were last given, its lease (by this router''s clock), when it last answered';
+COMMENT ON TABLE sched.node_follow IS 'while this router follows its nodes: whether each is counted in the split of the limits, the split its shares were last given for, its lease (by this router''s clock), when it last answered';
 REVOKE ALL ON sched.follow, sched.node_follow FROM PUBLIC;
 
 -- The rounds call the nodes through a cluster of their own, whose calls time
@@ -829,6 +830,7 @@ REVOKE ALL ON FUNCTION sched._share_lease_on(int, float8), sched._probe_on(int),
 -- follows them, those counted; and a node's place among them.
 CREATE FUNCTION sched._split_count() RETURNS int
 LANGUAGE sql STABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 	SELECT GREATEST(1, count(*))::int
@@ -839,6 +841,7 @@ COMMENT ON FUNCTION sched._split_count() IS 'internal: how many nodes the limits
 
 CREATE FUNCTION sched._split_rank(p_position int) RETURNS int
 LANGUAGE sql STABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 	SELECT count(*)::int
@@ -887,24 +890,30 @@ COMMENT ON FUNCTION sched._give_shares(int) IS 'internal: give a node its share 
 /*
  * One round of following.  Returns how many nodes the limits are split over
  * after it; NULL if this router does not follow its nodes.  The rule: a node
- * keeps its lease while its shares are no larger than the split allows, and
- * gets a new one only while no node holds a lease on a larger share.
- *   1. Every node is asked: one counted, holding a lease and given its
- *      shares for the split as it was renews its lease; the others only
- *      answer.  (A lease is recorded by this router's clock at the answer:
- *      it ends on the node no later.)
+ * keeps its lease while its shares are those of the current split, and a
+ * node gets a new one only while no node holds a lease on another split's.
+ * A split is numbered (sched.follow.generation): one more whenever the
+ * nodes counted change, since a node's whole-number shares (burst,
+ * max_concurrency) depend on which nodes are counted, not only how many.
+ *   1. Every node is asked.  One counted, holding a lease and given its
+ *      shares for the current split renews its lease.  One this router has
+ *      never leased is marked followed with a lease that lapses at once (it
+ *      may still be delivering its old share, so it stays counted until it
+ *      is marked).  The others only answer, as the node they should be.  (A
+ *      lease is recorded by this router's clock at the answer: it ends on
+ *      the node no later.)
  *   2. Counted from now on: the nodes that answered, and those that did not
- *      whose lease may still be in force.  A node that answered and was not
- *      counted joins only if every node counted before answered or has no
- *      lease left: one out of reach could still be using a larger share.
- *      A node no longer counted is given its shares again when it returns.
- *   3. Each counted node that answered and was given its shares for another
- *      split gets them for this one, those counted before first (they give
- *      up what a joining node takes).
- *   4. Each counted node that answered, has its shares and was not renewed
- *      in 1 gets a lease, unless a node holds one on a larger share (giving
- *      it its smaller one failed: it must run out first).
- * One round at a time (the row of sched.follow is locked).
+ *      whose lease may still be in force or that were never marked.  A node
+ *      that answered and was not counted joins only if no node out of reach
+ *      may hold a lease.  A change makes a new split.
+ *   3. Each counted node that answered and has another split's shares gets
+ *      this one's, those counted before first (they give up what a joining
+ *      node takes).
+ *   4. Each counted node that answered, has this split's shares and was not
+ *      renewed in 1 gets a lease, unless a node holds one on another split's
+ *      shares (giving it this one's failed: it must run out first).
+ * One round at a time, and none while a type's limits are being defined (the
+ * row of sched.follow is locked, and sched.biz against writes).
  */
 CREATE FUNCTION sched.follow_nodes() RETURNS int
 LANGUAGE plpgsql
@@ -915,11 +924,11 @@ DECLARE
 	n record;
 	v_round timestamptz := pg_catalog.clock_timestamp();
 	v_seconds float8;
-	v_split int;
 	v_before int[];
 	v_after int[];
 	v_holding boolean;
 	v_error text;
+	v_number int;
 	v_renewed int[] := '{}';
 	e_message text;
 BEGIN
@@ -927,26 +936,32 @@ BEGIN
 	IF NOT FOUND THEN
 		RETURN NULL;
 	END IF;
+	LOCK TABLE sched.biz IN SHARE MODE;
 	v_seconds := extract(epoch FROM f.lease);
+	v_before := ARRAY(SELECT x.node FROM sched.node_follow x WHERE x.counted ORDER BY x.node);
 	DELETE FROM sched.node_follow x WHERE NOT EXISTS (SELECT FROM sched.node sn WHERE sn.node = x.node);
 	INSERT INTO sched.node_follow (node) SELECT sn.node FROM sched.node sn ON CONFLICT DO NOTHING;
-	v_before := ARRAY(SELECT x.node FROM sched.node_follow x WHERE x.counted ORDER BY x.node);
-	v_split := sched._split_count();
 
 	-- 1.
-	FOR n IN SELECT x.node, x.position,
-					y.counted AND y.split_of = v_split
+	FOR n IN SELECT x.node, x.position, y.lease_until IS NULL AS unmarked,
+					y.counted AND y.generation = f.generation
 					AND coalesce(y.lease_until > pg_catalog.clock_timestamp(), false) AS renews
 			 FROM sched.node x JOIN sched.node_follow y ON y.node = x.node
 			 ORDER BY x.position LOOP
 		BEGIN
-			IF n.renews THEN
-				PERFORM sched._share_lease_on(n.position, v_seconds);
-				UPDATE sched.node_follow SET lease_until = pg_catalog.clock_timestamp() + f.lease
+			IF n.renews OR n.unmarked THEN
+				PERFORM sched._share_lease_on(n.position, CASE WHEN n.renews THEN v_seconds ELSE 0.001 END);
+				UPDATE sched.node_follow
+				SET lease_until = pg_catalog.clock_timestamp() + CASE WHEN n.renews THEN f.lease ELSE interval '1 millisecond' END
 				WHERE node = n.node;
-				v_renewed := v_renewed || n.node;
+				IF n.renews THEN
+					v_renewed := v_renewed || n.node;
+				END IF;
 			ELSE
-				PERFORM sched._probe_on(n.position);
+				v_number := sched._probe_on(n.position);
+				IF v_number IS DISTINCT FROM n.node THEN
+					RAISE EXCEPTION 'answers as node %', v_number;
+				END IF;
 			END IF;
 			UPDATE sched.node_follow SET answered_at = v_round, checked_at = v_round, last_error = NULL
 			WHERE node = n.node;
@@ -962,26 +977,26 @@ BEGIN
 	-- 2.
 	v_holding := EXISTS (SELECT FROM sched.node_follow x
 						 WHERE x.counted AND x.answered_at IS DISTINCT FROM v_round
-						   AND x.lease_until > pg_catalog.clock_timestamp());
+						   AND coalesce(x.lease_until > pg_catalog.clock_timestamp(), true));
 	UPDATE sched.node_follow x
 	SET counted = CASE WHEN x.answered_at = v_round THEN x.counted OR NOT v_holding
-					   ELSE x.counted AND coalesce(x.lease_until > pg_catalog.clock_timestamp(), false) END;
-	UPDATE sched.node_follow x SET split_of = NULL WHERE NOT x.counted AND x.split_of IS NOT NULL;
+					   ELSE x.counted AND coalesce(x.lease_until > pg_catalog.clock_timestamp(), true) END;
+	UPDATE sched.node_follow x SET generation = NULL WHERE NOT x.counted AND x.generation IS NOT NULL;
 	v_after := ARRAY(SELECT x.node FROM sched.node_follow x WHERE x.counted ORDER BY x.node);
 	IF v_after IS DISTINCT FROM v_before THEN
+		UPDATE sched.follow SET generation = generation + 1 RETURNING * INTO f;
 		RAISE LOG 'delaysched_router: the limits are split over nodes %, were %',
 			pg_catalog.array_to_string(v_after, ', '), pg_catalog.array_to_string(v_before, ', ');
 	END IF;
-	v_split := sched._split_count();
 
 	-- 3.
 	FOR n IN SELECT x.node, x.position
 			 FROM sched.node x JOIN sched.node_follow y ON y.node = x.node
-			 WHERE y.counted AND y.answered_at = v_round AND y.split_of IS DISTINCT FROM v_split
+			 WHERE y.counted AND y.answered_at = v_round AND y.generation IS DISTINCT FROM f.generation
 			 ORDER BY x.node = ANY (v_before) DESC, x.position LOOP
 		v_error := sched._give_shares(n.position);
 		IF v_error IS NULL THEN
-			UPDATE sched.node_follow SET split_of = v_split WHERE node = n.node;
+			UPDATE sched.node_follow SET generation = f.generation WHERE node = n.node;
 		ELSE
 			UPDATE sched.node_follow SET last_error = v_error WHERE node = n.node;
 		END IF;
@@ -990,10 +1005,10 @@ BEGIN
 	-- 4.
 	IF NOT EXISTS (SELECT FROM sched.node_follow x
 				   WHERE x.lease_until > pg_catalog.clock_timestamp()
-					 AND x.split_of IS DISTINCT FROM v_split AND x.split_of < v_split) THEN
+					 AND x.generation IS DISTINCT FROM f.generation) THEN
 		FOR n IN SELECT x.node, x.position
 				 FROM sched.node x JOIN sched.node_follow y ON y.node = x.node
-				 WHERE y.counted AND y.answered_at = v_round AND y.split_of = v_split
+				 WHERE y.counted AND y.answered_at = v_round AND y.generation = f.generation
 				   AND NOT x.node = ANY (v_renewed)
 				 ORDER BY x.position LOOP
 			BEGIN
@@ -1010,8 +1025,10 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION sched.follow_nodes() IS 'one round of following the nodes: lease each its shares, and split the limits anew over those that answer; the number of nodes they are split over (NULL: not following)';
-REVOKE ALL ON FUNCTION sched._split_count(), sched._split_rank(int), sched._give_shares(int), sched.follow_nodes()
-	FROM PUBLIC;
+REVOKE ALL ON FUNCTION sched._give_shares(int), sched.follow_nodes() FROM PUBLIC;
+-- (As sched._share, which every administrator's define_biz calls; they
+-- read only how many nodes are counted, as their owner.)
+GRANT EXECUTE ON FUNCTION sched._split_count(), sched._split_rank(int) TO PUBLIC;
 
 /*
  * Start or stop following the nodes.  Starting counts every node and gives

@@ -113,6 +113,14 @@ delaysched_router_follower_main(Datum main_arg)
 	BackgroundWorkerUnblockSignals();
 	BackgroundWorkerInitializeConnection(delaysched_router_database, NULL, 0);
 	SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);
+	/*
+	 * A round must not wait long for a lock an administrator's call holds
+	 * (sched.define_biz writes sched.biz, which a round locks against
+	 * writes): it gives up and the next round tries again.  Nor may a
+	 * database or role default cut a round short.
+	 */
+	SetConfigOption("lock_timeout", "2s", PGC_SUSET, PGC_S_OVERRIDE);
+	SetConfigOption("statement_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE);
 	pgstat_report_appname("delaysched router follower");
 
 	for (;;)
