@@ -784,13 +784,15 @@ CREATE TABLE sched.node_follow (
 	lease_until	timestamptz,
 	answered_at	timestamptz,
 	checked_at	timestamptz,
+	down_since	timestamptz,	-- when a call to it first failed, since it last answered
 	last_error	text
 );
 COMMENT ON TABLE sched.node_follow IS 'while this router follows its nodes: whether each is counted in the split of the limits, the split its shares were last given for, its lease (by this router''s clock), when it last answered';
 REVOKE ALL ON sched.follow, sched.node_follow FROM PUBLIC;
 
 -- The rounds call the nodes through a cluster of their own, whose calls time
--- out after 5 s: a node that does not answer must not hold the round up.
+-- out after 1 s: a node that does not answer must not hold the round up
+-- long, nor make the others' leases lapse meanwhile.
 -- (A connection that cannot be made waits for the node conninfo's
 -- connect_timeout: set one, doc/scale-out.md.)
 CREATE OR REPLACE FUNCTION sched._cluster_check(cluster_name text) RETURNS void
@@ -812,7 +814,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 	SELECT c.key, c.val
 	FROM (SELECT sched._cluster_check(cluster_name)) k,
-		 (VALUES ('modular_mapping', '1', true), ('query_timeout', '5', false)) c(key, val, always)
+		 (VALUES ('modular_mapping', '1', true), ('query_timeout', '1', false)) c(key, val, always)
 	WHERE c.always OR cluster_name = 'delaysched_follow'
 $$;
 COMMENT ON FUNCTION plproxy.get_cluster_config(text) IS 'PL/Proxy: any number of nodes (modular_mapping); the follow rounds'' calls time out';
@@ -886,6 +888,19 @@ EXCEPTION WHEN OTHERS THEN
 END
 $$;
 COMMENT ON FUNCTION sched._give_shares(int) IS 'internal: give a node its share of every split limit; its error, or NULL';
+
+-- Whether a node out of reach may still hold a lease: the one this router
+-- recorded, or one it did not (see sched.follow_nodes, step 2); a node it
+-- never marked may be delivering its old share.
+CREATE FUNCTION sched._may_hold_lease(x sched.node_follow, p_lease interval) RETURNS boolean
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+	SELECT x.lease_until IS NULL OR x.down_since IS NULL
+		   OR pg_catalog.clock_timestamp() < GREATEST(x.lease_until, x.down_since + p_lease)
+$$;
+COMMENT ON FUNCTION sched._may_hold_lease(sched.node_follow, interval) IS 'internal: whether a node out of reach may still hold a lease on its shares';
+REVOKE ALL ON FUNCTION sched._may_hold_lease(sched.node_follow, interval) FROM PUBLIC;
 
 /*
  * One round of following.  Returns how many nodes the limits are split over
@@ -963,24 +978,28 @@ BEGIN
 					RAISE EXCEPTION 'answers as node %', v_number;
 				END IF;
 			END IF;
-			UPDATE sched.node_follow SET answered_at = v_round, checked_at = v_round, last_error = NULL
+			UPDATE sched.node_follow
+			SET answered_at = v_round, checked_at = v_round, down_since = NULL, last_error = NULL
 			WHERE node = n.node;
 		EXCEPTION WHEN OTHERS THEN
 			GET STACKED DIAGNOSTICS e_message = MESSAGE_TEXT;
 			UPDATE sched.node_follow
-			SET checked_at = v_round,
+			SET checked_at = v_round, down_since = coalesce(down_since, pg_catalog.clock_timestamp()),
 				last_error = pg_catalog.regexp_replace(e_message, '^.*(REMOTE ERROR|PQconnectPoll|PQconnectStart): ', '')
 			WHERE node = n.node;
 		END;
 	END LOOP;
 
-	-- 2.
+	-- 2.  (A node out of reach may hold a lease this router did not record:
+	-- one given by a round that rolled back, or whose answer was lost.  Any
+	-- such lease was given before the call that first failed returned, so it
+	-- ends by down_since and a lease.)
 	v_holding := EXISTS (SELECT FROM sched.node_follow x
 						 WHERE x.counted AND x.answered_at IS DISTINCT FROM v_round
-						   AND coalesce(x.lease_until > pg_catalog.clock_timestamp(), true));
+						   AND sched._may_hold_lease(x, f.lease));
 	UPDATE sched.node_follow x
 	SET counted = CASE WHEN x.answered_at = v_round THEN x.counted OR NOT v_holding
-					   ELSE x.counted AND coalesce(x.lease_until > pg_catalog.clock_timestamp(), true) END;
+					   ELSE x.counted AND sched._may_hold_lease(x, f.lease) END;
 	UPDATE sched.node_follow x SET generation = NULL WHERE NOT x.counted AND x.generation IS NOT NULL;
 	v_after := ARRAY(SELECT x.node FROM sched.node_follow x WHERE x.counted ORDER BY x.node);
 	IF v_after IS DISTINCT FROM v_before THEN
@@ -1080,7 +1099,7 @@ REVOKE ALL ON FUNCTION sched.set_following(boolean, interval) FROM PUBLIC;
 
 -- Which nodes the limits are split over, as the last round saw them.
 CREATE VIEW sched.node_shares AS
-	SELECT n.node, n.position, f.counted, f.lease_until, f.answered_at, f.checked_at, f.last_error
+	SELECT n.node, n.position, f.counted, f.lease_until, f.answered_at, f.checked_at, f.down_since, f.last_error
 	FROM sched.node n JOIN sched.node_follow f ON f.node = n.node;
 COMMENT ON VIEW sched.node_shares IS 'while this router follows its nodes: whether each is counted in the split of the limits, its lease, when it last answered and why not';
 REVOKE ALL ON sched.node_shares FROM PUBLIC;
