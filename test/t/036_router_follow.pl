@@ -4,7 +4,8 @@
 # its lease has run out, the other two take its share, and the cluster's
 # rate comes back to 60 a second.  It is started again: it delivers nothing
 # until the router has taken its share back from the others, then its
-# share.  Every second of the run, the cluster delivers at most 66 (the
+# share.  Following that starts while a node is down keeps that node counted
+# until it answers.  Every second of the run, the cluster delivers at most 66 (the
 # limit, and the buckets' burst); each task is delivered once.  How soon the
 # rate recovers (within 10 s) is checked with PG_TEST_EXTRA=delaysched_timing.
 use strict;
@@ -144,6 +145,23 @@ cmp_ok($total, '>', 0, "each delivered task once ($total delivered)");
 is(r(q{SELECT sched.set_following(false)}), 't', 'following stops');
 is(join(',', map { $_->safe_psql('postgres', 'SELECT EXISTS (SELECT FROM sched.router_follow)') } @nodes),
 	'f,f,f', 'no node waits for a lease any more');
+
+# Following starts while a node is down: it may still deliver its old share,
+# so it stays counted (its share unused) until it answers and is marked.
+$nodes[2]->stop('fast');
+is(r(q{SELECT sched.set_following(true, lease => '2 seconds')}), 't', 'following again, a node down');
+ok(DelayschedTest::poll_until_in($router, 'router',
+	q{SELECT string_agg(counted || '/' || coalesce((lease_until > clock_timestamp())::text, 'none'), ',' ORDER BY position)
+	  FROM sched.node_shares},
+	'true/true,true/true,true/none', 30),
+	'the two that answer are leased; the one never leased stays counted');
+is(join(',', map { $_->safe_psql('postgres', q{SELECT rate_limit FROM sched.biz WHERE name = 'split'}) } @nodes[0, 1]),
+	'20,20', 'and the others keep a third each');
+$nodes[2]->start;
+ok(DelayschedTest::poll_until_in($router, 'router',
+	q{SELECT count(*) FILTER (WHERE counted AND lease_until > clock_timestamp()) FROM sched.node_shares}, '3', 30),
+	'once it answers, it is marked and leased too');
+is(r(q{SELECT sched.set_following(false)}), 't', 'following stops again');
 
 $_->stop for @nodes, $router;
 done_testing();
