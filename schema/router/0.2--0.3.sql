@@ -789,6 +789,10 @@ CREATE TABLE sched.node_follow (
 );
 COMMENT ON TABLE sched.node_follow IS 'while this router follows its nodes: whether each is counted in the split of the limits, the split its shares were last given for, its lease (by this router''s clock), when it last answered';
 REVOKE ALL ON sched.follow, sched.node_follow FROM PUBLIC;
+-- Dumped: a router restored from a dump follows its nodes as before (its
+-- first round asks every node again).
+SELECT pg_catalog.pg_extension_config_dump('sched.follow', '');
+SELECT pg_catalog.pg_extension_config_dump('sched.node_follow', '');
 
 -- The rounds call the nodes through a cluster of their own, whose calls time
 -- out after 1 s: a node that does not answer must not hold the round up
