@@ -23,15 +23,20 @@ SELECT EXISTS (SELECT FROM sched.router_follow) AS followed, sched._share_lease_
 SELECT t, (SELECT count(*) FROM sched.claim(t, 2)) AS claimed
 FROM unnest('{sl_rated,sl_capped,sl_free}'::text[]) t;
 
--- The first lease marks the node followed; while it is in force, claims
--- take as before.
-SELECT sched._share_lease(60) > clock_timestamp() + interval '59 seconds' AS leased_for_a_minute;
+-- The router's first call marks the node followed; a lease is renewed only
+-- for the split whose shares the node was given (numbered by the router).
+SELECT renewed, remaining FROM sched._share_lease(60, -1);
+SELECT sched._set_share_generation(7), sched._share_generation() AS generation;
+SELECT renewed, remaining > 59 AS a_minute_left FROM sched._share_lease(60, 8);
+SELECT renewed, remaining > 59 AS a_minute_left, node FROM sched._share_lease(60, 7);
+SELECT renewed, remaining > 59 AS a_minute_left FROM sched._share_lease(60, 8);
+-- While it is in force, claims take as before.
 SELECT EXISTS (SELECT FROM sched.router_follow) AS followed, sched._share_lapsed() AS lapsed;
 SELECT t, (SELECT count(*) FROM sched.claim(t, 2)) AS claimed
 FROM unnest('{sl_rated,sl_capped,sl_free}'::text[]) t;
 
 -- The lease runs out: the types with split limits wait, the other does not.
-SELECT sched._share_lease(0.001) IS NOT NULL AS leased_for_a_millisecond;
+SELECT renewed FROM sched._share_lease(0.001, 7);
 SELECT wait_until('sched._share_lapsed()') AS lapsed;
 SELECT t, (SELECT count(*) FROM sched.claim(t, 2)) AS claimed
 FROM unnest('{sl_rated,sl_capped,sl_free}'::text[]) t;
@@ -42,13 +47,13 @@ SELECT wait_until($$(SELECT count(*) = 3 FROM sched.task WHERE biz_type = 'sl_no
 SELECT state, count(*) FROM sched.task WHERE biz_type = 'sl_notify' GROUP BY state;
 
 -- Renewed: they go again, the parked notify tasks by the drain.
-SELECT sched._share_lease(60) IS NOT NULL AS renewed;
+SELECT renewed FROM sched._share_lease(60, 7);
 SELECT t, (SELECT count(*) FROM sched.claim(t, 2)) AS claimed
 FROM unnest('{sl_rated,sl_capped}'::text[]) t;
 SELECT wait_until($$(SELECT count(*) = 3 FROM sched.task WHERE biz_type = 'sl_notify' AND state = 'd')$$) AS delivered;
 
 -- No longer followed: no lease needed, even once the last one ran out.
-SELECT sched._share_lease(0.001) IS NOT NULL AS leased_for_a_millisecond;
+SELECT renewed FROM sched._share_lease(0.001, 7);
 SELECT sched._share_unfollow() AS unfollowed, sched._share_unfollow() AS again;
 SELECT wait_until('sched._share_lease_until() < clock_timestamp()') AS ran_out;
 SELECT sched._share_lapsed() AS lapsed;
@@ -56,16 +61,17 @@ SELECT (SELECT count(*) FROM sched.claim('sl_rated', 2)) AS claimed;
 
 -- Bad leases, and an ordinary role may not lease or stop following.
 SELECT q, try(q) FROM (VALUES
-  ($$SELECT sched._share_lease(0)$$),
-  ($$SELECT sched._share_lease(-1)$$),
-  ($$SELECT sched._share_lease('NaN')$$),
-  ($$SELECT sched._share_lease(3601)$$)) v(q);
+  ($$SELECT sched._share_lease(0, 7)$$),
+  ($$SELECT sched._share_lease(-1, 7)$$),
+  ($$SELECT sched._share_lease('NaN', 7)$$),
+  ($$SELECT sched._share_lease(3601, 7)$$)) v(q);
 SELECT EXISTS (SELECT FROM sched.router_follow) AS followed;
 CREATE ROLE regress_share_spy NOLOGIN;
 GRANT USAGE ON SCHEMA sched TO regress_share_spy;
 SET ROLE regress_share_spy;
 SELECT q, try(q) FROM (VALUES
-  ($$SELECT sched._share_lease(60)$$),
+  ($$SELECT sched._share_lease(60, 7)$$),
+  ($$SELECT sched._set_share_generation(8)$$),
   ($$SELECT sched._share_unfollow()$$),
   ($$DELETE FROM sched.router_follow$$)) v(q);
 RESET ROLE;

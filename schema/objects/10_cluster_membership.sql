@@ -93,7 +93,26 @@ LANGUAGE c VOLATILE
 AS 'MODULE_PATHNAME', 'delaysched_share_lease_until_sql';
 COMMENT ON FUNCTION sched._share_lease_until() IS 'internal: until when this node''s shares of the split limits are leased (NULL: never since the start)';
 
-CREATE OR REPLACE FUNCTION sched._share_lease(p_seconds float8) RETURNS timestamptz
+CREATE OR REPLACE FUNCTION sched._set_share_generation(generation bigint) RETURNS void
+LANGUAGE c STRICT VOLATILE
+AS 'MODULE_PATHNAME', 'delaysched_set_share_generation_sql';
+COMMENT ON FUNCTION sched._set_share_generation(bigint) IS 'internal: the router gave this node its shares of its split with this number';
+
+CREATE OR REPLACE FUNCTION sched._share_generation() RETURNS bigint
+LANGUAGE c VOLATILE
+AS 'MODULE_PATHNAME', 'delaysched_share_generation_sql';
+COMMENT ON FUNCTION sched._share_generation() IS 'internal: the number of the router''s split whose shares this node was last given (0: none since the start)';
+
+/*
+ * A following router's call at every round: marks the node followed, and
+ * renews its lease for p_seconds if it has its shares of split number
+ * p_generation (the router passes -1 only to ask).  Returns whether it
+ * renewed, the seconds left of the lease the node holds now (0: none), the
+ * node's number, and the number of the split whose shares it has (0: none).
+ */
+CREATE OR REPLACE FUNCTION sched._share_lease(p_seconds float8, p_generation bigint,
+											  OUT renewed boolean, OUT remaining float8, OUT node int,
+											  OUT generation bigint)
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -101,10 +120,16 @@ BEGIN
 	IF NOT EXISTS (SELECT FROM sched.router_follow) THEN
 		INSERT INTO sched.router_follow DEFAULT VALUES ON CONFLICT DO NOTHING;
 	END IF;
-	RETURN sched._set_share_lease(p_seconds);
+	generation := sched._share_generation();
+	renewed := p_generation = generation;
+	IF renewed THEN
+		PERFORM sched._set_share_lease(p_seconds);
+	END IF;
+	remaining := GREATEST(0, coalesce(extract(epoch FROM sched._share_lease_until() - pg_catalog.clock_timestamp()), 0));
+	node := sched.node_number();
 END
 $$;
-COMMENT ON FUNCTION sched._share_lease(float8) IS 'internal: a following router leases this node its shares of the split limits for so many seconds';
+COMMENT ON FUNCTION sched._share_lease(float8, bigint) IS 'internal: a following router renews this node''s lease on its shares of a split, if the node has them; what is left of its lease';
 
 -- The router stops following: the node's shares hold without a lease.
 CREATE OR REPLACE FUNCTION sched._share_unfollow() RETURNS boolean

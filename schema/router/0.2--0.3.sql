@@ -823,14 +823,18 @@ AS $$
 $$;
 COMMENT ON FUNCTION plproxy.get_cluster_config(text) IS 'PL/Proxy: any number of nodes (modular_mapping); the follow rounds'' calls time out';
 
-CREATE FUNCTION sched._share_lease_on(p int, seconds float8) RETURNS timestamptz
-LANGUAGE plproxy AS $$ CLUSTER 'delaysched_follow'; RUN ON p; SELECT sched._share_lease(seconds); $$;
-CREATE FUNCTION sched._probe_on(p int) RETURNS int
-LANGUAGE plproxy AS $$ CLUSTER 'delaysched_follow'; RUN ON p; SELECT sched.node_number(); $$;
+CREATE FUNCTION sched._share_lease_on(p int, seconds float8, generation bigint,
+									   OUT renewed boolean, OUT remaining float8, OUT node int,
+									   OUT has_generation bigint)
+LANGUAGE plproxy AS $$ CLUSTER 'delaysched_follow'; RUN ON p;
+	SELECT s.renewed, s.remaining, s.node, s.generation AS has_generation
+	FROM sched._share_lease(seconds, generation) s; $$;
+CREATE FUNCTION sched._share_generation_on(p int, generation bigint) RETURNS void
+LANGUAGE plproxy AS $$ CLUSTER 'delaysched_follow'; RUN ON p; SELECT sched._set_share_generation(generation); $$;
 CREATE FUNCTION sched._share_unfollow_on(p int) RETURNS boolean
 LANGUAGE plproxy AS $$ CLUSTER 'delaysched'; RUN ON p; SELECT sched._share_unfollow(); $$;
-REVOKE ALL ON FUNCTION sched._share_lease_on(int, float8), sched._probe_on(int), sched._share_unfollow_on(int)
-	FROM PUBLIC;
+REVOKE ALL ON FUNCTION sched._share_lease_on(int, float8, bigint), sched._share_generation_on(int, bigint),
+	sched._share_unfollow_on(int) FROM PUBLIC;
 
 -- The nodes the limits are split over: every node, or, while this router
 -- follows them, those counted; and a node's place among them.
@@ -871,8 +875,9 @@ AS $$
 $$;
 
 -- Give one node its share of every type's limits (as it stands in
--- sched.node_follow).  Its error, if any, as text.
-CREATE FUNCTION sched._give_shares(p_position int) RETURNS text
+-- sched.node_follow), and then the split's number.  Its error, if any, as
+-- text.
+CREATE FUNCTION sched._give_shares(p_position int, p_generation bigint) RETURNS text
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -885,13 +890,14 @@ BEGIN
 			 ORDER BY x.name LOOP
 		EXECUTE sched._define_call(b) USING p_position;
 	END LOOP;
+	PERFORM sched._share_generation_on(p_position, p_generation);
 	RETURN NULL;
 EXCEPTION WHEN OTHERS THEN
 	GET STACKED DIAGNOSTICS e_message = MESSAGE_TEXT;
 	RETURN e_message;
 END
 $$;
-COMMENT ON FUNCTION sched._give_shares(int) IS 'internal: give a node its share of every split limit; its error, or NULL';
+COMMENT ON FUNCTION sched._give_shares(int, bigint) IS 'internal: give a node its share of every split limit, and the split''s number; its error, or NULL';
 
 -- Whether a node out of reach may still hold a lease: the one this router
 -- recorded, or one it did not (see sched.follow_nodes, step 2); a node it
@@ -909,28 +915,31 @@ REVOKE ALL ON FUNCTION sched._may_hold_lease(sched.node_follow, interval) FROM P
 /*
  * One round of following.  Returns how many nodes the limits are split over
  * after it; NULL if this router does not follow its nodes.  The rule: a node
- * keeps its lease while its shares are those of the current split, and a
- * node gets a new one only while no node holds a lease on another split's.
- * A split is numbered (sched.follow.generation): one more whenever the
- * nodes counted change, since a node's whole-number shares (burst,
- * max_concurrency) depend on which nodes are counted, not only how many.
- *   1. Every node is asked.  One counted, holding a lease and given its
- *      shares for the current split renews its lease.  One this router has
- *      never leased is marked followed with a lease that lapses at once (it
- *      may still be delivering its old share, so it stays counted until it
- *      is marked).  The others only answer, as the node they should be.  (A
- *      lease is recorded by this router's clock at the answer: it ends on
- *      the node no later.)
+ * keeps its lease while it has the current split's shares, and a node gets
+ * a new one only while no node may hold a lease on another split's.  A split
+ * is numbered (sched.follow.generation): one more whenever the nodes counted
+ * change, since a node's whole-number shares (burst, max_concurrency) depend
+ * on which nodes are counted, not only how many.  Each node knows the number
+ * of the split whose shares it has and the lease it holds, and says both at
+ * every call (sched.node_follow records what it said): the router's records
+ * follow the nodes, whatever became of an earlier round's own transaction.
+ *   1. Every node is asked (sched._share_lease): one counted whose record
+ *      says it has the current split's shares and a lease renews it, if it
+ *      does have them; any other only says what lease it holds (and is
+ *      marked followed: one never marked may still deliver its old share,
+ *      so it stays counted until then).  A node that answers as another is
+ *      not answering.  (The lease is recorded by this router's clock from
+ *      what the node says is left of it.)
  *   2. Counted from now on: the nodes that answered, and those that did not
- *      whose lease may still be in force or that were never marked.  A node
- *      that answered and was not counted joins only if no node out of reach
- *      may hold a lease.  A change makes a new split.
+ *      but may still hold a lease (sched._may_hold_lease).  A node that
+ *      answered and was not counted joins only if no node out of reach may
+ *      hold one.  A change makes a new split.
  *   3. Each counted node that answered and has another split's shares gets
  *      this one's, those counted before first (they give up what a joining
  *      node takes).
  *   4. Each counted node that answered, has this split's shares and was not
- *      renewed in 1 gets a lease, unless a node holds one on another split's
- *      shares (giving it this one's failed: it must run out first).
+ *      renewed in 1 gets a lease, unless a node may hold one on another
+ *      split's shares (giving it this one's failed: it must run out first).
  * One round at a time, and none while a type's limits are being defined (the
  * row of sched.follow is locked, and sched.biz against writes).
  */
@@ -941,13 +950,13 @@ AS $$
 DECLARE
 	f sched.follow;
 	n record;
+	a record;
 	v_round timestamptz := pg_catalog.clock_timestamp();
 	v_seconds float8;
 	v_before int[];
 	v_after int[];
 	v_holding boolean;
 	v_error text;
-	v_number int;
 	v_renewed int[] := '{}';
 	e_message text;
 BEGIN
@@ -962,29 +971,24 @@ BEGIN
 	INSERT INTO sched.node_follow (node) SELECT sn.node FROM sched.node sn ON CONFLICT DO NOTHING;
 
 	-- 1.
-	FOR n IN SELECT x.node, x.position, y.lease_until IS NULL AS unmarked,
+	FOR n IN SELECT x.node, x.position,
 					y.counted AND y.generation = f.generation
 					AND coalesce(y.lease_until > pg_catalog.clock_timestamp(), false) AS renews
 			 FROM sched.node x JOIN sched.node_follow y ON y.node = x.node
 			 ORDER BY x.position LOOP
 		BEGIN
-			IF n.renews OR n.unmarked THEN
-				PERFORM sched._share_lease_on(n.position, CASE WHEN n.renews THEN v_seconds ELSE 0.001 END);
-				UPDATE sched.node_follow
-				SET lease_until = pg_catalog.clock_timestamp() + CASE WHEN n.renews THEN f.lease ELSE interval '1 millisecond' END
-				WHERE node = n.node;
-				IF n.renews THEN
-					v_renewed := v_renewed || n.node;
-				END IF;
-			ELSE
-				v_number := sched._probe_on(n.position);
-				IF v_number IS DISTINCT FROM n.node THEN
-					RAISE EXCEPTION 'answers as node %', v_number;
-				END IF;
+			a := sched._share_lease_on(n.position, v_seconds, CASE WHEN n.renews THEN f.generation ELSE -1 END);
+			IF a.node IS DISTINCT FROM n.node THEN
+				RAISE EXCEPTION 'answers as node %', a.node;
 			END IF;
 			UPDATE sched.node_follow
-			SET answered_at = v_round, checked_at = v_round, down_since = NULL, last_error = NULL
+			SET lease_until = pg_catalog.clock_timestamp() + pg_catalog.make_interval(secs => a.remaining),
+				generation = NULLIF(a.has_generation, 0),
+				answered_at = v_round, checked_at = v_round, down_since = NULL, last_error = NULL
 			WHERE node = n.node;
+			IF a.renewed THEN
+				v_renewed := v_renewed || n.node;
+			END IF;
 		EXCEPTION WHEN OTHERS THEN
 			GET STACKED DIAGNOSTICS e_message = MESSAGE_TEXT;
 			UPDATE sched.node_follow
@@ -994,10 +998,7 @@ BEGIN
 		END;
 	END LOOP;
 
-	-- 2.  (A node out of reach may hold a lease this router did not record:
-	-- one given by a round that rolled back, or whose answer was lost.  Any
-	-- such lease was given before the call that first failed returned, so it
-	-- ends by down_since and a lease.)
+	-- 2.
 	v_holding := EXISTS (SELECT FROM sched.node_follow x
 						 WHERE x.counted AND x.answered_at IS DISTINCT FROM v_round
 						   AND sched._may_hold_lease(x, f.lease));
@@ -1017,7 +1018,7 @@ BEGIN
 			 FROM sched.node x JOIN sched.node_follow y ON y.node = x.node
 			 WHERE y.counted AND y.answered_at = v_round AND y.generation IS DISTINCT FROM f.generation
 			 ORDER BY x.node = ANY (v_before) DESC, x.position LOOP
-		v_error := sched._give_shares(n.position);
+		v_error := sched._give_shares(n.position, f.generation);
 		IF v_error IS NULL THEN
 			UPDATE sched.node_follow SET generation = f.generation WHERE node = n.node;
 		ELSE
@@ -1026,21 +1027,30 @@ BEGIN
 	END LOOP;
 
 	-- 4.
+	-- (A node never marked has the shares of a split over every node, no
+	-- larger than this split's, in which it is counted: it does not hold
+	-- the others back.)
 	IF NOT EXISTS (SELECT FROM sched.node_follow x
-				   WHERE x.lease_until > pg_catalog.clock_timestamp()
-					 AND x.generation IS DISTINCT FROM f.generation) THEN
+				   WHERE x.generation IS DISTINCT FROM f.generation AND x.lease_until IS NOT NULL
+					 AND CASE WHEN x.answered_at = v_round THEN x.lease_until > pg_catalog.clock_timestamp()
+							  ELSE sched._may_hold_lease(x, f.lease) END) THEN
 		FOR n IN SELECT x.node, x.position
 				 FROM sched.node x JOIN sched.node_follow y ON y.node = x.node
 				 WHERE y.counted AND y.answered_at = v_round AND y.generation = f.generation
 				   AND NOT x.node = ANY (v_renewed)
 				 ORDER BY x.position LOOP
 			BEGIN
-				PERFORM sched._share_lease_on(n.position, v_seconds);
-				UPDATE sched.node_follow SET lease_until = pg_catalog.clock_timestamp() + f.lease
+				a := sched._share_lease_on(n.position, v_seconds, f.generation);
+				UPDATE sched.node_follow
+				SET lease_until = pg_catalog.clock_timestamp() + pg_catalog.make_interval(secs => a.remaining),
+					generation = NULLIF(a.has_generation, 0),
+					last_error = CASE WHEN a.renewed THEN NULL ELSE 'did not take its lease: it has another split''s shares' END
 				WHERE node = n.node;
 			EXCEPTION WHEN OTHERS THEN
 				GET STACKED DIAGNOSTICS e_message = MESSAGE_TEXT;
-				UPDATE sched.node_follow SET last_error = e_message WHERE node = n.node;
+				UPDATE sched.node_follow
+				SET last_error = e_message, lease_until = pg_catalog.clock_timestamp() + f.lease
+				WHERE node = n.node;
 			END;
 		END LOOP;
 	END IF;
@@ -1048,7 +1058,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION sched.follow_nodes() IS 'one round of following the nodes: lease each its shares, and split the limits anew over those that answer; the number of nodes they are split over (NULL: not following)';
-REVOKE ALL ON FUNCTION sched._give_shares(int), sched.follow_nodes() FROM PUBLIC;
+REVOKE ALL ON FUNCTION sched._give_shares(int, bigint), sched.follow_nodes() FROM PUBLIC;
 -- (As sched._share, which every administrator's define_biz calls; they
 -- read only how many nodes are counted, as their owner.)
 GRANT EXECUTE ON FUNCTION sched._split_count(), sched._split_rank(int) TO PUBLIC;

@@ -13,7 +13,11 @@
  * gives it to the others, and if a node that starts again does not use its
  * old share before the router has taken it back from the others.  So the
  * router leases each node its shares, for a few seconds at a time, at every
- * round: sched._share_lease(seconds) here.
+ * round: sched._share_lease(seconds, generation) here, which renews the lease
+ * only if the node has its shares of the router's current split (numbered:
+ * sched._set_share_generation, after the router gave them), and says how
+ * long the lease it holds has left, so that the router's record of it is
+ * the node's, whatever the router's own transactions did.
  *
  * A followed node (one with the row of sched.router_follow, which the first
  * lease writes and sched._share_unfollow removes) whose lease is not in
@@ -47,9 +51,22 @@
 
 PG_FUNCTION_INFO_V1(delaysched_set_share_lease_sql);
 PG_FUNCTION_INFO_V1(delaysched_share_lease_until_sql);
+PG_FUNCTION_INFO_V1(delaysched_set_share_generation_sql);
+PG_FUNCTION_INFO_V1(delaysched_share_generation_sql);
 
 /* Whether this process said in the log that the lease lapsed. */
 static bool lapse_reported = false;
+
+/* Error out unless delaysched serves this database. */
+static void
+require_served(void)
+{
+	if (!delaysched_current_database())
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("delaysched does not serve this database"),
+				 errhint("Check delaysched.databases and that delaysched is in shared_preload_libraries.")));
+}
 
 /*
  * sched._set_share_lease(seconds float8) RETURNS timestamptz
@@ -68,11 +85,7 @@ delaysched_set_share_lease_sql(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("a share lease must last more than 0 and at most %d seconds, not %g",
 						SHARE_LEASE_MAX_SECONDS, seconds)));
-	if (!delaysched_current_database())
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("delaysched does not serve this database"),
-				 errhint("Check delaysched.databases and that delaysched is in shared_preload_libraries.")));
+	require_served();
 	until = GetCurrentTimestamp() + (TimestampTz) (seconds * USECS_PER_SEC);
 	pg_atomic_write_u64(&delaysched_shared->share_lease_until, (uint64) until);
 	PG_RETURN_TIMESTAMPTZ(until);
@@ -94,6 +107,27 @@ delaysched_share_lease_until_sql(PG_FUNCTION_ARGS)
 	if (until == 0)
 		PG_RETURN_NULL();
 	PG_RETURN_TIMESTAMPTZ(until);
+}
+
+/*
+ * sched._set_share_generation(generation bigint) RETURNS void: the router
+ * gave this database its shares of its split number "generation".
+ */
+Datum
+delaysched_set_share_generation_sql(PG_FUNCTION_ARGS)
+{
+	require_served();
+	pg_atomic_write_u64(&delaysched_shared->share_generation, (uint64) PG_GETARG_INT64(0));
+	PG_RETURN_VOID();
+}
+
+/* sched._share_generation() RETURNS bigint: the split last given; 0: none. */
+Datum
+delaysched_share_generation_sql(PG_FUNCTION_ARGS)
+{
+	if (!delaysched_current_database())
+		PG_RETURN_INT64(0);
+	PG_RETURN_INT64((int64) pg_atomic_read_u64(&delaysched_shared->share_generation));
 }
 
 /*
