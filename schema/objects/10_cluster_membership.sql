@@ -93,6 +93,11 @@ LANGUAGE c VOLATILE
 AS 'MODULE_PATHNAME', 'delaysched_share_lease_until_sql';
 COMMENT ON FUNCTION sched._share_lease_until() IS 'internal: until when this node''s shares of the split limits are leased (NULL: never since the start)';
 
+CREATE OR REPLACE FUNCTION sched._share_lease_left() RETURNS float8
+LANGUAGE c VOLATILE
+AS 'MODULE_PATHNAME', 'delaysched_share_lease_left_sql';
+COMMENT ON FUNCTION sched._share_lease_left() IS 'internal: the seconds left of this node''s lease on its shares of the split limits (0: none in force)';
+
 CREATE OR REPLACE FUNCTION sched._set_share_generation(generation bigint) RETURNS void
 LANGUAGE c STRICT VOLATILE
 AS 'MODULE_PATHNAME', 'delaysched_set_share_generation_sql';
@@ -125,7 +130,7 @@ BEGIN
 	IF renewed THEN
 		PERFORM sched._set_share_lease(p_seconds);
 	END IF;
-	remaining := GREATEST(0, coalesce(extract(epoch FROM sched._share_lease_until() - pg_catalog.clock_timestamp()), 0));
+	remaining := sched._share_lease_left();
 	node := sched.node_number();
 END
 $$;
@@ -146,7 +151,6 @@ CREATE OR REPLACE FUNCTION sched._share_lapsed() RETURNS boolean
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
-	SELECT EXISTS (SELECT FROM sched.router_follow)
-		   AND coalesce(sched._share_lease_until() <= pg_catalog.clock_timestamp(), true)
+	SELECT EXISTS (SELECT FROM sched.router_follow) AND sched._share_lease_left() <= 0
 $$;
 COMMENT ON FUNCTION sched._share_lapsed() IS 'internal: whether this node is followed by a router and its lease on its shares is not in force';

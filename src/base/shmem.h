@@ -510,8 +510,8 @@ typedef struct DelayschedShared
 
 	/*
 	 * Until when a following router has leased this database its shares of
-	 * the split limits (cluster/share_lease.c); 0: never since the entry was
-	 * taken.  Atomic.
+	 * the split limits, on the monotonic clock in microseconds
+	 * (cluster/share_lease.c); 0: never since the entry was taken.  Atomic.
 	 */
 	pg_atomic_uint64 share_lease_until;
 

@@ -28,8 +28,9 @@
  * so a node that comes back waits for the router's next round.  Types
  * without those limits are not split, and never wait for a lease.
  *
- * Locking: the lease is one atomic word of the database's area, written by
- * the router's calls and read by the drain and the claims.
+ * Locking: the lease is one atomic word of the database's area (its end on
+ * the monotonic clock), written by the router's calls and read by the drain
+ * and the claims.
  *
  * IDENTIFICATION
  *	  src/cluster/share_lease.c
@@ -39,6 +40,7 @@
 #include "postgres.h"
 
 #include <math.h>
+#include <time.h>
 
 #include "fmgr.h"
 #include "utils/timestamp.h"
@@ -51,11 +53,27 @@
 
 PG_FUNCTION_INFO_V1(delaysched_set_share_lease_sql);
 PG_FUNCTION_INFO_V1(delaysched_share_lease_until_sql);
+PG_FUNCTION_INFO_V1(delaysched_share_lease_left_sql);
 PG_FUNCTION_INFO_V1(delaysched_set_share_generation_sql);
 PG_FUNCTION_INFO_V1(delaysched_share_generation_sql);
 
 /* Whether this process said in the log that the lease lapsed. */
 static bool lapse_reported = false;
+
+/*
+ * Now on the monotonic clock, in microseconds: a lease runs for its seconds
+ * whatever the wall clock does meanwhile (a step back would otherwise make
+ * it outlast the router's record of it).
+ */
+static int64
+monotonic_us(void)
+{
+	struct timespec ts;
+
+	if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0)
+		elog(ERROR, "clock_gettime(CLOCK_MONOTONIC) failed: %m");
+	return (int64) ts.tv_sec * USECS_PER_SEC + ts.tv_nsec / 1000;
+}
 
 /* Error out unless delaysched serves this database. */
 static void
@@ -86,27 +104,55 @@ delaysched_set_share_lease_sql(PG_FUNCTION_ARGS)
 				 errmsg("a share lease must last more than 0 and at most %d seconds, not %g",
 						SHARE_LEASE_MAX_SECONDS, seconds)));
 	require_served();
+	pg_atomic_write_u64(&delaysched_shared->share_lease_until,
+						(uint64) (monotonic_us() + (int64) (seconds * USECS_PER_SEC)));
 	until = GetCurrentTimestamp() + (TimestampTz) (seconds * USECS_PER_SEC);
-	pg_atomic_write_u64(&delaysched_shared->share_lease_until, (uint64) until);
 	PG_RETURN_TIMESTAMPTZ(until);
 }
 
 /*
+ * What is left of this database's lease, in microseconds (0 or less: none
+ * in force); PG_INT64_MIN if it has had none since its entry was taken.
+ */
+static int64
+lease_left_us(void)
+{
+	uint64		deadline;
+
+	if (!delaysched_current_database())
+		return PG_INT64_MIN;
+	deadline = pg_atomic_read_u64(&delaysched_shared->share_lease_until);
+	if (deadline == 0)
+		return PG_INT64_MIN;
+	return (int64) deadline - monotonic_us();
+}
+
+/*
+ * sched._share_lease_left() RETURNS float8: the seconds left of this
+ * database's lease (0: none in force).
+ */
+Datum
+delaysched_share_lease_left_sql(PG_FUNCTION_ARGS)
+{
+	int64		left = lease_left_us();
+
+	PG_RETURN_FLOAT8(left > 0 ? (double) left / USECS_PER_SEC : 0.0);
+}
+
+/*
  * sched._share_lease_until() RETURNS timestamptz: until when this database's
- * lease is in force; NULL if it has had none since the server started (or
- * the database is not served).
+ * lease is in force, by the wall clock now (for people: the lease runs on the
+ * monotonic clock); NULL if it has had none since the server started (or the
+ * database is not served).
  */
 Datum
 delaysched_share_lease_until_sql(PG_FUNCTION_ARGS)
 {
-	TimestampTz until;
+	int64		left = lease_left_us();
 
-	if (!delaysched_current_database())
+	if (left == PG_INT64_MIN)
 		PG_RETURN_NULL();
-	until = (TimestampTz) pg_atomic_read_u64(&delaysched_shared->share_lease_until);
-	if (until == 0)
-		PG_RETURN_NULL();
-	PG_RETURN_TIMESTAMPTZ(until);
+	PG_RETURN_TIMESTAMPTZ(GetCurrentTimestamp() + left);
 }
 
 /*
