@@ -163,5 +163,58 @@ ok(DelayschedTest::poll_until_in($router, 'router',
 	'once it answers, it is marked and leased too');
 is(r(q{SELECT sched.set_following(false)}), 't', 'following stops again');
 
+# A node that hangs: its server and every process of it stopped (SIGSTOP),
+# so that the kernel still accepts connections to it and nothing answers.
+# Every round must still reach the two others in time for their leases: they
+# take its share once its lease has run out, and deliver the cluster's 60 a
+# second.
+sub server_processes
+{
+	my ($n) = @_;
+	my $postmaster = $n->{_pid};
+	my @pids = ($postmaster);
+	for my $stat (glob '/proc/[0-9]*/stat')
+	{
+		open my $fh, '<', $stat or next;
+		my $line = <$fh>;
+		close $fh;
+		next unless defined $line && $line =~ /^(\d+) \(.*\) \S (\d+) /;
+		push @pids, $1 if $2 == $postmaster;
+	}
+	return @pids;
+}
+for my $n (@nodes)
+{
+	$n->safe_psql('postgres', q{
+		SELECT count(*) FROM sched.add_many('split', array_fill(now(), ARRAY[2000]),
+											array_fill('{}'::jsonb, ARRAY[2000]))});
+}
+is(r(q{SELECT sched.set_following(true, lease => '3 seconds')}), 't', 'following, the lease 3 s');
+ok(DelayschedTest::poll_until_in($router, 'router',
+	q{SELECT count(*) FILTER (WHERE counted AND lease_until > clock_timestamp()) FROM sched.node_shares}, '3', 30),
+	'every node leased');
+my @hung = server_processes($nodes[2]);
+kill 'STOP', @hung;
+my $hung_at = time;
+ok(DelayschedTest::poll_until_in($router, 'router',
+	q{SELECT string_agg(counted::text, ',' ORDER BY position) FROM sched.node_shares}, 'true,true,false', 60),
+	'the hung node is counted out');
+my $hung_recovered;
+$deadline = time + 60;
+while (!defined $hung_recovered && time < $deadline)
+{
+	my $counts = per_second(@nodes[0, 1]);
+	my @good = sort { $a <=> $b } grep { $_ > $hung_at && $counts->{$_} >= 54 } keys %$counts;
+	$hung_recovered = $good[0] - $hung_at if @good >= 2;
+	usleep(200_000) unless defined $hung_recovered;
+}
+ok(defined $hung_recovered, 'the two others deliver the cluster\'s 60 a second while it hangs');
+note(sprintf('hung node: 54 a second or more from %.1f s after it hung', $hung_recovered // -1));
+kill 'CONT', @hung;
+ok(DelayschedTest::poll_until_in($router, 'router',
+	q{SELECT count(*) FILTER (WHERE counted AND lease_until > clock_timestamp()) FROM sched.node_shares}, '3', 60),
+	'once it answers again, it is counted and leased');
+is(r(q{SELECT sched.set_following(false)}), 't', 'following stops for the last time');
+
 $_->stop for @nodes, $router;
 done_testing();
