@@ -93,7 +93,12 @@ ISOLATION_OPTS = --temp-instance=./tmp_check_iso --temp-config=$(srcdir)/test/is
 TAP_TESTS = 1
 PROVE_TESTS = test/t/*.pl
 
-PG_CPPFLAGS = -I$(srcdir)/src
+# The router's own small library (src/router/delaysched_router.c): what
+# delaysched_router calls in C, without the delaysched library, which loads
+# only from shared_preload_libraries.  It talks to the nodes over libpq.
+MODULES = src/router/delaysched_router
+
+PG_CPPFLAGS = -I$(srcdir)/src -I$(libpq_srcdir)
 # libcurl for the HTTP workers (package libcurl4-openssl-dev).
 SHLIB_LINK = -lcurl
 # -Wextra's unused-parameter fires inside PostgreSQL's own headers (bufpage.h).
@@ -106,6 +111,9 @@ EXTRA_CLEAN = test/dslisten test/bench/dsbench test/bench/hooksink tmp_check tmp
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+
+# (PGXS links a library of MODULES without SHLIB_LINK.)
+src/router/delaysched_router$(DLSUFFIX): LDFLAGS_SL += $(libpq)
 
 # A built script names its sources, and a blank line parts them.
 define concatenate_schema

@@ -794,46 +794,55 @@ REVOKE ALL ON sched.follow, sched.node_follow FROM PUBLIC;
 SELECT pg_catalog.pg_extension_config_dump('sched.follow', '');
 SELECT pg_catalog.pg_extension_config_dump('sched.node_follow', '');
 
--- The rounds call the nodes through a cluster of their own, whose calls time
--- out after 1 s: a node that does not answer must not hold the round up
--- long, nor make the others' leases lapse meanwhile.
--- (A connection that cannot be made waits for the node conninfo's
--- connect_timeout: set one, doc/scale-out.md.)
-CREATE OR REPLACE FUNCTION sched._cluster_check(cluster_name text) RETURNS void
-LANGUAGE plpgsql IMMUTABLE
+-- The rounds call the nodes through sched._node_query (the router's own
+-- library, src/router/delaysched_router.c), not PL/Proxy: each call ends
+-- within a second, connecting included, whatever the node does (PL/Proxy has
+-- no connect timeout, and cancels by a blocking call to the node), so that a
+-- node that hangs does not hold the round up, nor make the others' leases
+-- lapse meanwhile.
+CREATE FUNCTION sched._node_query(conninfo text, query text, timeout_ms int) RETURNS text
+LANGUAGE c STRICT
+AS '$libdir/delaysched_router', 'delaysched_node_query';
+COMMENT ON FUNCTION sched._node_query(text, text, int) IS 'internal: run a query on a node within timeout_ms, connecting included; the first value of its last result';
+REVOKE ALL ON FUNCTION sched._node_query(text, text, int) FROM PUBLIC;
+
+-- A round's call to the node at a position: a second at most.
+CREATE FUNCTION sched._follow_query(p int, query text) RETURNS text
+LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+	v_conninfo text := (SELECT n.conninfo FROM sched.node n WHERE n.position = p);
 BEGIN
-	IF cluster_name IS DISTINCT FROM 'delaysched' AND cluster_name IS DISTINCT FROM 'delaysched_follow' THEN
-		RAISE EXCEPTION 'unknown PL/Proxy cluster "%"', cluster_name
-			USING ERRCODE = 'undefined_object',
-				  HINT = 'This router database knows the clusters "delaysched" and "delaysched_follow".';
+	IF v_conninfo IS NULL THEN
+		RAISE EXCEPTION 'no node at position %', p USING ERRCODE = 'undefined_object';
 	END IF;
+	RETURN sched._node_query(v_conninfo, query, 1000);
 END
 $$;
-
-CREATE OR REPLACE FUNCTION plproxy.get_cluster_config(cluster_name text, OUT key text, OUT val text) RETURNS SETOF record
-LANGUAGE sql IMMUTABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-	SELECT c.key, c.val
-	FROM (SELECT sched._cluster_check(cluster_name)) k,
-		 (VALUES ('modular_mapping', '1', true), ('query_timeout', '1', false)) c(key, val, always)
-	WHERE c.always OR cluster_name = 'delaysched_follow'
-$$;
-COMMENT ON FUNCTION plproxy.get_cluster_config(text) IS 'PL/Proxy: any number of nodes (modular_mapping); the follow rounds'' calls time out';
+COMMENT ON FUNCTION sched._follow_query(int, text) IS 'internal: a follow round''s call to the node at a position, within a second';
 
 CREATE FUNCTION sched._share_lease_on(p int, seconds float8, generation bigint,
 									   OUT renewed boolean, OUT remaining float8, OUT node int,
 									   OUT has_generation bigint)
-LANGUAGE plproxy AS $$ CLUSTER 'delaysched_follow'; RUN ON p;
-	SELECT s.renewed, s.remaining, s.node, s.generation AS has_generation
-	FROM sched._share_lease(seconds, generation) s; $$;
-CREATE FUNCTION sched._share_generation_on(p int, generation bigint) RETURNS void
-LANGUAGE plproxy AS $$ CLUSTER 'delaysched_follow'; RUN ON p; SELECT sched._set_share_generation(generation); $$;
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	a jsonb;
+BEGIN
+	a := sched._follow_query(p, pg_catalog.format(
+		'SELECT pg_catalog.to_jsonb(s) FROM sched._share_lease(%L::float8, %L::bigint) s', seconds, generation))::jsonb;
+	renewed := (a->>'renewed')::boolean;
+	remaining := (a->>'remaining')::float8;
+	node := (a->>'node')::int;
+	has_generation := (a->>'generation')::bigint;
+END
+$$;
+COMMENT ON FUNCTION sched._share_lease_on(int, float8, bigint) IS 'internal: renew a node''s lease on its shares (sched._share_lease there); what it says';
 CREATE FUNCTION sched._share_unfollow_on(p int) RETURNS boolean
 LANGUAGE plproxy AS $$ CLUSTER 'delaysched'; RUN ON p; SELECT sched._share_unfollow(); $$;
-REVOKE ALL ON FUNCTION sched._share_lease_on(int, float8, bigint), sched._share_generation_on(int, bigint),
+REVOKE ALL ON FUNCTION sched._follow_query(int, text), sched._share_lease_on(int, float8, bigint),
 	sched._share_unfollow_on(int) FROM PUBLIC;
 
 -- The nodes the limits are split over: every node, or, while this router
@@ -875,22 +884,29 @@ AS $$
 $$;
 
 -- Give one node its share of every type's limits (as it stands in
--- sched.node_follow), and then the split's number.  Its error, if any, as
--- text.
+-- sched.node_follow), and then the split's number, in one transaction
+-- there.  Its error, if any, as text.
 CREATE FUNCTION sched._give_shares(p_position int, p_generation bigint) RETURNS text
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-	b sched.biz;
+	v_calls text;
 	e_message text;
 BEGIN
-	FOR b IN SELECT * FROM sched.biz x
-			 WHERE x.rate_limit IS NOT NULL OR x.burst IS NOT NULL OR x.max_concurrency IS NOT NULL
-			 ORDER BY x.name LOOP
-		EXECUTE sched._define_call(b) USING p_position;
-	END LOOP;
-	PERFORM sched._share_generation_on(p_position, p_generation);
+	SELECT pg_catalog.string_agg(pg_catalog.format(
+			'SELECT sched.define_biz(%L::text, %L::text, %L::text, %L::int, %L::interval, %L::float8, %L::int,'
+			' %L::int, %L::text, %L::jsonb, %L::interval, %L::interval, %L::interval, %L::text, %L::boolean,'
+			' %L::int, %L::int, %L::float8, %L::int);',
+			b.name, b.delivery, b.channel, b.max_attempts, b.ack_timeout, sched._share(b.rate_limit, p_position),
+			sched._share(b.burst, p_position), sched._share(b.max_concurrency, p_position), b.url, b.headers,
+			b.timeout, b.min_backoff, b.max_backoff, b.secret, b.follow_redirects, b.weight,
+			b.key_max_concurrency, b.key_rate_limit, b.key_burst), ' ' ORDER BY b.name)
+	INTO v_calls
+	FROM sched.biz b
+	WHERE b.rate_limit IS NOT NULL OR b.burst IS NOT NULL OR b.max_concurrency IS NOT NULL;
+	PERFORM sched._follow_query(p_position, coalesce(v_calls || ' ', '')
+		|| pg_catalog.format('SELECT sched._set_share_generation(%L::bigint)', p_generation));
 	RETURN NULL;
 EXCEPTION WHEN OTHERS THEN
 	GET STACKED DIAGNOSTICS e_message = MESSAGE_TEXT;
@@ -993,7 +1009,7 @@ BEGIN
 			GET STACKED DIAGNOSTICS e_message = MESSAGE_TEXT;
 			UPDATE sched.node_follow
 			SET checked_at = v_round, down_since = coalesce(down_since, pg_catalog.clock_timestamp()),
-				last_error = pg_catalog.regexp_replace(e_message, '^.*(REMOTE ERROR|PQconnectPoll|PQconnectStart): ', '')
+				last_error = e_message
 			WHERE node = n.node;
 		END;
 	END LOOP;
