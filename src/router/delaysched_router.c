@@ -141,7 +141,7 @@ conn_error(PGconn *conn)
  * set if not.
  */
 static PGconn *
-connect_by(const char *conninfo, const char *role, TimestampTz deadline, char **error)
+connect_by(const char *conninfo, const char *role, TimestampTz deadline, int timeout_ms, char **error)
 {
 	const char *keywords[4];
 	const char *values[4];
@@ -191,7 +191,7 @@ connect_by(const char *conninfo, const char *role, TimestampTz deadline, char **
 	{
 		*error = state == PGRES_POLLING_FAILED ?
 			psprintf("could not connect: %s", conn_error(conn)) :
-			pstrdup("could not connect: no answer in time");
+			psprintf("could not connect within %d ms", timeout_ms);
 		PQfinish(conn);
 		return NULL;
 	}
@@ -234,7 +234,7 @@ kept_connection(const char *key)
 typedef struct Exchange
 {
 	char	   *answer;			/* the last result's first value, or NULL */
-	char	   *failure;		/* could not reach the node, or no answer in time */
+	char	   *failure;		/* could not reach the node, or not by the deadline */
 	char	   *remote_message; /* the node's own error */
 	char	   *remote_detail;
 	char	   *remote_hint;
@@ -280,7 +280,7 @@ take_result(PGresult *res, Exchange *x)
  * x->failure) if the connection broke or the deadline came.
  */
 static bool
-exchange(PGconn *conn, const char *query, TimestampTz deadline, Exchange *x)
+exchange(PGconn *conn, const char *query, TimestampTz deadline, int timeout_ms, Exchange *x)
 {
 	int			flushed;
 
@@ -293,7 +293,7 @@ exchange(PGconn *conn, const char *query, TimestampTz deadline, Exchange *x)
 	{
 		if (!wait_socket(conn, WL_SOCKET_READABLE | WL_SOCKET_WRITEABLE, deadline))
 		{
-			x->failure = pstrdup("no answer in time");
+			x->failure = psprintf("no answer within %d ms", timeout_ms);
 			return false;
 		}
 		if (!PQconsumeInput(conn))
@@ -315,7 +315,7 @@ exchange(PGconn *conn, const char *query, TimestampTz deadline, Exchange *x)
 		{
 			if (!wait_socket(conn, WL_SOCKET_READABLE, deadline))
 			{
-				x->failure = pstrdup("no answer in time");
+				x->failure = psprintf("no answer within %d ms", timeout_ms);
 				return false;
 			}
 			if (!PQconsumeInput(conn))
@@ -378,7 +378,7 @@ delaysched_node_query(PG_FUNCTION_ARGS)
 	if (node == NULL)
 	{
 		char	   *error = NULL;
-		PGconn	   *conn = connect_by(conninfo, role, deadline, &error);
+		PGconn	   *conn = connect_by(conninfo, role, deadline, timeout_ms, &error);
 
 		if (conn == NULL)
 			ereport(ERROR,
@@ -394,7 +394,7 @@ delaysched_node_query(PG_FUNCTION_ARGS)
 	memset(&x, 0, sizeof(x));
 	PG_TRY();
 	{
-		done = exchange(node->conn, query, deadline, &x);
+		done = exchange(node->conn, query, deadline, timeout_ms, &x);
 	}
 	PG_CATCH();
 	{
