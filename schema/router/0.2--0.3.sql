@@ -804,7 +804,12 @@ CREATE FUNCTION sched._node_query(conninfo text, query text, timeout_ms int) RET
 LANGUAGE c STRICT
 AS '$libdir/delaysched_router', 'delaysched_node_query';
 COMMENT ON FUNCTION sched._node_query(text, text, int) IS 'internal: run a query on a node within timeout_ms, connecting included; the first value of its last result';
-REVOKE ALL ON FUNCTION sched._node_query(text, text, int) FROM PUBLIC;
+CREATE FUNCTION sched._node_queries(conninfos text[], queries text[], timeout_ms int,
+									 OUT ord int, OUT answer text, OUT error text) RETURNS SETOF record
+LANGUAGE c STRICT
+AS '$libdir/delaysched_router', 'delaysched_node_queries';
+COMMENT ON FUNCTION sched._node_queries(text[], text[], int) IS 'internal: run queries on nodes all at once, each within timeout_ms; a row each, its answer or its error';
+REVOKE ALL ON FUNCTION sched._node_query(text, text, int), sched._node_queries(text[], text[], int) FROM PUBLIC;
 
 -- A round's call to the node at a position: a second at most.
 CREATE FUNCTION sched._follow_query(p int, query text) RETURNS text
@@ -822,28 +827,20 @@ END
 $$;
 COMMENT ON FUNCTION sched._follow_query(int, text) IS 'internal: a follow round''s call to the node at a position, within a second';
 
-CREATE FUNCTION sched._share_lease_on(p int, seconds float8, generation bigint,
-									   OUT renewed boolean, OUT remaining float8, OUT node int,
-									   OUT has_generation bigint)
-LANGUAGE plpgsql
+-- What a round asks a node: renew its lease if it has the shares of split
+-- "generation" (-1: only say what it holds); the answer is a jsonb object
+-- of sched._share_lease's columns (renewed, remaining, node, generation).
+CREATE FUNCTION sched._share_lease_query(seconds float8, generation bigint) RETURNS text
+LANGUAGE sql IMMUTABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
-DECLARE
-	a jsonb;
-BEGIN
-	a := sched._follow_query(p, pg_catalog.format(
-		'SELECT pg_catalog.to_jsonb(s) FROM sched._share_lease(%L::float8, %L::bigint) s', seconds, generation))::jsonb;
-	renewed := (a->>'renewed')::boolean;
-	remaining := (a->>'remaining')::float8;
-	node := (a->>'node')::int;
-	has_generation := (a->>'generation')::bigint;
-END
+	SELECT pg_catalog.format('SELECT pg_catalog.to_jsonb(s) FROM sched._share_lease(%L::float8, %L::bigint) s',
+							 seconds, generation)
 $$;
-COMMENT ON FUNCTION sched._share_lease_on(int, float8, bigint) IS 'internal: renew a node''s lease on its shares (sched._share_lease there); what it says';
+COMMENT ON FUNCTION sched._share_lease_query(float8, bigint) IS 'internal: the call that asks a node to renew its lease on its shares';
 CREATE FUNCTION sched._share_unfollow_on(p int) RETURNS boolean
 LANGUAGE plproxy AS $$ CLUSTER 'delaysched'; RUN ON p; SELECT sched._share_unfollow(); $$;
-REVOKE ALL ON FUNCTION sched._follow_query(int, text), sched._share_lease_on(int, float8, bigint),
-	sched._share_unfollow_on(int) FROM PUBLIC;
+REVOKE ALL ON FUNCTION sched._follow_query(int, text), sched._share_unfollow_on(int) FROM PUBLIC;
 
 -- The nodes the limits are split over: every node, or, while this router
 -- follows them, those counted; and a node's place among them.
@@ -966,7 +963,6 @@ AS $$
 DECLARE
 	f sched.follow;
 	n record;
-	a record;
 	v_round timestamptz := pg_catalog.clock_timestamp();
 	v_seconds float8;
 	v_before int[];
@@ -974,7 +970,11 @@ DECLARE
 	v_holding boolean;
 	v_error text;
 	v_renewed int[] := '{}';
-	e_message text;
+	v_nodes int[];
+	v_conninfos text[];
+	v_queries text[];
+	v_answer jsonb;
+	v_failure text;
 BEGIN
 	SELECT * INTO f FROM sched.follow FOR UPDATE;
 	IF NOT FOUND THEN
@@ -986,32 +986,37 @@ BEGIN
 	DELETE FROM sched.node_follow x WHERE NOT EXISTS (SELECT FROM sched.node sn WHERE sn.node = x.node);
 	INSERT INTO sched.node_follow (node) SELECT sn.node FROM sched.node sn ON CONFLICT DO NOTHING;
 
-	-- 1.
-	FOR n IN SELECT x.node, x.position,
-					y.counted AND y.generation = f.generation
-					AND coalesce(y.lease_until > pg_catalog.clock_timestamp(), false) AS renews
-			 FROM sched.node x JOIN sched.node_follow y ON y.node = x.node
-			 ORDER BY x.position LOOP
-		BEGIN
-			a := sched._share_lease_on(n.position, v_seconds, CASE WHEN n.renews THEN f.generation ELSE -1 END);
-			IF a.node IS DISTINCT FROM n.node THEN
-				RAISE EXCEPTION 'answers as node %', a.node;
-			END IF;
+	-- 1. (Every node at once: a round takes the slowest answer, a second at most.)
+	SELECT pg_catalog.array_agg(x.node ORDER BY x.position), pg_catalog.array_agg(x.conninfo ORDER BY x.position),
+		   pg_catalog.array_agg(sched._share_lease_query(v_seconds,
+				CASE WHEN y.counted AND y.generation = f.generation
+						  AND coalesce(y.lease_until > pg_catalog.clock_timestamp(), false)
+					 THEN f.generation ELSE -1 END) ORDER BY x.position)
+	INTO v_nodes, v_conninfos, v_queries
+	FROM sched.node x JOIN sched.node_follow y ON y.node = x.node;
+	FOR n IN SELECT v_nodes[q.ord] AS node, q.answer, q.error
+			 FROM sched._node_queries(coalesce(v_conninfos, '{}'), coalesce(v_queries, '{}'), 1000) q LOOP
+		v_failure := n.error;
+		v_answer := CASE WHEN v_failure IS NULL THEN n.answer::jsonb END;
+		IF v_failure IS NULL AND (v_answer->>'node')::int IS DISTINCT FROM n.node THEN
+			v_failure := pg_catalog.format('answers as node %s', coalesce(v_answer->>'node', 'NULL'));
+		END IF;
+		IF v_failure IS NULL THEN
 			UPDATE sched.node_follow
-			SET lease_until = pg_catalog.clock_timestamp() + pg_catalog.make_interval(secs => a.remaining),
-				generation = NULLIF(a.has_generation, 0),
+			SET lease_until = pg_catalog.clock_timestamp()
+							  + pg_catalog.make_interval(secs => (v_answer->>'remaining')::float8),
+				generation = NULLIF((v_answer->>'generation')::bigint, 0),
 				answered_at = v_round, checked_at = v_round, down_since = NULL, last_error = NULL
 			WHERE node = n.node;
-			IF a.renewed THEN
+			IF (v_answer->>'renewed')::boolean THEN
 				v_renewed := v_renewed || n.node;
 			END IF;
-		EXCEPTION WHEN OTHERS THEN
-			GET STACKED DIAGNOSTICS e_message = MESSAGE_TEXT;
+		ELSE
 			UPDATE sched.node_follow
 			SET checked_at = v_round, down_since = coalesce(down_since, pg_catalog.clock_timestamp()),
-				last_error = e_message
+				last_error = v_failure
 			WHERE node = n.node;
-		END;
+		END IF;
 	END LOOP;
 
 	-- 2.
@@ -1050,24 +1055,29 @@ BEGIN
 				   WHERE x.generation IS DISTINCT FROM f.generation AND x.lease_until IS NOT NULL
 					 AND CASE WHEN x.answered_at = v_round THEN x.lease_until > pg_catalog.clock_timestamp()
 							  ELSE sched._may_hold_lease(x, f.lease) END) THEN
-		FOR n IN SELECT x.node, x.position
-				 FROM sched.node x JOIN sched.node_follow y ON y.node = x.node
-				 WHERE y.counted AND y.answered_at = v_round AND y.generation = f.generation
-				   AND NOT x.node = ANY (v_renewed)
-				 ORDER BY x.position LOOP
-			BEGIN
-				a := sched._share_lease_on(n.position, v_seconds, f.generation);
+		SELECT pg_catalog.array_agg(x.node ORDER BY x.position), pg_catalog.array_agg(x.conninfo ORDER BY x.position),
+			   pg_catalog.array_agg(sched._share_lease_query(v_seconds, f.generation) ORDER BY x.position)
+		INTO v_nodes, v_conninfos, v_queries
+		FROM sched.node x JOIN sched.node_follow y ON y.node = x.node
+		WHERE y.counted AND y.answered_at = v_round AND y.generation = f.generation
+		  AND NOT x.node = ANY (v_renewed);
+		FOR n IN SELECT v_nodes[q.ord] AS node, q.answer, q.error
+				 FROM sched._node_queries(coalesce(v_conninfos, '{}'), coalesce(v_queries, '{}'), 1000) q LOOP
+			IF n.error IS NULL THEN
+				v_answer := n.answer::jsonb;
 				UPDATE sched.node_follow
-				SET lease_until = pg_catalog.clock_timestamp() + pg_catalog.make_interval(secs => a.remaining),
-					generation = NULLIF(a.has_generation, 0),
-					last_error = CASE WHEN a.renewed THEN NULL ELSE 'did not take its lease: it has another split''s shares' END
+				SET lease_until = pg_catalog.clock_timestamp()
+								  + pg_catalog.make_interval(secs => (v_answer->>'remaining')::float8),
+					generation = NULLIF((v_answer->>'generation')::bigint, 0),
+					last_error = CASE WHEN (v_answer->>'renewed')::boolean THEN NULL
+									  ELSE 'did not take its lease: it has another split''s shares' END
 				WHERE node = n.node;
-			EXCEPTION WHEN OTHERS THEN
-				GET STACKED DIAGNOSTICS e_message = MESSAGE_TEXT;
+			ELSE
+				-- (It may have taken the lease before the answer was lost.)
 				UPDATE sched.node_follow
-				SET last_error = e_message, lease_until = pg_catalog.clock_timestamp() + f.lease
+				SET last_error = n.error, lease_until = pg_catalog.clock_timestamp() + f.lease
 				WHERE node = n.node;
-			END;
+			END IF;
 		END LOOP;
 	END IF;
 	RETURN pg_catalog.cardinality(v_after);
