@@ -936,7 +936,7 @@ REVOKE ALL ON FUNCTION sched._may_hold_lease(sched.node_follow, interval) FROM P
  * of the split whose shares it has and the lease it holds, and says both at
  * every call (sched.node_follow records what it said): the router's records
  * follow the nodes, whatever became of an earlier round's own transaction.
- *   1. Every node is asked (sched._share_lease): one counted whose record
+ *   1. Every node is asked, all at once (sched._share_lease): one counted whose record
  *      says it has the current split's shares and a lease renews it, if it
  *      does have them; any other only says what lease it holds (and is
  *      marked followed: one never marked may still deliver its old share,
