@@ -773,7 +773,7 @@ CREATE TABLE sched.follow (
 	following	boolean PRIMARY KEY DEFAULT true CHECK (following),
 	lease		interval NOT NULL CHECK (lease >= interval '1 second' AND lease <= interval '1 hour'),
 	since		timestamptz NOT NULL DEFAULT pg_catalog.now(),
-	generation	int NOT NULL DEFAULT 0	-- of the split: one more whenever the counted nodes change
+	generation	int NOT NULL DEFAULT 0	-- of the split: a new number whenever the counted nodes change
 );
 COMMENT ON TABLE sched.follow IS 'a row while this router follows its nodes (sched.set_following): how long each lease of a node''s shares lasts';
 
@@ -793,6 +793,12 @@ REVOKE ALL ON sched.follow, sched.node_follow FROM PUBLIC;
 -- first round asks every node again).
 SELECT pg_catalog.pg_extension_config_dump('sched.follow', '');
 SELECT pg_catalog.pg_extension_config_dump('sched.node_follow', '');
+-- A split's number comes from a sequence, which a round that rolls back does
+-- not take back: its number may already be on nodes, with its shares, and the
+-- next round's split (other nodes counted) must not have it too.
+CREATE SEQUENCE sched.follow_generation_seq AS int;
+REVOKE ALL ON SEQUENCE sched.follow_generation_seq FROM PUBLIC;
+SELECT pg_catalog.pg_extension_config_dump('sched.follow_generation_seq', '');
 
 -- The rounds call the nodes through sched._node_query (the router's own
 -- library, src/router/delaysched_router.c), not PL/Proxy: each call ends
@@ -800,19 +806,19 @@ SELECT pg_catalog.pg_extension_config_dump('sched.node_follow', '');
 -- no connect timeout, and cancels by a blocking call to the node), so that a
 -- node that hangs does not hold the round up, nor make the others' leases
 -- lapse meanwhile.
-CREATE FUNCTION sched._node_query(conninfo text, query text, timeout_ms int) RETURNS text
-LANGUAGE c STRICT
+CREATE FUNCTION sched._node_query(conninfo text, query text, params text[], timeout_ms int) RETURNS text
+LANGUAGE c
 AS '$libdir/delaysched_router', 'delaysched_node_query';
-COMMENT ON FUNCTION sched._node_query(text, text, int) IS 'internal: run a query on a node within timeout_ms, connecting included; the first value of its last result';
+COMMENT ON FUNCTION sched._node_query(text, text, text[], int) IS 'internal: run a query (its parameters as text, or NULL) on a node within timeout_ms, connecting included; the first value of its last result';
 CREATE FUNCTION sched._node_queries(conninfos text[], queries text[], timeout_ms int,
 									 OUT ord int, OUT answer text, OUT error text) RETURNS SETOF record
 LANGUAGE c STRICT
 AS '$libdir/delaysched_router', 'delaysched_node_queries';
 COMMENT ON FUNCTION sched._node_queries(text[], text[], int) IS 'internal: run queries on nodes all at once, each within timeout_ms; a row each, its answer or its error';
-REVOKE ALL ON FUNCTION sched._node_query(text, text, int), sched._node_queries(text[], text[], int) FROM PUBLIC;
+REVOKE ALL ON FUNCTION sched._node_query(text, text, text[], int), sched._node_queries(text[], text[], int) FROM PUBLIC;
 
 -- A round's call to the node at a position: a second at most.
-CREATE FUNCTION sched._follow_query(p int, query text) RETURNS text
+CREATE FUNCTION sched._follow_query(p int, query text, params text[]) RETURNS text
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -822,10 +828,10 @@ BEGIN
 	IF v_conninfo IS NULL THEN
 		RAISE EXCEPTION 'no node at position %', p USING ERRCODE = 'undefined_object';
 	END IF;
-	RETURN sched._node_query(v_conninfo, query, 1000);
+	RETURN sched._node_query(v_conninfo, query, params, 1000);
 END
 $$;
-COMMENT ON FUNCTION sched._follow_query(int, text) IS 'internal: a follow round''s call to the node at a position, within a second';
+COMMENT ON FUNCTION sched._follow_query(int, text, text[]) IS 'internal: a follow round''s call to the node at a position, within a second';
 
 -- What a round asks a node: renew its lease if it has the shares of split
 -- "generation" (-1: only say what it holds); the answer is a jsonb object
@@ -840,7 +846,7 @@ $$;
 COMMENT ON FUNCTION sched._share_lease_query(float8, bigint) IS 'internal: the call that asks a node to renew its lease on its shares';
 CREATE FUNCTION sched._share_unfollow_on(p int) RETURNS boolean
 LANGUAGE plproxy AS $$ CLUSTER 'delaysched'; RUN ON p; SELECT sched._share_unfollow(); $$;
-REVOKE ALL ON FUNCTION sched._follow_query(int, text), sched._share_unfollow_on(int) FROM PUBLIC;
+REVOKE ALL ON FUNCTION sched._follow_query(int, text, text[]), sched._share_unfollow_on(int) FROM PUBLIC;
 
 -- The nodes the limits are split over: every node, or, while this router
 -- follows them, those counted; and a node's place among them.
@@ -888,22 +894,33 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-	v_calls text;
+	v_types jsonb;
 	e_message text;
 BEGIN
-	SELECT pg_catalog.string_agg(pg_catalog.format(
-			'SELECT sched.define_biz(%L::text, %L::text, %L::text, %L::int, %L::interval, %L::float8, %L::int,'
-			' %L::int, %L::text, %L::jsonb, %L::interval, %L::interval, %L::interval, %L::text, %L::boolean,'
-			' %L::int, %L::int, %L::float8, %L::int);',
-			b.name, b.delivery, b.channel, b.max_attempts, b.ack_timeout, sched._share(b.rate_limit, p_position),
-			sched._share(b.burst, p_position), sched._share(b.max_concurrency, p_position), b.url, b.headers,
-			b.timeout, b.min_backoff, b.max_backoff, b.secret, b.follow_redirects, b.weight,
-			b.key_max_concurrency, b.key_rate_limit, b.key_burst), ' ' ORDER BY b.name)
-	INTO v_calls
+	-- (The types go as a parameter, not in the statement's text: a webhook's
+	-- secret and headers are not in the node's log of it.)
+	SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object(
+			'name', b.name, 'delivery', b.delivery, 'channel', b.channel, 'max_attempts', b.max_attempts,
+			'ack_timeout', b.ack_timeout, 'rate_limit', sched._share(b.rate_limit, p_position),
+			'burst', sched._share(b.burst, p_position),
+			'max_concurrency', sched._share(b.max_concurrency, p_position), 'url', b.url,
+			'headers', b.headers, 'timeout', b.timeout, 'min_backoff', b.min_backoff,
+			'max_backoff', b.max_backoff, 'secret', b.secret, 'follow_redirects', b.follow_redirects,
+			'weight', b.weight, 'key_max_concurrency', b.key_max_concurrency,
+			'key_rate_limit', b.key_rate_limit, 'key_burst', b.key_burst) ORDER BY b.name), '[]')
+	INTO v_types
 	FROM sched.biz b
 	WHERE b.rate_limit IS NOT NULL OR b.burst IS NOT NULL OR b.max_concurrency IS NOT NULL;
-	PERFORM sched._follow_query(p_position, coalesce(v_calls || ' ', '')
-		|| pg_catalog.format('SELECT sched._set_share_generation(%L::bigint)', p_generation));
+	PERFORM sched._follow_query(p_position,
+		'SELECT sched._set_share_generation($2::bigint)'
+		' FROM (SELECT pg_catalog.count(*) FROM pg_catalog.jsonb_to_recordset($1::jsonb) AS b(name text, delivery text,'
+		' channel text, max_attempts int, ack_timeout interval, rate_limit float8, burst int, max_concurrency int,'
+		' url text, headers jsonb, timeout interval, min_backoff interval, max_backoff interval, secret text,'
+		' follow_redirects boolean, weight int, key_max_concurrency int, key_rate_limit float8, key_burst int),'
+		' LATERAL (SELECT sched.define_biz(b.name, b.delivery, b.channel, b.max_attempts, b.ack_timeout,'
+		' b.rate_limit, b.burst, b.max_concurrency, b.url, b.headers, b.timeout, b.min_backoff, b.max_backoff,'
+		' b.secret, b.follow_redirects, b.weight, b.key_max_concurrency, b.key_rate_limit, b.key_burst)) d) n',
+		ARRAY[v_types::text, p_generation::text]);
 	RETURN NULL;
 EXCEPTION WHEN OTHERS THEN
 	GET STACKED DIAGNOSTICS e_message = MESSAGE_TEXT;
@@ -997,21 +1014,28 @@ BEGIN
 	FOR n IN SELECT v_nodes[q.ord] AS node, q.answer, q.error
 			 FROM sched._node_queries(coalesce(v_conninfos, '{}'), coalesce(v_queries, '{}'), 1000) q LOOP
 		v_failure := n.error;
-		v_answer := CASE WHEN v_failure IS NULL THEN n.answer::jsonb END;
-		IF v_failure IS NULL AND (v_answer->>'node')::int IS DISTINCT FROM n.node THEN
-			v_failure := pg_catalog.format('answers as node %s', coalesce(v_answer->>'node', 'NULL'));
-		END IF;
-		IF v_failure IS NULL THEN
-			UPDATE sched.node_follow
-			SET lease_until = pg_catalog.clock_timestamp()
-							  + pg_catalog.make_interval(secs => (v_answer->>'remaining')::float8),
-				generation = NULLIF((v_answer->>'generation')::bigint, 0),
-				answered_at = v_round, checked_at = v_round, down_since = NULL, last_error = NULL
-			WHERE node = n.node;
-			IF (v_answer->>'renewed')::boolean THEN
-				v_renewed := v_renewed || n.node;
+		-- (An answer that cannot be read is that node's failure, not the round's.)
+		BEGIN
+			v_answer := CASE WHEN v_failure IS NULL THEN n.answer::jsonb END;
+			IF v_failure IS NULL AND (v_answer->>'node')::int IS DISTINCT FROM n.node THEN
+				v_failure := pg_catalog.format('answers as node %s', coalesce(v_answer->>'node', 'NULL'));
 			END IF;
-		ELSE
+			IF v_failure IS NULL THEN
+				UPDATE sched.node_follow
+				SET lease_until = pg_catalog.clock_timestamp()
+								  + pg_catalog.make_interval(secs => (v_answer->>'remaining')::float8),
+					generation = NULLIF((v_answer->>'generation')::bigint, 0),
+					answered_at = v_round, checked_at = v_round, down_since = NULL, last_error = NULL
+				WHERE node = n.node;
+				IF (v_answer->>'renewed')::boolean THEN
+					v_renewed := v_renewed || n.node;
+				END IF;
+			END IF;
+		EXCEPTION WHEN OTHERS THEN
+			GET STACKED DIAGNOSTICS v_failure = MESSAGE_TEXT;
+			v_failure := 'its answer could not be read: ' || v_failure;
+		END;
+		IF v_failure IS NOT NULL THEN
 			UPDATE sched.node_follow
 			SET checked_at = v_round, down_since = coalesce(down_since, pg_catalog.clock_timestamp()),
 				last_error = v_failure
@@ -1029,7 +1053,7 @@ BEGIN
 	UPDATE sched.node_follow x SET generation = NULL WHERE NOT x.counted AND x.generation IS NOT NULL;
 	v_after := ARRAY(SELECT x.node FROM sched.node_follow x WHERE x.counted ORDER BY x.node);
 	IF v_after IS DISTINCT FROM v_before THEN
-		UPDATE sched.follow SET generation = generation + 1 RETURNING * INTO f;
+		UPDATE sched.follow SET generation = pg_catalog.nextval('sched.follow_generation_seq') RETURNING * INTO f;
 		RAISE LOG 'delaysched_router: the limits are split over nodes %, were %',
 			pg_catalog.array_to_string(v_after, ', '), pg_catalog.array_to_string(v_before, ', ');
 	END IF;
@@ -1063,19 +1087,26 @@ BEGIN
 		  AND NOT x.node = ANY (v_renewed);
 		FOR n IN SELECT v_nodes[q.ord] AS node, q.answer, q.error
 				 FROM sched._node_queries(coalesce(v_conninfos, '{}'), coalesce(v_queries, '{}'), 1000) q LOOP
-			IF n.error IS NULL THEN
-				v_answer := n.answer::jsonb;
-				UPDATE sched.node_follow
-				SET lease_until = pg_catalog.clock_timestamp()
-								  + pg_catalog.make_interval(secs => (v_answer->>'remaining')::float8),
-					generation = NULLIF((v_answer->>'generation')::bigint, 0),
-					last_error = CASE WHEN (v_answer->>'renewed')::boolean THEN NULL
-									  ELSE 'did not take its lease: it has another split''s shares' END
-				WHERE node = n.node;
-			ELSE
+			v_failure := n.error;
+			IF v_failure IS NULL THEN
+				BEGIN
+					v_answer := n.answer::jsonb;
+					UPDATE sched.node_follow
+					SET lease_until = pg_catalog.clock_timestamp()
+									  + pg_catalog.make_interval(secs => (v_answer->>'remaining')::float8),
+						generation = NULLIF((v_answer->>'generation')::bigint, 0),
+						last_error = CASE WHEN (v_answer->>'renewed')::boolean THEN NULL
+										  ELSE 'did not take its lease: it has another split''s shares' END
+					WHERE node = n.node;
+				EXCEPTION WHEN OTHERS THEN
+					GET STACKED DIAGNOSTICS v_failure = MESSAGE_TEXT;
+					v_failure := 'its answer could not be read: ' || v_failure;
+				END;
+			END IF;
+			IF v_failure IS NOT NULL THEN
 				-- (It may have taken the lease before the answer was lost.)
 				UPDATE sched.node_follow
-				SET last_error = n.error, lease_until = pg_catalog.clock_timestamp() + f.lease
+				SET last_error = v_failure, lease_until = pg_catalog.clock_timestamp() + f.lease
 				WHERE node = n.node;
 			END IF;
 		END LOOP;

@@ -9,8 +9,9 @@
  *
  * It runs only where delaysched.router_database names a database (the
  * router needs delaysched in shared_preload_libraries for it, and for
- * nothing else), as the bootstrap superuser, which PL/Proxy connects to
- * the nodes as: that role must be able to log in to every node.  A round
+ * nothing else), as the bootstrap superuser, which the rounds' calls
+ * (src/router/delaysched_router.c) connect to the nodes as: that role must
+ * be able to log in to every node.  A round
  * that fails (a node's error the round does not catch, a lock held) is
  * logged and the worker goes on at its next round; while the database has
  * no delaysched_router, or not at 0.3, it waits, and says so once.

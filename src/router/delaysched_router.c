@@ -3,8 +3,8 @@
  * delaysched_router.c
  *		The router's own small library: exchanges with the nodes over libpq
  *		that end by their deadline whatever the nodes do.
- *		  sched._node_query(conninfo, query, timeout_ms)       one node
- *		  sched._node_queries(conninfos, queries, timeout_ms)  several at once
+ *		  sched._node_query(conninfo, query, params, timeout_ms)  one node
+ *		  sched._node_queries(conninfos, queries, timeout_ms)     several at once
  *
  * Why not PL/Proxy.  The rounds of a router that follows its nodes
  * (sched.follow_nodes, doc/scale-out.md) must reach every node that
@@ -32,9 +32,16 @@
  *
  * A query may hold several statements; they run in one transaction on the
  * node (its implicit transaction), and the answer is the first column of
- * the first row of the last result, or NULL.  (The deadline does not cover
- * a host name's lookup, which libpq makes before it connects: give the
- * nodes' addresses, or a resolver that answers at once.)
+ * the first row of the last result, or NULL.  With parameters, one
+ * statement, and their values are not in its text (nor in the node's log
+ * of it).  A query that starts a COPY fails.  A kept connection found dead
+ * when it is used gets one more try on a new one, within the deadline.
+ * (libpq looks up a host name when the call starts, synchronously: the
+ * lookups of a batch run one after another, uninterruptibly, and their
+ * time counts against the deadline.  Give the nodes' addresses, or a
+ * resolver that answers at once.)  The deadline runs on the monotonic
+ * clock.  Connections unused for five minutes are closed when the next
+ * call looks for one.
  *
  * IDENTIFICATION
  *	  src/router/delaysched_router.c
@@ -43,6 +50,8 @@
  */
 #include "postgres.h"
 
+#include <math.h>
+
 #include "libpq-fe.h"
 
 #include "catalog/pg_type.h"
@@ -50,6 +59,8 @@
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "pgstat.h"
+#include "portability/instr_time.h"
+#include "storage/fd.h"
 #include "storage/latch.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
@@ -73,8 +84,12 @@ typedef struct NodeConnection
 	char	   *key;			/* conninfo, a newline, the role */
 	PGconn	   *conn;
 	bool		busy;
+	instr_time	last_used;
 	struct NodeConnection *next;
 } NodeConnection;
+
+/* A kept connection unused this long is closed (a node removed, say). */
+#define IDLE_CONNECTION_MS	(5 * 60 * 1000)
 
 static NodeConnection *connections = NULL;
 
@@ -93,8 +108,12 @@ typedef struct NodeCall
 	const char *conninfo;
 	const char *role;			/* NULL: the conninfo names the user */
 	const char *query;
+	int			nparams;		/* parameters of the query ($1, ...), as text */
+	const char *const *params;
 	char	   *key;
 	CallState	state;
+	bool		reused;			/* on a kept connection */
+	bool		retried;		/* on a new one, after the kept one had died */
 	PGconn	   *conn;			/* while connecting: not kept yet */
 	NodeConnection *kept;		/* once connected */
 	PostgresPollingStatusType polling;	/* while connecting */
@@ -106,6 +125,33 @@ typedef struct NodeCall
 	char	   *remote_hint;
 	int			remote_code;
 } NodeCall;
+
+/*
+ * Every connection is counted against the backend's file descriptors, as
+ * dblink and postgres_fdw do: close_conn gives back what open_conn took.
+ */
+static PGconn *
+open_conn(const char *const *keywords, const char *const *values)
+{
+	PGconn	   *conn;
+
+	if (!AcquireExternalFD())
+		return NULL;
+	conn = PQconnectStartParams(keywords, values, 1);
+	if (conn == NULL)
+	{
+		ReleaseExternalFD();
+		ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory")));
+	}
+	return conn;
+}
+
+static void
+close_conn(PGconn *conn)
+{
+	PQfinish(conn);
+	ReleaseExternalFD();
+}
 
 /* Forget a kept connection and close it. */
 static void
@@ -122,7 +168,7 @@ drop_connection(NodeConnection *node)
 		}
 	}
 	if (node->conn != NULL)
-		PQfinish(node->conn);
+		close_conn(node->conn);
 	pfree(node->key);
 	pfree(node);
 }
@@ -132,12 +178,18 @@ static NodeConnection *
 take_kept_connection(const char *key)
 {
 	NodeConnection *node = connections;
+	instr_time	now;
 
+	INSTR_TIME_SET_CURRENT(now);
 	while (node != NULL)
 	{
 		NodeConnection *next = node->next;
+		instr_time	idle = now;
 
-		if (!node->busy && strcmp(node->key, key) == 0)
+		INSTR_TIME_SUBTRACT(idle, node->last_used);
+		if (!node->busy && INSTR_TIME_GET_MILLISEC(idle) > IDLE_CONNECTION_MS)
+			drop_connection(node);
+		else if (!node->busy && strcmp(node->key, key) == 0)
 		{
 			if (PQstatus(node->conn) == CONNECTION_OK && PQtransactionStatus(node->conn) == PQTRANS_IDLE)
 			{
@@ -170,18 +222,36 @@ conn_error(PGconn *conn)
 	return trimmed(PQerrorMessage(conn));
 }
 
-/* The call failed: say why, and let its connection go. */
+static void start_call(NodeCall *call);
+
+/*
+ * The call failed: say why, and let its connection go.  A kept connection
+ * that turns out to have died while idle (the node restarted, its
+ * idle_session_timeout) gets one more try on a new connection, within the
+ * same deadline, unless the node had begun to answer.
+ */
 static void
 fail(NodeCall *call, int code, char *failure)
 {
-	call->failure = failure;
-	call->failure_code = code;
+	bool		retry = call->reused && !call->retried && code == ERRCODE_CONNECTION_FAILURE &&
+		call->answer == NULL && call->remote_message == NULL;
+
 	if (call->kept != NULL)
 		drop_connection(call->kept);
 	else if (call->conn != NULL)
-		PQfinish(call->conn);
+		close_conn(call->conn);
 	call->kept = NULL;
 	call->conn = NULL;
+	if (retry)
+	{
+		call->retried = true;
+		call->reused = false;
+		call->state = CALL_NEW;
+		start_call(call);
+		return;
+	}
+	call->failure = failure;
+	call->failure_code = code;
 	call->state = CALL_DONE;
 }
 
@@ -198,6 +268,11 @@ take_result(NodeCall *call, PGresult *res)
 		case PGRES_COMMAND_OK:
 		case PGRES_EMPTY_QUERY:
 			call->answer = NULL;
+			break;
+		case PGRES_COPY_IN:
+		case PGRES_COPY_OUT:
+		case PGRES_COPY_BOTH:
+			/* Never asked for; the connection cannot go on (see advance). */
 			break;
 		default:
 			if (call->remote_message == NULL)
@@ -225,7 +300,9 @@ send_query(NodeCall *call)
 {
 	PGconn	   *conn = call->kept->conn;
 
-	if (!PQsendQuery(conn, call->query))
+	if (call->nparams > 0 ?
+		!PQsendQueryParams(conn, call->query, call->nparams, NULL, call->params, NULL, NULL, 0) :
+		!PQsendQuery(conn, call->query))
 	{
 		fail(call, ERRCODE_CONNECTION_FAILURE, psprintf("could not send the query: %s", conn_error(conn)));
 		return;
@@ -241,9 +318,10 @@ start_call(NodeCall *call)
 	const char *values[4];
 	int			n = 0;
 
-	call->kept = take_kept_connection(call->key);
+	call->kept = call->retried ? NULL : take_kept_connection(call->key);
 	if (call->kept != NULL)
 	{
+		call->reused = true;
 		send_query(call);
 		return;
 	}
@@ -260,9 +338,13 @@ start_call(NodeCall *call)
 	keywords[n] = NULL;
 	values[n] = NULL;
 
-	call->conn = PQconnectStartParams(keywords, values, 1);
+	call->conn = open_conn(keywords, values);
 	if (call->conn == NULL)
-		ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory")));
+	{
+		fail(call, ERRCODE_CONNECTION_FAILURE,
+			 pstrdup("could not connect: too many open files (raise max_files_per_process)"));
+		return;
+	}
 	if (PQstatus(call->conn) == CONNECTION_BAD)
 	{
 		fail(call, ERRCODE_CONNECTION_FAILURE, psprintf("could not connect: %s", conn_error(call->conn)));
@@ -287,7 +369,7 @@ advance(NodeCall *call)
 				if (!superuser() && !PQconnectionUsedPassword(call->conn))
 				{
 					fail(call, ERRCODE_S_R_E_PROHIBITED_SQL_STATEMENT_ATTEMPTED,
-						 pstrdup("password is required: a role that is not a superuser must connect to a node with a password"));
+						 pstrdup("password is required: a role that is not a superuser must connect to a node with the password in its conninfo"));
 					return;
 				}
 				if (PQsetnonblocking(call->conn, 1) != 0)
@@ -299,6 +381,7 @@ advance(NodeCall *call)
 				call->kept->key = MemoryContextStrdup(TopMemoryContext, call->key);
 				call->kept->conn = call->conn;
 				call->kept->busy = true;
+				INSTR_TIME_SET_CURRENT(call->kept->last_used);
 				call->kept->next = connections;
 				connections = call->kept;
 				call->conn = NULL;
@@ -336,14 +419,22 @@ advance(NodeCall *call)
 			while (!PQisBusy(call->kept->conn))
 			{
 				PGresult   *res = PQgetResult(call->kept->conn);
+				ExecStatusType status;
 
 				if (res == NULL)
 				{
 					call->kept->busy = false;
+					INSTR_TIME_SET_CURRENT(call->kept->last_used);
 					call->state = CALL_DONE;
 					return;
 				}
+				status = PQresultStatus(res);
 				take_result(call, res);
+				if (status == PGRES_COPY_IN || status == PGRES_COPY_OUT || status == PGRES_COPY_BOTH)
+				{
+					fail(call, ERRCODE_FEATURE_NOT_SUPPORTED, pstrdup("a node's query may not use COPY"));
+					return;
+				}
 			}
 			break;
 		case CALL_NEW:
@@ -377,13 +468,17 @@ socket_of(NodeCall *call)
 	return PQsocket(call->state == CALL_CONNECTING ? call->conn : call->kept->conn);
 }
 
-/* The milliseconds left until deadline, at least 0. */
+/* The milliseconds left of timeout_ms since start (the monotonic clock), at least 0. */
 static long
-ms_left(TimestampTz deadline)
+ms_left(instr_time start, int timeout_ms)
 {
-	TimestampTz now = GetCurrentTimestamp();
+	instr_time	now;
+	double		elapsed;
 
-	return now >= deadline ? 0 : (long) ((deadline - now + 999) / 1000);
+	INSTR_TIME_SET_CURRENT(now);
+	INSTR_TIME_SUBTRACT(now, start);
+	elapsed = INSTR_TIME_GET_MILLISEC(now);
+	return elapsed >= timeout_ms ? 0 : (long) ceil(timeout_ms - elapsed);
 }
 
 /* One wait on every call's socket and the latch, up to the deadline. */
@@ -436,7 +531,7 @@ abandon_calls(NodeCall *calls, int ncalls)
 		if (calls[i].kept != NULL)
 			drop_connection(calls[i].kept);
 		else if (calls[i].conn != NULL)
-			PQfinish(calls[i].conn);
+			close_conn(calls[i].conn);
 		calls[i].kept = NULL;
 		calls[i].conn = NULL;
 		calls[i].state = CALL_DONE;
@@ -451,8 +546,9 @@ abandon_calls(NodeCall *calls, int ncalls)
 static void
 run_calls(NodeCall *calls, int ncalls, int timeout_ms)
 {
-	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms);
+	instr_time	start;
 
+	INSTR_TIME_SET_CURRENT(start);
 	PG_TRY();
 	{
 		for (int i = 0; i < ncalls; i++)
@@ -467,7 +563,7 @@ run_calls(NodeCall *calls, int ncalls, int timeout_ms)
 				pending |= calls[i].state != CALL_DONE;
 			if (!pending)
 				break;
-			timeout = ms_left(deadline);
+			timeout = ms_left(start, timeout_ms);
 			if (timeout <= 0)
 			{
 				for (int i = 0; i < ncalls; i++)
@@ -511,11 +607,21 @@ prepare_call(NodeCall *call, char *conninfo, char *query)
 		return;
 	}
 	call->role = GetUserNameFromId(GetUserId(), false);
+	/* (The key names the current role even when the conninfo names a user.) */
+	call->key = psprintf("%s\n%s", conninfo, call->role);
 	for (PQconninfoOption *o = options; o->keyword != NULL; o++)
+	{
 		if (strcmp(o->keyword, "user") == 0 && o->val != NULL && o->val[0] != '\0')
 			call->role = NULL;
+		if (strcmp(o->keyword, "password") == 0 && (o->val == NULL || o->val[0] == '\0') && !superuser())
+		{
+			/* As dblink: not a password of the server's own ~/.pgpass. */
+			call->failure = pstrdup("password is required: a role that is not a superuser must connect to a node with the password in its conninfo");
+			call->failure_code = ERRCODE_S_R_E_PROHIBITED_SQL_STATEMENT_ATTEMPTED;
+			call->state = CALL_DONE;
+		}
+	}
 	PQconninfoFree(options);
-	call->key = psprintf("%s\n%s", conninfo, call->role ? call->role : "");
 }
 
 static void
@@ -537,28 +643,60 @@ call_error(NodeCall *call)
 }
 
 /*
- * sched._node_query(conninfo text, query text, timeout_ms int) RETURNS text
+ * sched._node_query(conninfo text, query text, params text[], timeout_ms int)
+ *   RETURNS text
  *
- * A node's error is raised with its message and SQLSTATE; a failure to
- * reach the node, or the deadline, as connection_failure.
+ * params (NULL or empty: none) are the query's $1, $2, ... as text: one
+ * statement then, and the values are not part of its text (nor of the
+ * node's log of it).  A node's error is raised with its message and
+ * SQLSTATE; a failure to reach the node, or the deadline, as
+ * connection_failure.  Not STRICT: params may be NULL.
  */
 Datum
 delaysched_node_query(PG_FUNCTION_ARGS)
 {
 	NodeCall	call;
-	int			timeout_ms = PG_GETARG_INT32(2);
+	int			timeout_ms;
 
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(3))
+		PG_RETURN_NULL();
+	timeout_ms = PG_GETARG_INT32(3);
 	check_timeout(timeout_ms);
 	prepare_call(&call, text_to_cstring(PG_GETARG_TEXT_PP(0)), text_to_cstring(PG_GETARG_TEXT_PP(1)));
+	if (!PG_ARGISNULL(2))
+	{
+		Datum	   *values;
+		bool	   *nulls;
+		int			n;
+		char	  **params;
+
+		deconstruct_array(PG_GETARG_ARRAYTYPE_P(2), TEXTOID, -1, false, TYPALIGN_INT, &values, &nulls, &n);
+		params = palloc0(sizeof(char *) * Max(n, 1));
+		for (int i = 0; i < n; i++)
+			params[i] = nulls[i] ? NULL : TextDatumGetCString(values[i]);
+		call.nparams = n;
+		call.params = (const char *const *) params;
+	}
 	run_calls(&call, 1, timeout_ms);
 	if (call.failure != NULL)
 		ereport(ERROR, (errcode(call.failure_code), errmsg("%s", call.failure)));
 	if (call.remote_message != NULL)
+	{
+		/*
+		 * The node's own SQLSTATE, unless it is one plpgsql's WHEN OTHERS
+		 * does not catch (a statement_timeout or cancel there, an assertion):
+		 * the caller's handler must see a node's failure as one.
+		 */
+		int			code = call.remote_code;
+
+		if (code == ERRCODE_QUERY_CANCELED || code == ERRCODE_ASSERT_FAILURE)
+			code = ERRCODE_CONNECTION_FAILURE;
 		ereport(ERROR,
-				(errcode(call.remote_code),
+				(errcode(code),
 				 errmsg("%s", call.remote_message),
 				 call.remote_detail ? errdetail("%s", call.remote_detail) : 0,
 				 call.remote_hint ? errhint("%s", call.remote_hint) : 0));
+	}
 	if (call.answer == NULL)
 		PG_RETURN_NULL();
 	PG_RETURN_TEXT_P(cstring_to_text(call.answer));
