@@ -81,7 +81,7 @@ UPDATE_ENDS = $(srcdir)/schema/update/keep-privileges-restore.sql
 DATA_built = delaysched--0.3.sql delaysched--0.2--0.3.sql delaysched--0.1--0.3.sql delaysched_router--0.2--0.3.sql
 PGFILEDESC = "delaysched - delayed tasks delivered on time from inside PostgreSQL"
 
-REGRESS = setup api validation claim_ack leases on_duplicate keys privileges batch pause limits consumer_pace share_lease http schedule_rules schedules pg_cron metrics statuses clock_steps catch_up sql_jobs hostile_role bad_input router
+REGRESS = setup api validation claim_ack leases on_duplicate keys privileges batch pause limits consumer_pace share_lease router_calls http schedule_rules schedules pg_cron metrics statuses clock_steps catch_up sql_jobs hostile_role bad_input router
 REGRESS_OPTS = --temp-instance=./tmp_check --temp-config=$(srcdir)/test/delaysched.conf \
 	--load-extension=delaysched
 ISOLATION = claim_race dedupe_race replace_vs_claim replace_vs_tick extend_vs_sweep key_cap_claim cancel_vs_claim drop_vs_add reschedule_vs_drop range_race tick_vs_claim reschedule_vs_claim pause_vs_tick http_claim_race schedule_vs_fire schedule_held_firing sql_job_running

@@ -225,16 +225,18 @@ conn_error(PGconn *conn)
 static void start_call(NodeCall *call);
 
 /*
- * The call failed: say why, and let its connection go.  A kept connection
+ * The call failed: say why, and let its connection go.  (fail() for a
+ * failure of the connection, which may be retried; fail_call(..., false)
+ * for the deadline, which may not.)  A kept connection
  * that turns out to have died while idle (the node restarted, its
  * idle_session_timeout) gets one more try on a new connection, within the
  * same deadline, unless the node had begun to answer.
  */
 static void
-fail(NodeCall *call, int code, char *failure)
+fail_call(NodeCall *call, int code, char *failure, bool may_retry)
 {
-	bool		retry = call->reused && !call->retried && code == ERRCODE_CONNECTION_FAILURE &&
-		call->answer == NULL && call->remote_message == NULL;
+	bool		retry = may_retry && call->reused && !call->retried &&
+		code == ERRCODE_CONNECTION_FAILURE && call->answer == NULL && call->remote_message == NULL;
 
 	if (call->kept != NULL)
 		drop_connection(call->kept);
@@ -253,6 +255,12 @@ fail(NodeCall *call, int code, char *failure)
 	call->failure = failure;
 	call->failure_code = code;
 	call->state = CALL_DONE;
+}
+
+static void
+fail(NodeCall *call, int code, char *failure)
+{
+	fail_call(call, code, failure, true);
 }
 
 /* Keep what res says in call, and clear it. */
@@ -568,10 +576,11 @@ run_calls(NodeCall *calls, int ncalls, int timeout_ms)
 			{
 				for (int i = 0; i < ncalls; i++)
 					if (calls[i].state != CALL_DONE)
-						fail(&calls[i], ERRCODE_CONNECTION_FAILURE,
-							 calls[i].state == CALL_CONNECTING ?
-							 psprintf("could not connect within %d ms", timeout_ms) :
-							 psprintf("no answer within %d ms", timeout_ms));
+						fail_call(&calls[i], ERRCODE_CONNECTION_FAILURE,
+								  calls[i].state == CALL_CONNECTING ?
+								  psprintf("could not connect within %d ms", timeout_ms) :
+								  psprintf("no answer within %d ms", timeout_ms),
+								  false);
 				break;
 			}
 			wait_once(calls, ncalls, timeout);
