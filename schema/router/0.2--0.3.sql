@@ -1142,7 +1142,10 @@ BEGIN
 				  HINT = 'A node that stops answering gives its share to the others after its lease; a few seconds suit a round a second.';
 	END IF;
 	IF follow THEN
-		INSERT INTO sched.follow (lease) VALUES (set_following.lease)
+		-- (A split number of its own: nodes may still have the last one of an
+		-- earlier following, and 0 is what a node says when it has none.)
+		INSERT INTO sched.follow (lease, generation)
+		VALUES (set_following.lease, pg_catalog.nextval('sched.follow_generation_seq'))
 		ON CONFLICT (following) DO UPDATE SET lease = excluded.lease;
 		IF NOT v_was THEN
 			DELETE FROM sched.node_follow;

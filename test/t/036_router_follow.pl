@@ -216,5 +216,42 @@ ok(DelayschedTest::poll_until_in($router, 'router',
 	'once it answers again, it is counted and leased');
 is(r(q{SELECT sched.set_following(false)}), 't', 'following stops for the last time');
 
+# A round that rolls back after it gave a node new shares: the node keeps
+# them, with their split's number, and the next round must give every node
+# a split of a new number, never that one again (another round's counted
+# nodes may differ).  A trigger makes the round fail once, just after a node
+# has taken its shares, and says the split's number in the log.
+is(r(q{SELECT sched.set_following(true, lease => '2 seconds')}), 't', 'following, for a round that rolls back');
+ok(DelayschedTest::poll_until_in($router, 'router',
+	q{SELECT count(*) FILTER (WHERE counted AND lease_until > clock_timestamp()) FROM sched.node_shares}, '3', 30),
+	'every node leased again');
+r(q{CREATE SEQUENCE public.regress_fail_once});
+r(q{CREATE FUNCTION public.regress_fail_once() RETURNS trigger LANGUAGE plpgsql AS $$
+	BEGIN
+		IF NEW.generation IS NOT NULL AND OLD.generation IS NOT NULL
+		   AND NEW.generation <> OLD.generation AND nextval('public.regress_fail_once') = 1 THEN
+			RAISE EXCEPTION 'regress: the round fails after giving split %', NEW.generation;
+		END IF;
+		RETURN NEW;
+	END $$});
+r(q{CREATE TRIGGER regress_fail_once BEFORE UPDATE ON sched.node_follow
+	FOR EACH ROW EXECUTE FUNCTION public.regress_fail_once()});
+my $log_at = -s $router->logfile;
+$nodes[2]->stop('fast');
+$log_at = $router->wait_for_log(qr/regress: the round fails after giving split \d+/, $log_at);
+my ($failed_split) = PostgreSQL::Test::Utils::slurp_file($router->logfile) =~ /.*regress: the round fails after giving split (\d+)/s;
+ok(DelayschedTest::poll_until_in($router, 'router',
+	q{SELECT string_agg(counted::text, ',' ORDER BY position) FROM sched.node_shares}, 'true,true,false', 30),
+	'the next round counts the stopped node out');
+my $split = r(q{SELECT generation FROM sched.follow});
+isnt($split, $failed_split, "the split has a new number ($split), not the rolled-back round's ($failed_split)");
+ok(DelayschedTest::poll_until($nodes[0], 'SELECT sched._share_generation()', $split, 30),
+	'and the node that took the rolled-back split has the new one');
+is(join(',', map { $_->safe_psql('postgres', q{SELECT rate_limit FROM sched.biz WHERE name = 'split'}) } @nodes[0, 1]),
+	'30,30', 'the two others have half the limit each');
+r(q{DROP TRIGGER regress_fail_once ON sched.node_follow});
+$nodes[2]->start;
+is(r(q{SELECT sched.set_following(false)}), 't', 'following stops');
+
 $_->stop for @nodes, $router;
 done_testing();
