@@ -5,7 +5,8 @@
 # rate comes back to 60 a second.  It is started again: it delivers nothing
 # until the router has taken its share back from the others, then its
 # share.  Following that starts while a node is down keeps that node counted
-# until it answers.  Every second of the run, the cluster delivers at most 66 (the
+# until it answers.  A node that hangs, a round that rolls back, and a drop
+# and a join in one round (whole-number shares) follow.  Every second of the run, the cluster delivers at most 66 (the
 # limit, and the buckets' burst); each task is delivered once.  How soon the
 # rate recovers (within 10 s) is checked with PG_TEST_EXTRA=delaysched_timing.
 use strict;
@@ -250,6 +251,48 @@ ok(DelayschedTest::poll_until($nodes[0], 'SELECT sched._share_generation()', $sp
 is(join(',', map { $_->safe_psql('postgres', q{SELECT rate_limit FROM sched.biz WHERE name = 'split'}) } @nodes[0, 1]),
 	'30,30', 'the two others have half the limit each');
 r(q{DROP TRIGGER regress_fail_once ON sched.node_follow});
+$nodes[2]->start;
+is(r(q{SELECT sched.set_following(false)}), 't', 'following stops');
+
+# A drop and a join in one round: how many nodes are counted stays the same,
+# but which ones changes, and with it each node's whole-number shares.  A
+# type capped at 5 deliveries at a time is split 3 and 2 by the counted
+# nodes' order.  Nodes 2 and 3 are counted (3 and 2); then node 3 stops and
+# node 1 comes back while no round runs (a session holds sched.follow).
+# Node 1 answers at once but joins only when node 3 may no longer hold a
+# lease: the round that counts node 3 out counts node 1 in.  Node 2 must
+# then go from 3 to 2, or the cluster could run 6 at a time.
+sub caps
+{
+	return join(',', map { $_->safe_psql('postgres', q{SELECT max_concurrency FROM sched.biz WHERE name = 'whole'}) } @_);
+}
+r(q{SELECT sched.define_biz('whole', max_concurrency => 5)});
+is(r(q{SELECT sched.set_following(true, lease => '2 seconds')}), 't', 'following, for a drop and a join in one round');
+ok(DelayschedTest::poll_until_in($router, 'router',
+	q{SELECT count(*) FILTER (WHERE counted AND lease_until > clock_timestamp()) FROM sched.node_shares}, '3', 30),
+	'every node leased once more');
+$nodes[0]->stop('fast');
+ok(DelayschedTest::poll_until_in($router, 'router',
+	q{SELECT string_agg(counted::text, ',' ORDER BY position) FROM sched.node_shares}, 'false,true,true', 30),
+	'node 1 is counted out');
+ok(DelayschedTest::poll_until($nodes[1], q{SELECT max_concurrency FROM sched.biz WHERE name = 'whole'}, '3', 30),
+	'node 2 takes the larger whole share');
+is(caps(@nodes[1, 2]), '3,2', 'nodes 2 and 3 can run 3 and 2 at a time');
+my $held = DelayschedTest::hold_in_transaction($router, 'SELECT FROM sched.follow FOR UPDATE', 'router');
+$nodes[2]->stop('fast');
+$nodes[0]->start;
+is(r(q{SELECT string_agg(counted::text, ',' ORDER BY position) FROM sched.node_shares}), 'false,true,true',
+	'no round ran while node 3 stopped and node 1 started');
+$log_at = -s $router->logfile;
+DelayschedTest::release_session($held);
+ok(DelayschedTest::poll_until_in($router, 'router',
+	q{SELECT string_agg(counted::text, ',' ORDER BY position) FROM sched.node_shares}, 'true,true,false', 30),
+	'node 1 is counted in and node 3 out');
+my @splits = substr(PostgreSQL::Test::Utils::slurp_file($router->logfile), $log_at) =~ /(the limits are split over nodes .*)/g;
+is(scalar(@splits), 1, 'in one round') or diag(join("\n", @splits));
+ok(DelayschedTest::poll_until($nodes[1], q{SELECT max_concurrency FROM sched.biz WHERE name = 'whole'}, '2', 30),
+	'node 2 gives up its larger share');
+is(caps(@nodes[0, 1]), '3,2', 'nodes 1 and 2 can run 3 and 2 at a time: 5 in all');
 $nodes[2]->start;
 is(r(q{SELECT sched.set_following(false)}), 't', 'following stops');
 
