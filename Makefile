@@ -18,6 +18,8 @@ OBJS = \
 	src/base/worker.o \
 	src/cluster/cluster.o \
 	src/cluster/launcher.o \
+	src/cluster/router_follower.o \
+	src/cluster/share_lease.o \
 	src/cluster/utility.o \
 	src/cluster/worker_views.o \
 	src/core/buckets.o \
@@ -79,7 +81,7 @@ UPDATE_ENDS = $(srcdir)/schema/update/keep-privileges-restore.sql
 DATA_built = delaysched--0.3.sql delaysched--0.2--0.3.sql delaysched--0.1--0.3.sql delaysched_router--0.2--0.3.sql
 PGFILEDESC = "delaysched - delayed tasks delivered on time from inside PostgreSQL"
 
-REGRESS = setup api validation claim_ack leases on_duplicate keys privileges batch pause limits consumer_pace http schedule_rules schedules pg_cron metrics statuses clock_steps catch_up sql_jobs hostile_role bad_input router
+REGRESS = setup api validation claim_ack leases on_duplicate keys privileges batch pause limits consumer_pace share_lease router_calls http schedule_rules schedules pg_cron metrics statuses clock_steps catch_up sql_jobs hostile_role bad_input router
 REGRESS_OPTS = --temp-instance=./tmp_check --temp-config=$(srcdir)/test/delaysched.conf \
 	--load-extension=delaysched
 ISOLATION = claim_race dedupe_race replace_vs_claim replace_vs_tick extend_vs_sweep key_cap_claim cancel_vs_claim drop_vs_add reschedule_vs_drop range_race tick_vs_claim reschedule_vs_claim pause_vs_tick http_claim_race schedule_vs_fire schedule_held_firing sql_job_running
@@ -91,7 +93,12 @@ ISOLATION_OPTS = --temp-instance=./tmp_check_iso --temp-config=$(srcdir)/test/is
 TAP_TESTS = 1
 PROVE_TESTS = test/t/*.pl
 
-PG_CPPFLAGS = -I$(srcdir)/src
+# The router's own small library (src/router/delaysched_router.c): what
+# delaysched_router calls in C, without the delaysched library, which loads
+# only from shared_preload_libraries.  It talks to the nodes over libpq.
+MODULES = src/router/delaysched_router
+
+PG_CPPFLAGS = -I$(srcdir)/src -I$(libpq_srcdir)
 # libcurl for the HTTP workers (package libcurl4-openssl-dev).
 SHLIB_LINK = -lcurl
 # -Wextra's unused-parameter fires inside PostgreSQL's own headers (bufpage.h).
@@ -104,6 +111,9 @@ EXTRA_CLEAN = test/dslisten test/bench/dsbench test/bench/hooksink tmp_check tmp
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+
+# (PGXS links a library of MODULES without SHLIB_LINK.)
+src/router/delaysched_router$(DLSUFFIX): LDFLAGS_SL += $(libpq)
 
 # A built script names its sources, and a blank line parts them.
 define concatenate_schema

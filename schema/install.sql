@@ -15,6 +15,7 @@
  *	 sched.schedule		recurring schedules, each with one pending firing
  *	 sched.holidays		holiday calendars of "workday" schedule rules
  *	 sched._prepared_tally	a prepared transaction's numbers, until it commits
+ *	 sched.router_follow	a row while a router follows this node (its shares leased)
  *
  * States in sched.task.state ("char"):
  *	 'p'  pending, not yet due or not yet seen by the scanner
@@ -411,3 +412,14 @@ CREATE TABLE sched._prepared_tally (
 	PRIMARY KEY (xact, biz_type)
 );
 COMMENT ON TABLE sched._prepared_tally IS 'internal: the numbers of prepared transactions, added to the counters once committed';
+
+-- A node that a router follows (delaysched_router's sched.follow_nodes):
+-- its shares of the split limits hold only while the router's lease on
+-- them does (src/cluster/share_lease.c).  Dumped, so that a restored copy
+-- waits for the router as a restarted node does.
+CREATE TABLE sched.router_follow (
+	followed	 boolean PRIMARY KEY DEFAULT true CHECK (followed),
+	since		 timestamptz NOT NULL DEFAULT pg_catalog.now()
+);
+COMMENT ON TABLE sched.router_follow IS 'a row while a router that follows its nodes leases this node its shares of the split limits (see sched._share_lease)';
+SELECT pg_catalog.pg_extension_config_dump('sched.router_follow', '');

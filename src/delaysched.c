@@ -129,6 +129,7 @@ _PG_init(void)
 	delaysched_reserve_guc_prefix("delaysched");
 	delaysched_shmem_register();
 	delaysched_register_launcher();
+	delaysched_register_router_follower();
 	delaysched_install_utility_hook();
 	delaysched_tally_init();
 }

@@ -440,7 +440,9 @@ COMMENT ON FUNCTION sched._unlease(smallint[], bigint[], text, text) IS 'interna
  *   tokens   the tokens taken from the type's bucket: the claim gives back
  *            those it does not use (sched._return_tokens);
  *   held     the concurrency cap held the type back;
- *   next_at  when the type's next token comes, if it ran out.
+ *   next_at  when the type's next token comes, if it ran out; or when to
+ *            look again while a following router's lease on this node's
+ *            shares of the split limits is not in force (none is taken).
  * One claim at a time counts a capped type's leases, holding the type's
  * row (and reading its cap there, as it is now); so does a type whose keys
  * are capped, for sched._pick to count each key's leases (the drain holds
@@ -476,6 +478,13 @@ BEGIN
 	want := p_want;
 	tokens := 0;
 	held := false;
+	IF (b.rate_limit IS NOT NULL OR b.max_concurrency IS NOT NULL) AND sched._share_lapsed() THEN
+		-- A following router has not renewed this node's shares of the
+		-- split limits (src/cluster/share_lease.c): look again shortly.
+		want := 0;
+		next_at := p_now + interval '100 milliseconds';
+		RETURN;
+	END IF;
 	IF b.max_concurrency IS NOT NULL OR b.key_max_concurrency IS NOT NULL THEN
 		IF p_wait THEN
 			SELECT x.max_concurrency INTO v_cap FROM sched.biz x WHERE x.name = b.name FOR NO KEY UPDATE;

@@ -74,3 +74,83 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION sched.set_node_number(int) IS 'make this database node number "node" of a delaysched_router cluster: its new task ids carry the number; false if it had it already';
+
+/*
+ * A router that follows its nodes (delaysched_router's sched.follow_nodes)
+ * leases each node its shares of the split limits at every round, for
+ * p_seconds; the first lease marks the node followed (sched.router_follow),
+ * and from then on a type with a rate limit or a concurrency cap delivers
+ * nothing while no lease is in force (src/cluster/share_lease.c).  For
+ * administrators: run as its caller, as internal functions are.
+ */
+CREATE OR REPLACE FUNCTION sched._set_share_lease(seconds float8) RETURNS timestamptz
+LANGUAGE c STRICT VOLATILE
+AS 'MODULE_PATHNAME', 'delaysched_set_share_lease_sql';
+COMMENT ON FUNCTION sched._set_share_lease(float8) IS 'internal: lease this node its shares of the split limits for so many seconds';
+
+CREATE OR REPLACE FUNCTION sched._share_lease_until() RETURNS timestamptz
+LANGUAGE c VOLATILE
+AS 'MODULE_PATHNAME', 'delaysched_share_lease_until_sql';
+COMMENT ON FUNCTION sched._share_lease_until() IS 'internal: until when this node''s shares of the split limits are leased (NULL: never since the start)';
+
+CREATE OR REPLACE FUNCTION sched._share_lease_left() RETURNS float8
+LANGUAGE c VOLATILE
+AS 'MODULE_PATHNAME', 'delaysched_share_lease_left_sql';
+COMMENT ON FUNCTION sched._share_lease_left() IS 'internal: the seconds left of this node''s lease on its shares of the split limits (0: none in force)';
+
+CREATE OR REPLACE FUNCTION sched._set_share_generation(generation bigint) RETURNS void
+LANGUAGE c STRICT VOLATILE
+AS 'MODULE_PATHNAME', 'delaysched_set_share_generation_sql';
+COMMENT ON FUNCTION sched._set_share_generation(bigint) IS 'internal: the router gave this node its shares of its split with this number';
+
+CREATE OR REPLACE FUNCTION sched._share_generation() RETURNS bigint
+LANGUAGE c VOLATILE
+AS 'MODULE_PATHNAME', 'delaysched_share_generation_sql';
+COMMENT ON FUNCTION sched._share_generation() IS 'internal: the number of the router''s split whose shares this node was last given (0: none since the start)';
+
+/*
+ * A following router's call at every round: marks the node followed, and
+ * renews its lease for p_seconds if it has its shares of split number
+ * p_generation (the router passes -1 only to ask).  Returns whether it
+ * renewed, the seconds left of the lease the node holds now (0: none), the
+ * node's number, and the number of the split whose shares it has (0: none).
+ */
+CREATE OR REPLACE FUNCTION sched._share_lease(p_seconds float8, p_generation bigint,
+											  OUT renewed boolean, OUT remaining float8, OUT node int,
+											  OUT generation bigint)
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+	IF NOT EXISTS (SELECT FROM sched.router_follow) THEN
+		INSERT INTO sched.router_follow DEFAULT VALUES ON CONFLICT DO NOTHING;
+	END IF;
+	generation := sched._share_generation();
+	renewed := p_generation = generation;
+	IF renewed THEN
+		PERFORM sched._set_share_lease(p_seconds);
+	END IF;
+	remaining := sched._share_lease_left();
+	node := sched.node_number();
+END
+$$;
+COMMENT ON FUNCTION sched._share_lease(float8, bigint) IS 'internal: a following router renews this node''s lease on its shares of a split, if the node has them; what is left of its lease';
+
+-- The router stops following: the node's shares hold without a lease.
+CREATE OR REPLACE FUNCTION sched._share_unfollow() RETURNS boolean
+LANGUAGE sql
+SET search_path = pg_catalog, pg_temp
+AS $$
+	WITH gone AS (DELETE FROM sched.router_follow RETURNING 1) SELECT count(*) > 0 FROM gone
+$$;
+COMMENT ON FUNCTION sched._share_unfollow() IS 'internal: this node is no longer followed: its shares of the split limits hold without a lease';
+
+-- Whether a type with a rate limit or a concurrency cap must wait: the node
+-- is followed and its lease is not in force.
+CREATE OR REPLACE FUNCTION sched._share_lapsed() RETURNS boolean
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+	SELECT EXISTS (SELECT FROM sched.router_follow) AND sched._share_lease_left() <= 0
+$$;
+COMMENT ON FUNCTION sched._share_lapsed() IS 'internal: whether this node is followed by a router and its lease on its shares is not in force';

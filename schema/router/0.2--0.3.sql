@@ -752,3 +752,428 @@ AS $$
 $$;
 COMMENT ON FUNCTION sched._gather_stats() IS 'internal: sched.biz_stats of every node that answers, with the node';
 GRANT EXECUTE ON FUNCTION sched._biz_stats_on(int), sched._gather_stats() TO PUBLIC;
+
+
+-------------------------------------------------------------------------------
+-- Following the nodes (new in 0.3; doc/scale-out.md, "A router that follows
+-- its nodes").  A type's rate_limit, burst and max_concurrency are split
+-- over the nodes.  While this router follows them (sched.set_following),
+-- they are split over the nodes counted (sched.node_follow): a node that
+-- stops answering gives its share to the others once the lease it last had
+-- has run out, and a node that answers again takes it back once the others
+-- have given it up.  Each round (sched.follow_nodes: a worker of the
+-- router's server runs one every delaysched.router_follow_interval) leases
+-- every counted node that answers its shares for sched.follow.lease; a node
+-- without a lease in force delivers nothing of a type with those limits
+-- (src/cluster/share_lease.c), so that the cluster never delivers more than
+-- its limits while nodes come and go.
+-------------------------------------------------------------------------------
+
+CREATE TABLE sched.follow (
+	following	boolean PRIMARY KEY DEFAULT true CHECK (following),
+	lease		interval NOT NULL CHECK (lease >= interval '1 second' AND lease <= interval '1 hour'),
+	since		timestamptz NOT NULL DEFAULT pg_catalog.now(),
+	generation	int NOT NULL DEFAULT 0	-- of the split: a new number whenever the counted nodes change
+);
+COMMENT ON TABLE sched.follow IS 'a row while this router follows its nodes (sched.set_following): how long each lease of a node''s shares lasts';
+
+CREATE TABLE sched.node_follow (
+	node		int PRIMARY KEY,
+	counted		boolean NOT NULL DEFAULT true,
+	generation	int,		-- of the split its shares were last given for
+	lease_until	timestamptz,
+	answered_at	timestamptz,
+	checked_at	timestamptz,
+	down_since	timestamptz,	-- when a call to it first failed, since it last answered
+	last_error	text
+);
+COMMENT ON TABLE sched.node_follow IS 'while this router follows its nodes: whether each is counted in the split of the limits, the split its shares were last given for, its lease (by this router''s clock), when it last answered';
+REVOKE ALL ON sched.follow, sched.node_follow FROM PUBLIC;
+-- Dumped: a router restored from a dump follows its nodes as before (its
+-- first round asks every node again).
+SELECT pg_catalog.pg_extension_config_dump('sched.follow', '');
+SELECT pg_catalog.pg_extension_config_dump('sched.node_follow', '');
+-- A split's number comes from a sequence, which a round that rolls back does
+-- not take back: its number may already be on nodes, with its shares, and the
+-- next round's split (other nodes counted) must not have it too.
+CREATE SEQUENCE sched.follow_generation_seq AS int;
+REVOKE ALL ON SEQUENCE sched.follow_generation_seq FROM PUBLIC;
+SELECT pg_catalog.pg_extension_config_dump('sched.follow_generation_seq', '');
+
+-- The rounds call the nodes through sched._node_query (the router's own
+-- library, src/router/delaysched_router.c), not PL/Proxy: each call ends
+-- within a second, connecting included, whatever the node does (PL/Proxy has
+-- no connect timeout, and cancels by a blocking call to the node), so that a
+-- node that hangs does not hold the round up, nor make the others' leases
+-- lapse meanwhile.
+CREATE FUNCTION sched._node_query(conninfo text, query text, params text[], timeout_ms int) RETURNS text
+LANGUAGE c
+AS '$libdir/delaysched_router', 'delaysched_node_query';
+COMMENT ON FUNCTION sched._node_query(text, text, text[], int) IS 'internal: run a query (its parameters as text, or NULL) on a node within timeout_ms, connecting included; the first value of its last result';
+CREATE FUNCTION sched._node_queries(conninfos text[], queries text[], timeout_ms int,
+									 OUT ord int, OUT answer text, OUT error text) RETURNS SETOF record
+LANGUAGE c STRICT
+AS '$libdir/delaysched_router', 'delaysched_node_queries';
+COMMENT ON FUNCTION sched._node_queries(text[], text[], int) IS 'internal: run queries on nodes all at once, each within timeout_ms; a row each, its answer or its error';
+REVOKE ALL ON FUNCTION sched._node_query(text, text, text[], int), sched._node_queries(text[], text[], int) FROM PUBLIC;
+
+-- A round's call to the node at a position: a second at most.
+CREATE FUNCTION sched._follow_query(p int, query text, params text[]) RETURNS text
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	v_conninfo text := (SELECT n.conninfo FROM sched.node n WHERE n.position = p);
+BEGIN
+	IF v_conninfo IS NULL THEN
+		RAISE EXCEPTION 'no node at position %', p USING ERRCODE = 'undefined_object';
+	END IF;
+	RETURN sched._node_query(v_conninfo, query, params, 1000);
+END
+$$;
+COMMENT ON FUNCTION sched._follow_query(int, text, text[]) IS 'internal: a follow round''s call to the node at a position, within a second';
+
+-- What a round asks a node: renew its lease if it has the shares of split
+-- "generation" (-1: only say what it holds); the answer is a jsonb object
+-- of sched._share_lease's columns (renewed, remaining, node, generation).
+CREATE FUNCTION sched._share_lease_query(seconds float8, generation bigint) RETURNS text
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+	SELECT pg_catalog.format('SELECT pg_catalog.to_jsonb(s) FROM sched._share_lease(%L::float8, %L::bigint) s',
+							 seconds, generation)
+$$;
+COMMENT ON FUNCTION sched._share_lease_query(float8, bigint) IS 'internal: the call that asks a node to renew its lease on its shares';
+CREATE FUNCTION sched._share_unfollow_on(p int) RETURNS boolean
+LANGUAGE plproxy AS $$ CLUSTER 'delaysched'; RUN ON p; SELECT sched._share_unfollow(); $$;
+REVOKE ALL ON FUNCTION sched._follow_query(int, text, text[]), sched._share_unfollow_on(int) FROM PUBLIC;
+
+-- The nodes the limits are split over: every node, or, while this router
+-- follows them, those counted; and a node's place among them.
+CREATE FUNCTION sched._split_count() RETURNS int
+LANGUAGE sql STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+	SELECT GREATEST(1, count(*))::int
+	FROM sched.node n LEFT JOIN sched.node_follow f ON f.node = n.node
+	WHERE NOT EXISTS (SELECT FROM sched.follow) OR coalesce(f.counted, true)
+$$;
+COMMENT ON FUNCTION sched._split_count() IS 'internal: how many nodes the limits are split over';
+
+CREATE FUNCTION sched._split_rank(p_position int) RETURNS int
+LANGUAGE sql STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+	SELECT count(*)::int
+	FROM sched.node n LEFT JOIN sched.node_follow f ON f.node = n.node
+	WHERE n.position < p_position
+	  AND (NOT EXISTS (SELECT FROM sched.follow) OR coalesce(f.counted, true))
+$$;
+COMMENT ON FUNCTION sched._split_rank(int) IS 'internal: how many of the nodes the limits are split over come before a position';
+
+CREATE OR REPLACE FUNCTION sched._share(p_limit float8, p_position int) RETURNS float8
+LANGUAGE sql STABLE STRICT
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT p_limit / sched._split_count() $$;
+
+CREATE OR REPLACE FUNCTION sched._share(p_limit int, p_position int) RETURNS int
+LANGUAGE sql STABLE STRICT
+SET search_path = pg_catalog, pg_temp
+AS $$
+	SELECT GREATEST(1, p_limit / c + CASE WHEN sched._split_rank(p_position) < p_limit % c THEN 1 ELSE 0 END)::int
+	FROM (SELECT sched._split_count() AS c) n
+$$;
+
+-- Give one node its share of every type's limits (as it stands in
+-- sched.node_follow), and then the split's number, in one transaction
+-- there.  Its error, if any, as text.
+CREATE FUNCTION sched._give_shares(p_position int, p_generation bigint) RETURNS text
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	v_types jsonb;
+	e_message text;
+BEGIN
+	-- (The types go as a parameter, not in the statement's text: a webhook's
+	-- secret and headers are not in the node's log of it.)
+	SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object(
+			'name', b.name, 'delivery', b.delivery, 'channel', b.channel, 'max_attempts', b.max_attempts,
+			'ack_timeout', b.ack_timeout, 'rate_limit', sched._share(b.rate_limit, p_position),
+			'burst', sched._share(b.burst, p_position),
+			'max_concurrency', sched._share(b.max_concurrency, p_position), 'url', b.url,
+			'headers', b.headers, 'timeout', b.timeout, 'min_backoff', b.min_backoff,
+			'max_backoff', b.max_backoff, 'secret', b.secret, 'follow_redirects', b.follow_redirects,
+			'weight', b.weight, 'key_max_concurrency', b.key_max_concurrency,
+			'key_rate_limit', b.key_rate_limit, 'key_burst', b.key_burst) ORDER BY b.name), '[]')
+	INTO v_types
+	FROM sched.biz b
+	WHERE b.rate_limit IS NOT NULL OR b.burst IS NOT NULL OR b.max_concurrency IS NOT NULL;
+	PERFORM sched._follow_query(p_position,
+		'SELECT sched._set_share_generation($2::bigint)'
+		' FROM (SELECT pg_catalog.count(*) FROM pg_catalog.jsonb_to_recordset($1::jsonb) AS b(name text, delivery text,'
+		' channel text, max_attempts int, ack_timeout interval, rate_limit float8, burst int, max_concurrency int,'
+		' url text, headers jsonb, timeout interval, min_backoff interval, max_backoff interval, secret text,'
+		' follow_redirects boolean, weight int, key_max_concurrency int, key_rate_limit float8, key_burst int),'
+		' LATERAL (SELECT sched.define_biz(b.name, b.delivery, b.channel, b.max_attempts, b.ack_timeout,'
+		' b.rate_limit, b.burst, b.max_concurrency, b.url, b.headers, b.timeout, b.min_backoff, b.max_backoff,'
+		' b.secret, b.follow_redirects, b.weight, b.key_max_concurrency, b.key_rate_limit, b.key_burst)) d) n',
+		ARRAY[v_types::text, p_generation::text]);
+	RETURN NULL;
+EXCEPTION WHEN OTHERS THEN
+	GET STACKED DIAGNOSTICS e_message = MESSAGE_TEXT;
+	RETURN e_message;
+END
+$$;
+COMMENT ON FUNCTION sched._give_shares(int, bigint) IS 'internal: give a node its share of every split limit, and the split''s number; its error, or NULL';
+
+-- Whether a node out of reach may still hold a lease: the one this router
+-- recorded, or one it did not (see sched.follow_nodes, step 2); a node it
+-- never marked may be delivering its old share.
+CREATE FUNCTION sched._may_hold_lease(x sched.node_follow, p_lease interval) RETURNS boolean
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+	SELECT x.lease_until IS NULL OR x.down_since IS NULL
+		   OR pg_catalog.clock_timestamp() < GREATEST(x.lease_until, x.down_since + p_lease)
+$$;
+COMMENT ON FUNCTION sched._may_hold_lease(sched.node_follow, interval) IS 'internal: whether a node out of reach may still hold a lease on its shares';
+REVOKE ALL ON FUNCTION sched._may_hold_lease(sched.node_follow, interval) FROM PUBLIC;
+
+/*
+ * One round of following.  Returns how many nodes the limits are split over
+ * after it; NULL if this router does not follow its nodes.  The rule: a node
+ * keeps its lease while it has the current split's shares, and a node gets
+ * a new one only while no node may hold a lease on another split's.  A split
+ * is numbered (sched.follow.generation): one more whenever the nodes counted
+ * change, since a node's whole-number shares (burst, max_concurrency) depend
+ * on which nodes are counted, not only how many.  Each node knows the number
+ * of the split whose shares it has and the lease it holds, and says both at
+ * every call (sched.node_follow records what it said): the router's records
+ * follow the nodes, whatever became of an earlier round's own transaction.
+ *   1. Every node is asked, all at once (sched._share_lease): one counted whose record
+ *      says it has the current split's shares and a lease renews it, if it
+ *      does have them; any other only says what lease it holds (and is
+ *      marked followed: one never marked may still deliver its old share,
+ *      so it stays counted until then).  A node that answers as another is
+ *      not answering.  (The lease is recorded by this router's clock from
+ *      what the node says is left of it.)
+ *   2. Counted from now on: the nodes that answered, and those that did not
+ *      but may still hold a lease (sched._may_hold_lease).  A node that
+ *      answered and was not counted joins only if no node out of reach may
+ *      hold one.  A change makes a new split.
+ *   3. Each counted node that answered and has another split's shares gets
+ *      this one's, those counted before first (they give up what a joining
+ *      node takes).
+ *   4. Each counted node that answered, has this split's shares and was not
+ *      renewed in 1 gets a lease, unless a node may hold one on another
+ *      split's shares (giving it this one's failed: it must run out first).
+ * One round at a time, and none while a type's limits are being defined (the
+ * row of sched.follow is locked, and sched.biz against writes).
+ */
+CREATE FUNCTION sched.follow_nodes() RETURNS int
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	f sched.follow;
+	n record;
+	v_round timestamptz := pg_catalog.clock_timestamp();
+	v_seconds float8;
+	v_before int[];
+	v_after int[];
+	v_holding boolean;
+	v_error text;
+	v_renewed int[] := '{}';
+	v_nodes int[];
+	v_conninfos text[];
+	v_queries text[];
+	v_answer jsonb;
+	v_failure text;
+BEGIN
+	SELECT * INTO f FROM sched.follow FOR UPDATE;
+	IF NOT FOUND THEN
+		RETURN NULL;
+	END IF;
+	LOCK TABLE sched.biz IN SHARE MODE;
+	v_seconds := extract(epoch FROM f.lease);
+	v_before := ARRAY(SELECT x.node FROM sched.node_follow x WHERE x.counted ORDER BY x.node);
+	DELETE FROM sched.node_follow x WHERE NOT EXISTS (SELECT FROM sched.node sn WHERE sn.node = x.node);
+	INSERT INTO sched.node_follow (node) SELECT sn.node FROM sched.node sn ON CONFLICT DO NOTHING;
+
+	-- 1. (Every node at once: a round takes the slowest answer, a second at most.)
+	SELECT pg_catalog.array_agg(x.node ORDER BY x.position), pg_catalog.array_agg(x.conninfo ORDER BY x.position),
+		   pg_catalog.array_agg(sched._share_lease_query(v_seconds,
+				CASE WHEN y.counted AND y.generation = f.generation
+						  AND coalesce(y.lease_until > pg_catalog.clock_timestamp(), false)
+					 THEN f.generation ELSE -1 END) ORDER BY x.position)
+	INTO v_nodes, v_conninfos, v_queries
+	FROM sched.node x JOIN sched.node_follow y ON y.node = x.node;
+	FOR n IN SELECT v_nodes[q.ord] AS node, q.answer, q.error
+			 FROM sched._node_queries(coalesce(v_conninfos, '{}'), coalesce(v_queries, '{}'), 1000) q LOOP
+		v_failure := n.error;
+		-- (An answer that cannot be read is that node's failure, not the round's.)
+		BEGIN
+			v_answer := CASE WHEN v_failure IS NULL THEN n.answer::jsonb END;
+			IF v_failure IS NULL AND (v_answer->>'node')::int IS DISTINCT FROM n.node THEN
+				v_failure := pg_catalog.format('answers as node %s', coalesce(v_answer->>'node', 'NULL'));
+			END IF;
+			IF v_failure IS NULL THEN
+				UPDATE sched.node_follow
+				SET lease_until = pg_catalog.clock_timestamp()
+								  + pg_catalog.make_interval(secs => (v_answer->>'remaining')::float8),
+					generation = NULLIF((v_answer->>'generation')::bigint, 0),
+					answered_at = v_round, checked_at = v_round, down_since = NULL, last_error = NULL
+				WHERE node = n.node;
+				IF (v_answer->>'renewed')::boolean THEN
+					v_renewed := v_renewed || n.node;
+				END IF;
+			END IF;
+		EXCEPTION WHEN OTHERS THEN
+			GET STACKED DIAGNOSTICS v_failure = MESSAGE_TEXT;
+			v_failure := 'its answer could not be read: ' || v_failure;
+		END;
+		IF v_failure IS NOT NULL THEN
+			UPDATE sched.node_follow
+			SET checked_at = v_round, down_since = coalesce(down_since, pg_catalog.clock_timestamp()),
+				last_error = v_failure
+			WHERE node = n.node;
+		END IF;
+	END LOOP;
+
+	-- 2.
+	v_holding := EXISTS (SELECT FROM sched.node_follow x
+						 WHERE x.counted AND x.answered_at IS DISTINCT FROM v_round
+						   AND sched._may_hold_lease(x, f.lease));
+	UPDATE sched.node_follow x
+	SET counted = CASE WHEN x.answered_at = v_round THEN x.counted OR NOT v_holding
+					   ELSE x.counted AND sched._may_hold_lease(x, f.lease) END;
+	UPDATE sched.node_follow x SET generation = NULL WHERE NOT x.counted AND x.generation IS NOT NULL;
+	v_after := ARRAY(SELECT x.node FROM sched.node_follow x WHERE x.counted ORDER BY x.node);
+	IF v_after IS DISTINCT FROM v_before THEN
+		UPDATE sched.follow SET generation = pg_catalog.nextval('sched.follow_generation_seq') RETURNING * INTO f;
+		RAISE LOG 'delaysched_router: the limits are split over nodes %, were %',
+			pg_catalog.array_to_string(v_after, ', '), pg_catalog.array_to_string(v_before, ', ');
+	END IF;
+
+	-- 3.
+	FOR n IN SELECT x.node, x.position
+			 FROM sched.node x JOIN sched.node_follow y ON y.node = x.node
+			 WHERE y.counted AND y.answered_at = v_round AND y.generation IS DISTINCT FROM f.generation
+			 ORDER BY x.node = ANY (v_before) DESC, x.position LOOP
+		v_error := sched._give_shares(n.position, f.generation);
+		IF v_error IS NULL THEN
+			UPDATE sched.node_follow SET generation = f.generation WHERE node = n.node;
+		ELSE
+			UPDATE sched.node_follow SET last_error = v_error WHERE node = n.node;
+		END IF;
+	END LOOP;
+
+	-- 4.
+	-- (A node never marked has the shares of a split over every node, no
+	-- larger than this split's, in which it is counted: it does not hold
+	-- the others back.)
+	IF NOT EXISTS (SELECT FROM sched.node_follow x
+				   WHERE x.generation IS DISTINCT FROM f.generation AND x.lease_until IS NOT NULL
+					 AND CASE WHEN x.answered_at = v_round THEN x.lease_until > pg_catalog.clock_timestamp()
+							  ELSE sched._may_hold_lease(x, f.lease) END) THEN
+		SELECT pg_catalog.array_agg(x.node ORDER BY x.position), pg_catalog.array_agg(x.conninfo ORDER BY x.position),
+			   pg_catalog.array_agg(sched._share_lease_query(v_seconds, f.generation) ORDER BY x.position)
+		INTO v_nodes, v_conninfos, v_queries
+		FROM sched.node x JOIN sched.node_follow y ON y.node = x.node
+		WHERE y.counted AND y.answered_at = v_round AND y.generation = f.generation
+		  AND NOT x.node = ANY (v_renewed);
+		FOR n IN SELECT v_nodes[q.ord] AS node, q.answer, q.error
+				 FROM sched._node_queries(coalesce(v_conninfos, '{}'), coalesce(v_queries, '{}'), 1000) q LOOP
+			v_failure := n.error;
+			IF v_failure IS NULL THEN
+				BEGIN
+					v_answer := n.answer::jsonb;
+					UPDATE sched.node_follow
+					SET lease_until = pg_catalog.clock_timestamp()
+									  + pg_catalog.make_interval(secs => (v_answer->>'remaining')::float8),
+						generation = NULLIF((v_answer->>'generation')::bigint, 0),
+						last_error = CASE WHEN (v_answer->>'renewed')::boolean THEN NULL
+										  ELSE 'did not take its lease: it has another split''s shares' END
+					WHERE node = n.node;
+				EXCEPTION WHEN OTHERS THEN
+					GET STACKED DIAGNOSTICS v_failure = MESSAGE_TEXT;
+					v_failure := 'its answer could not be read: ' || v_failure;
+				END;
+			END IF;
+			IF v_failure IS NOT NULL THEN
+				-- (It may have taken the lease before the answer was lost.)
+				UPDATE sched.node_follow
+				SET last_error = v_failure, lease_until = pg_catalog.clock_timestamp() + f.lease
+				WHERE node = n.node;
+			END IF;
+		END LOOP;
+	END IF;
+	RETURN pg_catalog.cardinality(v_after);
+END
+$$;
+COMMENT ON FUNCTION sched.follow_nodes() IS 'one round of following the nodes: lease each its shares, and split the limits anew over those that answer; the number of nodes they are split over (NULL: not following)';
+REVOKE ALL ON FUNCTION sched._give_shares(int, bigint), sched.follow_nodes() FROM PUBLIC;
+-- (As sched._share, which every administrator's define_biz calls; they
+-- read only how many nodes are counted, as their owner.)
+GRANT EXECUTE ON FUNCTION sched._split_count(), sched._split_rank(int) TO PUBLIC;
+
+/*
+ * Start or stop following the nodes.  Starting counts every node and gives
+ * no lease yet: the first round does.  Stopping needs every node to answer
+ * (each is told it needs no lease any more, then given its share of a
+ * split over every node), as the other administration calls do.
+ */
+CREATE FUNCTION sched.set_following(follow boolean, lease interval DEFAULT '3 seconds') RETURNS boolean
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	b sched.biz;
+	v_was boolean := EXISTS (SELECT FROM sched.follow);
+BEGIN
+	PERFORM sched._require(follow, 'follow');
+	PERFORM sched._require(lease, 'lease');
+	IF lease < interval '1 second' OR lease > interval '1 hour' THEN
+		RAISE EXCEPTION 'lease must be between 1 second and 1 hour, not %', lease
+			USING ERRCODE = 'invalid_parameter_value',
+				  HINT = 'A node that stops answering gives its share to the others after its lease; a few seconds suit a round a second.';
+	END IF;
+	IF follow THEN
+		-- (A split number of its own: nodes may still have the last one of an
+		-- earlier following, and 0 is what a node says when it has none.)
+		INSERT INTO sched.follow (lease, generation)
+		VALUES (set_following.lease, pg_catalog.nextval('sched.follow_generation_seq'))
+		ON CONFLICT (following) DO UPDATE SET lease = excluded.lease;
+		IF NOT v_was THEN
+			DELETE FROM sched.node_follow;
+			INSERT INTO sched.node_follow (node) SELECT n.node FROM sched.node n;
+		END IF;
+		RETURN NOT v_was;
+	END IF;
+	IF NOT v_was THEN
+		RETURN false;
+	END IF;
+	-- Every node split over again, then told it needs no lease.
+	DELETE FROM sched.follow;
+	DELETE FROM sched.node_follow;
+	FOR b IN SELECT * FROM sched.biz x
+			 WHERE x.rate_limit IS NOT NULL OR x.burst IS NOT NULL OR x.max_concurrency IS NOT NULL
+			 ORDER BY x.name LOOP
+		PERFORM sched._on_every_node('set_following', sched._define_call(b));
+	END LOOP;
+	PERFORM sched._on_every_node('set_following', 'SELECT sched._share_unfollow_on($1)::text');
+	RETURN true;
+END
+$$;
+COMMENT ON FUNCTION sched.set_following(boolean, interval) IS 'start or stop following the nodes (sched.follow_nodes): split the limits over the nodes that answer, each holding its shares under a lease; true if it changed';
+REVOKE ALL ON FUNCTION sched.set_following(boolean, interval) FROM PUBLIC;
+
+-- Which nodes the limits are split over, as the last round saw them.
+CREATE VIEW sched.node_shares AS
+	SELECT n.node, n.position, f.counted, f.lease_until, f.answered_at, f.checked_at, f.down_since, f.last_error
+	FROM sched.node n JOIN sched.node_follow f ON f.node = n.node;
+COMMENT ON VIEW sched.node_shares IS 'while this router follows its nodes: whether each is counted in the split of the limits, its lease, when it last answered and why not';
+REVOKE ALL ON sched.node_shares FROM PUBLIC;

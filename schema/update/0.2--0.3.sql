@@ -72,6 +72,14 @@ CREATE TABLE sched._prepared_tally (
 );
 COMMENT ON TABLE sched._prepared_tally IS 'internal: the numbers of prepared transactions, added to the counters once committed';
 
+-- A node that a router follows (as in schema/install.sql).
+CREATE TABLE sched.router_follow (
+	followed	 boolean PRIMARY KEY DEFAULT true CHECK (followed),
+	since		 timestamptz NOT NULL DEFAULT pg_catalog.now()
+);
+COMMENT ON TABLE sched.router_follow IS 'a row while a router that follows its nodes leases this node its shares of the split limits (see sched._share_lease)';
+SELECT pg_catalog.pg_extension_config_dump('sched.router_follow', '');
+
 -- SQL jobs: the command and the role it runs as, on tasks, finished tasks
 -- and schedules (as in schema/install.sql, in the same order); a run's
 -- SQLSTATE and rows, and the outcome of a run cancelled by sched.cancel.

@@ -74,6 +74,7 @@ extern bool delaysched_caught_lock_timeout(MemoryContext context);
 extern bool delaysched_schema_ready(void);
 extern bool delaysched_run_in_transaction(const char *activity, void (*work) (void *), void *arg);
 extern void delaysched_setup_worker_session(void);
+extern void delaysched_register_static_worker(const char *function, const char *name);
 
 /*
  * Who calls (caller.c): the types the session's role may read, for the

@@ -40,6 +40,8 @@
 
 char	   *delaysched_databases = NULL;
 char	   *delaysched_database = NULL;
+char	   *delaysched_router_database = NULL;
+int			delaysched_router_follow_interval_ms = 1000;
 int			delaysched_max_databases = 64;
 int			delaysched_max_workers = 64;
 int			delaysched_batch_size = 1000;
@@ -182,6 +184,26 @@ delaysched_define_gucs(void)
 							   PGC_SIGHUP,
 							   GUC_LIST_INPUT,
 							   delaysched_check_database_list, NULL, NULL);
+
+	DefineCustomStringVariable("delaysched.router_database",
+							   "A database of this server with delaysched_router whose nodes a worker follows.",
+							   "The worker runs sched.follow_nodes() there every delaysched.router_follow_interval; "
+							   "empty: no such worker.",
+							   &delaysched_router_database,
+							   "",
+							   PGC_POSTMASTER,
+							   0,
+							   NULL, NULL, NULL);
+
+	DefineCustomIntVariable("delaysched.router_follow_interval",
+							"How often the router's worker runs a round of sched.follow_nodes().",
+							"A node that stops answering gives its share of the split limits to the others "
+							"within its lease and a round.",
+							&delaysched_router_follow_interval_ms,
+							1000, 100, 60 * 1000,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
 
 	DefineCustomStringVariable("delaysched.database",
 							   "Deprecated: one database to serve, as delaysched.databases = that name.",

@@ -13,6 +13,8 @@
 
 extern char *delaysched_databases;
 extern char *delaysched_database;
+extern char *delaysched_router_database;
+extern int	delaysched_router_follow_interval_ms;
 extern int	delaysched_max_databases;
 extern int	delaysched_max_workers;
 extern int	delaysched_batch_size;

@@ -215,6 +215,8 @@ delaysched_init_database_area(int database)
 	shared->drainer = -1;
 	pg_atomic_init_u32(&shared->drain_waits_for_slot, 0);
 	pg_atomic_init_u32(&shared->old_schema_reported, 0);
+	pg_atomic_init_u64(&shared->share_lease_until, 0);
+	pg_atomic_init_u64(&shared->share_generation, 0);
 	shared->probe_all = true;	/* hints do not survive a restart */
 	for (int i = 0; i < DELAYSCHED_MAX_WORKERS; i++)
 	{

@@ -509,6 +509,19 @@ typedef struct DelayschedShared
 	pg_atomic_uint32 old_schema_reported;
 
 	/*
+	 * Until when a following router has leased this database its shares of
+	 * the split limits, on the monotonic clock in microseconds
+	 * (cluster/share_lease.c); 0: never since the entry was taken.  Atomic.
+	 */
+	pg_atomic_uint64 share_lease_until;
+
+	/*
+	 * The split whose shares this database was last given (the router's
+	 * number for it); 0: none since the entry was taken.  Atomic.
+	 */
+	pg_atomic_uint64 share_generation;
+
+	/*
 	 * The limiter's, for this database, under the limiter's lock (see
 	 * core/limiter.c): a hint was lost, so the drain looks at every type; when
 	 * it last did; when its drain last wanted tokens of the global cap, and

@@ -208,6 +208,26 @@ delaysched_caught_lock_timeout(MemoryContext context)
 }
 
 /*
+ * Register a static background worker of this library, started once
+ * recovery has finished and again a second after it ends.
+ */
+void
+delaysched_register_static_worker(const char *function, const char *name)
+{
+	BackgroundWorker worker;
+
+	memset(&worker, 0, sizeof(worker));
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker.bgw_restart_time = 1;
+	snprintf(worker.bgw_library_name, BGW_MAXLEN, "delaysched");
+	snprintf(worker.bgw_function_name, BGW_MAXLEN, "%s", function);
+	snprintf(worker.bgw_name, BGW_MAXLEN, "%s", name);
+	snprintf(worker.bgw_type, BGW_MAXLEN, "%s", name);
+	RegisterBackgroundWorker(&worker);
+}
+
+/*
  * Run "work" in a transaction of its own, with a snapshot, shown in
  * pg_stat_activity as "activity".  Returns false, having done nothing, if
  * the extension is not installed, or having rolled back, if the work raised

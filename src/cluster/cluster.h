@@ -54,6 +54,12 @@ typedef struct DatabasePids
 
 extern void delaysched_database_pids(int index, DatabasePids *pids);
 
+/* A following router's lease on this node's shares (share_lease.c). */
+extern void delaysched_note_share_lapse(bool lapsed);
+
+/* The router's follower (router_follower.c). */
+extern void delaysched_register_router_follower(void);
+
 /* The launcher and the probe (launcher.c). */
 extern void delaysched_register_launcher(void);
 extern PGDLLEXPORT void delaysched_launcher_main(Datum main_arg);

@@ -215,18 +215,8 @@ static int	reported_ceiling = -1;
 void
 delaysched_register_launcher(void)
 {
-	BackgroundWorker worker;
-
-	memset(&worker, 0, sizeof(worker));
-	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-	/* A standby cannot deliver (it cannot write); start on promotion. */
-	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-	worker.bgw_restart_time = 1;
-	snprintf(worker.bgw_library_name, BGW_MAXLEN, "delaysched");
-	snprintf(worker.bgw_function_name, BGW_MAXLEN, "delaysched_launcher_main");
-	snprintf(worker.bgw_name, BGW_MAXLEN, "delaysched launcher");
-	snprintf(worker.bgw_type, BGW_MAXLEN, "delaysched launcher");
-	RegisterBackgroundWorker(&worker);
+	/* (Once recovery has finished: a standby cannot deliver, it cannot write.) */
+	delaysched_register_static_worker("delaysched_launcher_main", "delaysched launcher");
 }
 
 /* Start a dynamic worker of this launcher; NULL if the postmaster has no slot. */

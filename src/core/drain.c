@@ -62,6 +62,7 @@
 #include "base/guc.h"
 #include "stats/stats.h"
 #include "base/shmem.h"
+#include "cluster/cluster.h"
 #include "core/core.h"
 #include "schedule/schedule.h"
 
@@ -91,7 +92,8 @@ typedef enum DrainLimit
 	LIMIT_SLOTS,				/* its concurrency cap is reached */
 	LIMIT_GLOBAL,				/* the global cap's bucket is empty */
 	LIMIT_BATCH,				/* its share of the batch */
-	LIMIT_NO_BUCKET				/* no room for its bucket */
+	LIMIT_NO_BUCKET,			/* no room for its bucket */
+	LIMIT_LEASE					/* its split limits' lease is not in force */
 } DrainLimit;
 
 /* One type in one drain. */
@@ -108,6 +110,8 @@ typedef struct DrainType
 								 * up to the caps (-1: not counted) */
 	bool		keys_capped;	/* each key has a cap (key_max_concurrency) */
 	bool		keys_rate_limited;	/* each key has a bucket (key_rate_limit) */
+	bool		share_lapsed;	/* split limits whose router lease is not in
+								 * force (cluster/share_lease.c) */
 	int			weight;
 	bool		hinted;
 	uint64		marks;
@@ -133,7 +137,8 @@ static struct
  */
 static const char types_sql[] =
 "SELECT b.name, b.channel, b.ack_timeout, b.rate_limit, b.burst, b.max_concurrency, b.weight,"
-"       b.key_max_concurrency IS NOT NULL, b.key_rate_limit IS NOT NULL"
+"       b.key_max_concurrency IS NOT NULL, b.key_rate_limit IS NOT NULL,"
+"       (b.rate_limit IS NOT NULL OR b.max_concurrency IS NOT NULL) AND sched._share_lapsed()"
 " FROM sched.biz b"
 " WHERE b.delivery = 'notify' AND NOT b.paused"
 "   AND (b.name = ANY ($2)"
@@ -252,6 +257,7 @@ read_types(BacklogHint *hints, int nhints, char **paced, int npaced, bool probe_
 		t->weight = DatumGetInt32(SPI_getbinval(tuple, desc, 7, &isnull));
 		t->keys_capped = DatumGetBool(SPI_getbinval(tuple, desc, 8, &isnull));
 		t->keys_rate_limited = DatumGetBool(SPI_getbinval(tuple, desc, 9, &isnull));
+		t->share_lapsed = DatumGetBool(SPI_getbinval(tuple, desc, 10, &isnull));
 		t->pace_cap = npaced > 0 ? delaysched_pace_cap(t->name) : -1;
 		t->in_flight = -1;
 		for (int h = 0; h < nhints; h++)
@@ -276,6 +282,13 @@ allow(DrainType *t, int batch, bool *waits_for_slot)
 {
 	t->allowed = batch;
 	t->limit = LIMIT_BATCH;
+	if (t->share_lapsed)
+	{
+		/* A following router has not renewed this node's shares. */
+		t->allowed = 0;
+		t->limit = LIMIT_LEASE;
+		return;
+	}
 	if (t->keys_capped && !*waits_for_slot)
 	{
 		/* A delivery that ends may free a key's slot (sched._pick counts). */
@@ -338,6 +351,26 @@ release_unseen_holds(char **paced, int npaced, DrainType *types, int ntypes)
 		if (!seen)
 			delaysched_pace_release(paced[p], false);
 	}
+}
+
+/*
+ * Say in the log when the split limits' lease lapses and comes back, as the
+ * drain sees it in the types with split limits it reads.
+ */
+static void
+note_lease(DrainType *types, int ntypes)
+{
+	bool		split_seen = false;
+	bool		lapsed = false;
+
+	for (int i = 0; i < ntypes; i++)
+		if (types[i].rate > 0 || types[i].max_concurrency > 0)
+		{
+			split_seen = true;
+			lapsed = lapsed || types[i].share_lapsed;
+		}
+	if (split_seen)
+		delaysched_note_share_lapse(lapsed);
 }
 
 /*
@@ -527,6 +560,7 @@ delaysched_drain(TimestampTz now, int batch, DrainResult *result)
 	paced = delaysched_paced_notify_types(&npaced);
 	types = read_types(hints, nhints, paced, npaced, probe_all, &ntypes);
 	release_unseen_holds(paced, npaced, types, ntypes);
+	note_lease(types, ntypes);
 
 	/*
 	 * One time for the whole drain: the buckets are refilled up to it and the
@@ -620,6 +654,7 @@ delaysched_drain(TimestampTz now, int batch, DrainResult *result)
 				next = Min(next, global_next);
 				break;
 			case LIMIT_NO_BUCKET:
+			case LIMIT_LEASE:
 				next = Min(next, TimestampTzPlusMilliseconds(now, SLOT_RECHECK_MS));
 				break;
 			case LIMIT_BATCH:
