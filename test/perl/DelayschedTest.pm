@@ -44,6 +44,20 @@ EOC
 	return $node;
 }
 
+# The size of a test's large data set (hundreds of thousands of tasks),
+# times DELAYSCHED_TEST_SCALE (a number above 0 and at most 1; 1 unless
+# set).  scripts/test.sh sets it below 1 for the second and later majors of
+# a run: the first major runs the full sizes, and the checks (counts,
+# duplicates, order) are the same at any size.
+sub scaled
+{
+	my ($n) = @_;
+	my $scale = $ENV{DELAYSCHED_TEST_SCALE} // 1;
+	die "DELAYSCHED_TEST_SCALE must be a number above 0 and at most 1, not '$scale'"
+	  unless $scale =~ /^(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)$/ && $scale > 0 && $scale <= 1;
+	return int($n * $scale) || 1;
+}
+
 # Poll $query until it returns $expected or $timeout seconds pass; true if it did.
 sub poll_until
 {

@@ -128,7 +128,9 @@ $node->safe_psql('postgres', q{DELETE FROM sched.task WHERE biz_type = 'paced'})
 # one): a bucket falls idle 10 ms after its take, and is dropped when the
 # table needs room.  Ten hot keys of 30 tasks each go through the same
 # table meanwhile and keep their rate.
-my $million = 1_000_000;
+# (Fewer on the later majors of a run: DelayschedTest::scaled.)
+my $part_size = int(DelayschedTest::scaled(1_000_000) / 10) || 1;
+my $distinct = $part_size * 10;
 $node->safe_psql('postgres', q{
 	SELECT sched.define_biz('many', ack_timeout => '1 hour', key_rate_limit => 100, key_burst => 1);
 	CREATE TABLE table_sizes (buckets bigint, capacity int);
@@ -138,13 +140,13 @@ for my $part (0 .. 9)
 {
 	$node->safe_psql('postgres', qq{
 		SELECT count(*) FROM sched.add_many('many',
-			array_fill(now() + interval '2 seconds', ARRAY[100000]),
-			keys => ARRAY(SELECT 'distinct-' || g FROM generate_series($part * 100000 + 1, ($part + 1) * 100000) g))});
+			array_fill(now() + interval '2 seconds', ARRAY[$part_size]),
+			keys => ARRAY(SELECT 'distinct-' || g FROM generate_series($part * $part_size + 1, ($part + 1) * $part_size) g))});
 }
 $node->safe_psql('postgres', q{
 	SELECT count(*) FROM sched.add_many('many', array_fill(now(), ARRAY[300]),
 		keys => ARRAY(SELECT 'hot-' || (g % 10) FROM generate_series(1, 300) g))});
-note(sprintf 'added %d tasks with distinct keys in %.1f s', $million, time - $t0);
+note(sprintf 'added %d tasks with distinct keys in %.1f s', $distinct, time - $t0);
 my $deadline = time + 600;
 my $left;
 while (time < $deadline)
@@ -155,11 +157,11 @@ while (time < $deadline)
 	last if $left eq 'f';
 	usleep(200_000);
 }
-is($left, 'f', 'every task of the million keys was delivered');
-note(sprintf 'a million distinct keys drained in %.1f s after they were added', time - $t0);
+is($left, 'f', "every task of the $distinct distinct keys was delivered");
+note(sprintf '%d distinct keys drained in %.1f s after they were added', $distinct, time - $t0);
 is($node->safe_psql('postgres', q{
 	SELECT count(*) || ' ' || count(*) FILTER (WHERE attempt = 1) || ' ' || count(DISTINCT key)
-	FROM sched.task WHERE biz_type = 'many'}), ($million + 300) . ' ' . ($million + 300) . ' ' . ($million + 10),
+	FROM sched.task WHERE biz_type = 'many'}), ($distinct + 300) . ' ' . ($distinct + 300) . ' ' . ($distinct + 10),
 	'each delivered once, every key');
 is($node->safe_psql('postgres', q{SELECT count(*) FROM table_sizes WHERE buckets > capacity}), '0',
 	'the table of buckets never held more than its size');
@@ -174,7 +176,7 @@ for my $k (0 .. 9)
 	$hot_over++ if DelayschedTest::busiest_window(0.1 - 0.000001, @t) > 1 + 100 * 0.1
 		|| DelayschedTest::busiest_window(0.2 - 0.000001, @t) > 1 + 100 * 0.2;
 }
-is($hot_over, 0, 'the hot keys kept their rate while a million keys went through the table');
+is($hot_over, 0, "the hot keys kept their rate while $distinct keys went through the table");
 
 $node->stop;
 done_testing();
