@@ -99,16 +99,25 @@ is(join(',', map { $_->safe_psql('postgres', q{SELECT rate_limit FROM sched.biz 
 	'30,30', 'the two others have half the limit each');
 like(r(q{SELECT last_error FROM sched.node_shares WHERE position = 2}), qr/\S/, 'sched.node_shares says why');
 
-# The rate comes back to 60 a second: two whole seconds at 54 or more.
-my $recovered;
-my $deadline = time + 60;
-while (!defined $recovered && time < $deadline)
+# Seconds from $since to the first of two whole seconds in which nodes 1 and
+# 2 together delivered 54 or more (the cluster's 60 a second, back); undef
+# if that did not happen within 60 s.
+sub recovered_after
 {
-	my $counts = per_second(@nodes[0, 1]);
-	my @good = sort { $a <=> $b } grep { $_ > $stopped_at && $counts->{$_} >= 54 } keys %$counts;
-	$recovered = $good[0] - $stopped_at if @good >= 2;
-	usleep(200_000) unless defined $recovered;
+	my ($since) = @_;
+	my $deadline = time + 60;
+	while (time < $deadline)
+	{
+		my $counts = per_second(@nodes[0, 1]);
+		my @good = sort { $a <=> $b } grep { $_ > $since && $counts->{$_} >= 54 } keys %$counts;
+		return $good[0] - $since if @good >= 2;
+		usleep(200_000);
+	}
+	return undef;
 }
+
+# The rate comes back to 60 a second: two whole seconds at 54 or more.
+my $recovered = recovered_after($stopped_at);
 ok(defined $recovered, 'the two others deliver the cluster\'s 60 a second');
 note(sprintf('counted out %.1f s after the stop; 54 a second or more from %.1f s after it',
 	$counted_out, $recovered // -1));
@@ -200,15 +209,7 @@ my $hung_at = time;
 ok(DelayschedTest::poll_until_in($router, 'router',
 	q{SELECT string_agg(counted::text, ',' ORDER BY position) FROM sched.node_shares}, 'true,true,false', 60),
 	'the hung node is counted out');
-my $hung_recovered;
-$deadline = time + 60;
-while (!defined $hung_recovered && time < $deadline)
-{
-	my $counts = per_second(@nodes[0, 1]);
-	my @good = sort { $a <=> $b } grep { $_ > $hung_at && $counts->{$_} >= 54 } keys %$counts;
-	$hung_recovered = $good[0] - $hung_at if @good >= 2;
-	usleep(200_000) unless defined $hung_recovered;
-}
+my $hung_recovered = recovered_after($hung_at);
 ok(defined $hung_recovered, 'the two others deliver the cluster\'s 60 a second while it hangs');
 note(sprintf('hung node: 54 a second or more from %.1f s after it hung', $hung_recovered // -1));
 kill 'CONT', @hung;
