@@ -26,6 +26,7 @@ OBJS = \
 	src/core/delivery.o \
 	src/core/drain.o \
 	src/core/fair_walk.o \
+	src/core/firsts_ahead.o \
 	src/core/keys_ahead.o \
 	src/core/horizon.o \
 	src/core/lease.o \

@@ -19,8 +19,8 @@
  * The parts of a tick have files of their own: the statements and their
  * kept plans (tick_plans.c, with the buckets' arithmetic in buckets.c),
  * the walk (walk.c), the walk in fair shares after a backlog
- * (fair_walk.c), the lane of the keyed tasks ahead of a backlog
- * (keys_ahead.c), a delivery statement and what it sends (delivery.c),
+ * (fair_walk.c), the lanes of the tasks that go first (firsts_ahead.c)
+ * and of the keyed tasks (keys_ahead.c) ahead of a backlog, a delivery statement and what it sends (delivery.c),
  * the searches for the next due task (next_due.c), and the sweep
  * (sweep.c).  The design of each is written at the top of its file.
  *
@@ -84,6 +84,8 @@ delaysched_tick(const TickRequest *request, TickResult *result)
 	TimestampTz walked_lease;
 	int			late = 0;
 	bool		late_more = false;
+	int			batch = request->batch;
+	int			firsts = 0;
 
 	memset(result, 0, sizeof(*result));
 	result->next_due = DT_NOEND;
@@ -107,11 +109,21 @@ delaysched_tick(const TickRequest *request, TickResult *result)
 	}
 
 	/*
-	 * Late tasks first: every one of them was due before anything the walk
+	 * In a backlog, the tasks that go first (a priority above 0, or a
+	 * firing) before anything else (firsts_ahead.c): a step a tick.  (The
+	 * workers'; SQL's sched._tick only walks.)
+	 */
+	if (request->shares)
+		first_lease = delaysched_firsts_ahead(request, Min(batch, Max(request->step, 1)),
+											  result, &firsts);
+	batch -= firsts;
+
+	/*
+	 * Late tasks next: every one of them was due before anything the walk
 	 * will find, and a range delivers in run_at order.
 	 */
-	if (request->sweep)
-		late = delaysched_deliver_late(request, pointer, request->batch, &result->delivered,
+	if (request->sweep && batch > 0)
+		late = delaysched_deliver_late(request, pointer, batch, &result->delivered,
 									   &first_lease, &result->late_from, &late_more);
 	/*
 	 * After a backlog, in fair shares while other types wait, else a whole
@@ -121,11 +133,11 @@ delaysched_tick(const TickRequest *request, TickResult *result)
 	 * would walk twice.)
 	 */
 	if (!request->cursor.fair ||
-		!delaysched_fair_walk(request, pointer, request->batch - late, result, &walked_lease))
+		!delaysched_fair_walk(request, pointer, batch - late, result, &walked_lease))
 	{
 		int			walked;
 		int			room;
-		int			limit = request->batch - late;
+		int			limit = batch - late;
 
 		/*
 		 * A backlogged range takes a step a tick, as in the fair walk, when

@@ -170,6 +170,10 @@ extern void delaysched_move_pointer(int range, TimestampTz pointer, TimestampTz 
 extern bool delaysched_fair_walk(const TickRequest *request, TimestampTz pointer,
 								 int limit, TickResult *result, TimestampTz *first_lease);
 
+/* The lane of the tasks that go first, ahead of a backlog (firsts_ahead.c). */
+extern TimestampTz delaysched_firsts_ahead(const TickRequest *request, int limit,
+										   TickResult *result, int *taken_out);
+
 /* The lane of the keyed tasks ahead of a backlog (keys_ahead.c). */
 extern TimestampTz delaysched_keys_ahead(const TickRequest *request, int limit,
 										 TickResult *result);
