@@ -129,6 +129,7 @@ static struct
 	SPIPlanPtr	in_flight;
 	SPIPlanPtr	deliver;
 	SPIPlanPtr	parked_left;
+	SPIPlanPtr	parked_types;
 } plans;
 
 /*
@@ -145,6 +146,15 @@ static const char types_sql[] =
 "        OR ($1 AND EXISTS (SELECT FROM sched.task t WHERE t.biz_type = b.name AND t.state = 'r')))"
 " ORDER BY b.name"
 " FOR NO KEY UPDATE OF b SKIP LOCKED";
+
+/*
+ * The notify types with parked tasks, their rows not locked: what a probe of
+ * every type would drain if no other transaction held a type's row.
+ */
+static const char parked_types_sql[] =
+"SELECT b.name FROM sched.biz b"
+" WHERE b.delivery = 'notify' AND NOT b.paused"
+"   AND EXISTS (SELECT FROM sched.task t WHERE t.biz_type = b.name AND t.state = 'r')";
 
 /* $1 type, $2 its cap: deliveries awaiting acknowledgement, counted up to the cap. */
 static const char in_flight_sql[] =
@@ -189,6 +199,7 @@ prepare_plans(void)
 	delaysched_free_plan(&plans.in_flight);
 	delaysched_free_plan(&plans.deliver);
 	delaysched_free_plan(&plans.parked_left);
+	delaysched_free_plan(&plans.parked_types);
 	plans.extension = InvalidOid;
 	{
 		Oid			types[] = {BOOLOID, TEXTARRAYOID};
@@ -202,6 +213,7 @@ prepare_plans(void)
 		plans.deliver = delaysched_prepare_kept(deliver_sql, 4, types);
 		plans.parked_left = delaysched_prepare_kept(parked_left_sql, 1, types);
 	}
+	plans.parked_types = delaysched_prepare_kept(parked_types_sql, 0, NULL);
 	plans.extension = extension;
 }
 
@@ -216,6 +228,37 @@ hint_array(BacklogHint *hints, int count, char **paced, int npaced)
 	for (int i = 0; i < npaced; i++)
 		names[count + i] = CStringGetTextDatum(paced[i]);
 	return PointerGetDatum(construct_array(names, count + npaced, TEXTOID, -1, false, TYPALIGN_INT));
+}
+
+/*
+ * After a probe of every type: a type with parked tasks that the probe did
+ * not return had its row held by another transaction (sched.define_biz, a
+ * router giving this node its shares) and was stepped over.  Nothing else
+ * may wake the drain for it (after a restart no tick parks its tasks again,
+ * and no hint is left), so it becomes a hint when this drain commits, which
+ * also wakes the drain; while its row is held the hint stays, and the drain
+ * looks again now and then (HINT_RECHECK_MS).
+ */
+static void
+hint_skipped_types(DrainType *types, int ntypes)
+{
+	SPITupleTable *rows;
+
+	if (SPI_execute_plan(plans.parked_types, NULL, NULL, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read the business types with parked tasks");
+	rows = SPI_tuptable;
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		bool		isnull;
+		char	   *name = TextDatumGetCString(SPI_getbinval(rows->vals[i], rows->tupdesc, 1, &isnull));
+		bool		seen = false;
+
+		for (int j = 0; j < ntypes && !seen; j++)
+			seen = strcmp(types[j].name, name) == 0;
+		if (!seen)
+			delaysched_note_parked(name);
+	}
+	SPI_freetuptable(rows);
 }
 
 /*
@@ -559,6 +602,8 @@ delaysched_drain(TimestampTz now, int batch, DrainResult *result)
 	hints = delaysched_backlog_hints(&nhints, &probe_all, now);
 	paced = delaysched_paced_notify_types(&npaced);
 	types = read_types(hints, nhints, paced, npaced, probe_all, &ntypes);
+	if (probe_all)
+		hint_skipped_types(types, ntypes);
 	release_unseen_holds(paced, npaced, types, ntypes);
 	note_lease(types, ntypes);
 

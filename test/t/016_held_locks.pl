@@ -369,6 +369,39 @@ sub ids_of_type
 	$listener->stop;
 }
 
+# A type's row held (as sched.define_biz, or a router giving the node its
+# shares, holds it) when the drain first runs after a start: its tasks
+# parked before the start are delivered once the row is let go.  After a
+# restart no hint says the type has parked tasks and no tick parks them
+# again, so the drain's first look at every type is the only one: a type
+# it stepped over must not be forgotten.  (The database is served again
+# only once the row is held, so that the drain's first run finds it held.)
+{
+	sql(q{SELECT sched.define_biz('rowheld', rate_limit => 20, burst => 1, ack_timeout => '1 hour')});
+	sql(q{SELECT count(*) FROM sched.add_many('rowheld', array_fill(clock_timestamp(), ARRAY[200]))});
+	ok(DelayschedTest::poll_until($node,
+		q{SELECT count(*) FILTER (WHERE state = 'r') > 100 FROM sched.task WHERE biz_type = 'rowheld'}, 't', 30),
+		'row held: tasks parked for the rate limit');
+	sql(q{ALTER SYSTEM SET delaysched.databases = ''});
+	$node->restart;
+	my $parked = sql(q{SELECT count(*) FROM sched.task WHERE biz_type = 'rowheld' AND state = 'r'});
+	my $hold = DelayschedTest::hold_in_transaction($node,
+		q{SELECT FROM sched.biz WHERE name = 'rowheld' FOR NO KEY UPDATE});
+	sql(q{ALTER SYSTEM RESET delaysched.databases});
+	sql(q{SELECT pg_reload_conf()});
+	# Once every scanner has done a unit of work, the drain, due at start
+	# and taken first, has run.
+	ok(DelayschedTest::poll_until($node,
+		q{SELECT count(*) FILTER (WHERE pid IS NOT NULL AND ticks > 0) = 2 FROM sched.workers WHERE role = 'scanner'},
+		't', 30), 'row held: the scanners run (and the drain ran)');
+	is(sql(q{SELECT count(*) FROM sched.task WHERE biz_type = 'rowheld' AND state = 'r'}), $parked,
+		'row held: nothing of the type delivered meanwhile');
+	DelayschedTest::release_session($hold);
+	ok(DelayschedTest::poll_until($node,
+		qq{SELECT count(*) < $parked FROM sched.task WHERE biz_type = 'rowheld' AND state = 'r'}, 't', 30),
+		'row held: delivered once the row was let go');
+}
+
 my $log = slurp_file($node->logfile);
 is(scalar(() = $log =~ /terminated by signal/g), 0, 'no worker crashed');
 $receiver->stop;
