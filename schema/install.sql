@@ -325,12 +325,13 @@ CREATE INDEX task_parked_idx ON sched.task (biz_type, (coalesce(key, '')), prior
 CREATE INDEX task_keyed_idx ON sched.task (biz_type, key, door, run_at, id)
 	WHERE state = 'p' AND key IS NOT NULL;
 -- The lane of the tasks that go first (src/core/firsts_ahead.c): a range's
--- pending tasks with a priority above 0 or a schedule, in run-at order,
--- however long the backlog of the others.  "state IN ('p', 'r') AND state
+-- pending tasks without a key and with a priority above 0 or a schedule,
+-- in run-at order, however long the backlog of the others.  "state IN ('p', 'r') AND state
 -- <> 'r'" is state = 'p', written so that a statement naming it cannot take
 -- task_pending_idx (the same columns, every pending task) instead.
 CREATE INDEX task_firsts_idx ON sched.task (door, run_at, id)
-	WHERE state IN ('p', 'r') AND state <> 'r' AND (priority > 0 OR schedule IS NOT NULL);
+	WHERE state IN ('p', 'r') AND state <> 'r' AND key IS NULL
+		AND (priority > 0 OR schedule IS NOT NULL);
 
 COMMENT ON FUNCTION sched._bucket_count() IS 'internal: number of delaysched task partitions';
 COMMENT ON FUNCTION sched._bucket(timestamptz) IS 'internal: the partition of a task due at run_at';

@@ -138,7 +138,8 @@ CREATE INDEX task_parked_idx ON sched.task (biz_type, (coalesce(key, '')), prior
 CREATE INDEX task_keyed_idx ON sched.task (biz_type, key, door, run_at, id)
 	WHERE state = 'p' AND key IS NOT NULL;
 CREATE INDEX task_firsts_idx ON sched.task (door, run_at, id)
-	WHERE state IN ('p', 'r') AND state <> 'r' AND (priority > 0 OR schedule IS NOT NULL);
+	WHERE state IN ('p', 'r') AND state <> 'r' AND key IS NULL
+		AND (priority > 0 OR schedule IS NOT NULL);
 -- Takes the keys' limits: made anew below (its grants go to the new one
 -- by keep-privileges-restore.sql).
 DROP FUNCTION sched.define_biz(text, text, text, int, interval, float8, int, int,

@@ -319,7 +319,9 @@ typedef struct FairLane
  * furthest ahead; reach is the furthest of them all.  A task reported at
  * or before reach drops the places (valid = false), not the fair shares.
  * In a backlog, ahead is where the lane of the keyed tasks after it stopped
- * (core/keys_ahead.c); a task reported at or before it moves it back.
+ * (core/keys_ahead.c), and firsts where the lane of the tasks that go first
+ * did (core/firsts_ahead.c); a task reported at or before either moves it
+ * back.
  */
 typedef struct TickCursor
 {
@@ -334,6 +336,9 @@ typedef struct TickCursor
 	TimestampTz ahead_run_at;
 	int64		ahead_id;
 	TimestampTz ahead_seen_at;	/* when the lane last found a keyed task */
+	bool		firsts_valid;
+	TimestampTz firsts_run_at;
+	int64		firsts_id;
 } TickCursor;
 
 /* What a worker is doing, for sched.workers. */

@@ -2,42 +2,52 @@
  *
  * firsts_ahead.c
  *		The lane of the tasks that go first: while a range has more due
- *		than its ticks deliver, its due tasks with a priority above 0 and
- *		its schedules' firings go out at the start of each tick, ahead of
- *		the backlog.
+ *		than its ticks deliver, its due keyless tasks with a priority above
+ *		0 and its schedules' firings go out at the start of each tick,
+ *		ahead of the backlog.
  *
  * Why.  The walk delivers a range in (run_at, id) order, and the fair walk
  * shares it by type.  A task of the backlog's own type due after a burst
  * of 500,000 waits for the whole burst in that order: seconds at full
- * speed, minutes while load control holds deliveries back (stats/load.c)
- * or a fixed global cap parks them.  Priority orders the tasks that wait
+ * speed, minutes while load control holds deliveries back (stats/load.c).
+ * Priority orders the tasks that wait
  * to be delivered (sched._pick); a recurring firing is the work a backlog
  * should hold back least.  So those two kinds have a lane of their own.
  *
  * What.  A worker's tick of a range with a backlog (the cursor is fair)
- * first looks at the range's pending tasks with a priority above 0 or a
- * schedule, due by now, after the backlog's place, at most a step of them
+ * first looks at the range's pending tasks without a key and with a
+ * priority above 0 or a schedule, due by now, after the backlog's place and
+ * after the lane's own, at most a step of them (and half the tick's batch)
  * in (run_at, id) order, and delivers them (or parks them, as the walk
  * would: for a limited, paused or held type, whose waiting tasks go by
- * priority anyway) highest priority first, before the walk takes the rest
- * of the tick's batch.  Under load control the lane's deliveries are the
- * first of the tick's tokens.  A task of a key goes out ahead of its own
- * key's backlog too: a key's waiting tasks go by priority first as well
- * (doc/tasks.md).  Tasks with a priority of 0 or below stay in the walk's
- * order.
+ * priority anyway), before the late tasks and the walk take the rest of
+ * the batch.  So under load control they take the first of the tick's
+ * tokens.  They go in run_at order, a step a tick; among those a tick
+ * takes, the highest priority first.  Tasks with a priority of 0 or below
+ * keep the walk's order, and so do keyed tasks: a key's tasks go out in
+ * run_at order within a range (keys_ahead.c lets a free key's tasks
+ * through a backlog).
+ *
+ * Its place.  The lane starts after the backlog's place, or after its own
+ * if that is further on: the last task a full statement read, or now once
+ * a statement read everything due (TickCursor.firsts_*).  A commit that
+ * reports a task due at or before it moves it back (scanner.c), as for the
+ * keys' lane.  A task the lane passed without taking it (another
+ * transaction held its row) is the walk's, which reaches it in its order:
+ * the lane never makes a task later than the walk would.
  *
  * The index.  task_firsts_idx (door, run_at, id) has an entry for each
- * pending task with a priority above 0 or a schedule, and for no other, so
- * that the lane reads only its own tasks however long the backlog is.  Its
- * predicate spells state = 'p' as "state IN ('p', 'r') AND state <> 'r'":
- * a plan made while the partitions looked empty cannot then take
- * task_pending_idx (the same columns, every pending task) and filter the
- * backlog.  The statement is on the parent, the index's entries of every
- * partition merged in (run_at, id) order: about 0.1 ms a tick when they
- * are few, the cost of a backlogged tick only.  A task the lane delivered
- * leaves its entry behind until vacuum (or, once no snapshot sees it, the
- * next scan that meets it marks it dead), and the lane's next ticks step
- * over it.
+ * pending task the lane may take, and for no other, so that it reads none
+ * of the backlog however long.  Its predicate spells state = 'p' as "state
+ * IN ('p', 'r') AND state <> 'r'": a plan made while the partitions looked
+ * empty cannot then take task_pending_idx (the same columns, every pending
+ * task) and filter the backlog.  The statement is on the parent, the
+ * partitions' entries merged in (run_at, id) order and stopped by the
+ * limit: it locks every task partition (60 by default), about 0.3 ms a
+ * backlogged tick when there is nothing to take.  A task the lane
+ * delivered leaves its entry behind until vacuum (or, once no snapshot sees
+ * it, the next scan that meets it marks it dead); the lane's own place
+ * keeps it from reading them again.
  *
  * IDENTIFICATION
  *	  src/core/firsts_ahead.c
@@ -61,9 +71,9 @@
  * many.
  */
 static const char firsts_pick_sql[] =
-"SELECT c.id, c.bucket FROM ("
+"SELECT c.id, c.bucket, c.run_at FROM ("
 "  SELECT t.id, t.bucket, t.run_at, t.priority FROM sched.task t"
-"  WHERE t.door = $1 AND t.state IN ('p', 'r') AND t.state <> 'r'"
+"  WHERE t.door = $1 AND t.state IN ('p', 'r') AND t.state <> 'r' AND t.key IS NULL"
 "    AND (t.priority > 0 OR t.schedule IS NOT NULL)"
 "    AND (t.run_at, t.id) > ($2, $3) AND t.run_at <= $4"
 "  ORDER BY t.run_at, t.id LIMIT $5) c"
@@ -103,24 +113,33 @@ deliver_bucket(const TickRequest *request, int bucket, Datum *ids, int nids,
 												FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 	values[1] = TimestampTzGetDatum(request->now);
 	values[2] = BoolGetDatum(request->park_all);
-	d = delaysched_run_delivery(delaysched_ahead_plans(bucket)->ahead_deliver, values, nulls, 3,
+	d = delaysched_run_delivery(delaysched_ahead_deliver_plan(bucket), values, nulls, 3,
 								nids, bucket, request->now, NULL, NULL);
 	*delivered += d.notified;
 	*taken += d.count;
 	return d.first_lease;
 }
 
+/* Is (a_at, a_id) before (b_at, b_id)? */
+static inline bool
+place_before(TimestampTz a_at, int64 a_id, TimestampTz b_at, int64 b_id)
+{
+	return a_at < b_at || (a_at == b_at && a_id < b_id);
+}
+
 /*
  * The lane of a worker's tick (see the file header), before its walk: up
  * to "limit" tasks that go first, after the backlog request->cursor
- * describes.  Adds to result->delivered, sets *taken_out to the tasks
- * taken (delivered or parked), and returns the earliest lease granted.
- * SPI connected.
+ * describes (and after the lane's own place).  Adds to result->delivered,
+ * sets *taken_out to the tasks taken (delivered or parked) and *place to
+ * where the next tick's lane starts, and returns the earliest lease
+ * granted.  SPI connected.
  */
 TimestampTz
 delaysched_firsts_ahead(const TickRequest *request, int limit, TickResult *result,
-						int *taken_out)
+						int *taken_out, FirstsPlace *place)
 {
+	const TickCursor *cursor = &request->cursor;
 	Datum		values[5];
 	SPITupleTable *rows;
 	int			npicked;
@@ -131,40 +150,66 @@ delaysched_firsts_ahead(const TickRequest *request, int limit, TickResult *resul
 	TimestampTz first_lease = DT_NOEND;
 
 	*taken_out = 0;
-	if (!request->cursor.valid || !request->cursor.fair || limit <= 0)
+	place->valid = false;
+	if (!cursor->valid || !cursor->fair || limit <= 0)
 		return DT_NOEND;
 
+	/* From the backlog's place, or the lane's own if it is further on. */
+	place->valid = true;
+	place->run_at = cursor->run_at;
+	place->id = cursor->id;
+	if (cursor->firsts_valid &&
+		place_before(place->run_at, place->id, cursor->firsts_run_at, cursor->firsts_id))
+	{
+		place->run_at = cursor->firsts_run_at;
+		place->id = cursor->firsts_id;
+	}
+
 	values[0] = Int16GetDatum((int16) request->range);
-	values[1] = TimestampTzGetDatum(request->cursor.run_at);
-	values[2] = Int64GetDatum(request->cursor.id);
+	values[1] = TimestampTzGetDatum(place->run_at);
+	values[2] = Int64GetDatum(place->id);
 	values[3] = TimestampTzGetDatum(request->now);
 	values[4] = Int32GetDatum(limit);
 	if (SPI_execute_plan(firsts_pick(), values, NULL, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "the statement of the tasks that go first failed");
 	rows = SPI_tuptable;
 	npicked = (int) SPI_processed;
-	if (npicked == 0)
-	{
-		SPI_freetuptable(rows);
-		return DT_NOEND;
-	}
-	ids = palloc(sizeof(Datum) * npicked);
-	buckets = palloc(sizeof(int) * npicked);
+	ids = palloc(sizeof(Datum) * Max(npicked, 1));
+	buckets = palloc(sizeof(int) * Max(npicked, 1));
 	for (int i = 0; i < npicked; i++)
 	{
+		HeapTuple	tuple = rows->vals[i];
 		bool		isnull;
+		int64		id = DatumGetInt64(SPI_getbinval(tuple, rows->tupdesc, 1, &isnull));
+		TimestampTz run_at = DatumGetTimestampTz(SPI_getbinval(tuple, rows->tupdesc, 3, &isnull));
 
-		ids[i] = Int64GetDatum(DatumGetInt64(SPI_getbinval(rows->vals[i], rows->tupdesc, 1, &isnull)));
-		buckets[i] = DatumGetInt16(SPI_getbinval(rows->vals[i], rows->tupdesc, 2, &isnull));
+		ids[i] = Int64GetDatum(id);
+		buckets[i] = DatumGetInt16(SPI_getbinval(tuple, rows->tupdesc, 2, &isnull));
+		/* A full statement: the next starts after the last it read. */
+		if (npicked >= limit && place_before(place->run_at, place->id, run_at, id))
+		{
+			place->run_at = run_at;
+			place->id = id;
+		}
 	}
 	SPI_freetuptable(rows);
+
+	/*
+	 * A short one read everything due: the next starts at now (a task
+	 * reported due before that moves it back, scanner.c).
+	 */
+	if (npicked < limit && place_before(place->run_at, place->id, request->now, PG_INT64_MAX))
+	{
+		place->run_at = request->now;
+		place->id = PG_INT64_MAX;
+	}
 
 	/*
 	 * A statement a bucket, the buckets in the order of their first task
 	 * (the highest priority first).
 	 */
-	group = palloc(sizeof(Datum) * npicked);
-	done = palloc0(sizeof(bool) * npicked);
+	group = palloc(sizeof(Datum) * Max(npicked, 1));
+	done = palloc0(sizeof(bool) * Max(npicked, 1));
 	for (int i = 0; i < npicked; i++)
 	{
 		int			ngroup = 0;

@@ -797,6 +797,12 @@ delaysched_scanner_main(Datum main_arg)
 			request.cursor.ahead_run_at = wake_at;
 			request.cursor.ahead_id = -1;
 		}
+		/* ... or of the tasks that go first. */
+		if (request.cursor.firsts_valid && wake_at <= request.cursor.firsts_run_at)
+		{
+			request.cursor.firsts_run_at = wake_at;
+			request.cursor.firsts_id = -1;
+		}
 
 		/*
 		 * The sweep starts where the last one left off (late_from,

@@ -86,6 +86,7 @@ delaysched_tick(const TickRequest *request, TickResult *result)
 	bool		late_more = false;
 	int			batch = request->batch;
 	int			firsts = 0;
+	FirstsPlace firsts_place = {false, 0, 0};
 
 	memset(result, 0, sizeof(*result));
 	result->next_due = DT_NOEND;
@@ -110,21 +111,30 @@ delaysched_tick(const TickRequest *request, TickResult *result)
 
 	/*
 	 * In a backlog, the tasks that go first (a priority above 0, or a
-	 * firing) before anything else (firsts_ahead.c): a step a tick.  (The
-	 * workers'; SQL's sched._tick only walks.)
+	 * firing) before anything else (firsts_ahead.c): a step a tick, and no
+	 * more than half the batch (all of a batch of 1), so that the walk
+	 * still moves the backlog on.  (The workers'; SQL's sched._tick only
+	 * walks.)
 	 */
 	if (request->shares)
-		first_lease = delaysched_firsts_ahead(request, Min(batch, Max(request->step, 1)),
-											  result, &firsts);
+		first_lease = delaysched_firsts_ahead(request,
+											  Min(Max(request->step, 1), Max(batch / 2, 1)),
+											  result, &firsts, &firsts_place);
 	batch -= firsts;
 
 	/*
 	 * Late tasks next: every one of them was due before anything the walk
-	 * will find, and a range delivers in run_at order.
+	 * will find, and a range delivers in run_at order (but for the tasks
+	 * that go first).  A sweep that filled what the lane left of the batch,
+	 * or found none left, has more to do at once.
 	 */
-	if (request->sweep && batch > 0)
-		late = delaysched_deliver_late(request, pointer, batch, &result->delivered,
-									   &first_lease, &result->late_from, &late_more);
+	if (request->sweep)
+	{
+		if (batch > 0)
+			late = delaysched_deliver_late(request, pointer, batch, &result->delivered,
+										   &first_lease, &result->late_from, &late_more);
+		late_more |= late >= batch;
+	}
 	/*
 	 * After a backlog, in fair shares while other types wait, else a whole
 	 * batch a statement; otherwise a step a statement, so that the first
@@ -168,6 +178,11 @@ delaysched_tick(const TickRequest *request, TickResult *result)
 
 		first_lease = Min(first_lease, lane_lease);
 	}
+
+	/* Where the next tick's lane of the tasks that go first starts. */
+	result->cursor.firsts_valid = firsts_place.valid && result->cursor.valid && result->cursor.fair;
+	result->cursor.firsts_run_at = firsts_place.run_at;
+	result->cursor.firsts_id = firsts_place.id;
 
 	/*
 	 * The leases this tick granted: the worker must look again when the
@@ -221,6 +236,7 @@ delaysched_tick_sql(PG_FUNCTION_ARGS)
 	request.cursor.fair = false;
 	request.cursor.nlanes = 0;
 	request.cursor.ahead_valid = false;
+	request.cursor.firsts_valid = false;
 	request.park_all = !PG_ARGISNULL(8) && PG_GETARG_BOOL(8);
 	/* Always a full sweep, and the far search when it is asked. */
 	request.ticked_again_by = DT_NOEND;

@@ -149,6 +149,7 @@ extern void delaysched_prepare_tick_plans(void);
 extern BucketPlans *delaysched_bucket_plans(int bucket);
 extern SPIPlanPtr delaysched_fair_plan(int bucket);
 extern BucketPlans *delaysched_ahead_plans(int bucket);
+extern SPIPlanPtr delaysched_ahead_deliver_plan(int bucket);
 extern int	delaysched_bucket_of(TimestampTz t);
 extern TimestampTz delaysched_second_of(TimestampTz t);
 extern int	delaysched_bucket_among(TimestampTz t, int nbuckets);
@@ -171,8 +172,16 @@ extern bool delaysched_fair_walk(const TickRequest *request, TimestampTz pointer
 								 int limit, TickResult *result, TimestampTz *first_lease);
 
 /* The lane of the tasks that go first, ahead of a backlog (firsts_ahead.c). */
+typedef struct FirstsPlace
+{
+	bool		valid;
+	TimestampTz run_at;
+	int64		id;
+} FirstsPlace;
+
 extern TimestampTz delaysched_firsts_ahead(const TickRequest *request, int limit,
-										   TickResult *result, int *taken_out);
+										   TickResult *result, int *taken_out,
+										   FirstsPlace *place);
 
 /* The lane of the keyed tasks ahead of a backlog (keys_ahead.c). */
 extern TimestampTz delaysched_keys_ahead(const TickRequest *request, int limit,

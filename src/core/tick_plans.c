@@ -339,9 +339,30 @@ delaysched_fair_plan(int bucket)
 }
 
 /*
- * The lane's statements of a bucket (keys_ahead.c): the one whose probes
- * keep to the partitions of AHEAD_NEAR_SECONDS seconds, the one whose
- * probes read every partition, and the delivery.
+ * The delivery of chosen tasks of a bucket, by id: the lanes' ahead of a
+ * backlog (keys_ahead.c, firsts_ahead.c).
+ */
+SPIPlanPtr
+delaysched_ahead_deliver_plan(int bucket)
+{
+	BucketPlans *bp = &delaysched_tick_plans.buckets[bucket];
+
+	if (bp->ahead_deliver == NULL)
+	{
+		char		partition[NAMEDATALEN];
+		Oid			deliver_types[] = {INT8ARRAYOID, TIMESTAMPTZOID, BOOLOID, INT2OID};
+
+		partition_name(bucket, partition);
+		bp->ahead_deliver = delaysched_prepare_kept(psprintf(ahead_deliver_sql, partition, partition),
+													lengthof(deliver_types), deliver_types);
+	}
+	return bp->ahead_deliver;
+}
+
+/*
+ * The keys' lane's statements of a bucket (keys_ahead.c): the one whose
+ * probes keep to the partitions of AHEAD_NEAR_SECONDS seconds, the one
+ * whose probes read every partition, and the delivery.
  */
 BucketPlans *
 delaysched_ahead_plans(int bucket)
@@ -354,13 +375,11 @@ delaysched_ahead_plans(int bucket)
 		Oid			pick_types[] = {INT2OID, TIMESTAMPTZOID, INT8OID, TIMESTAMPTZOID,
 			TIMESTAMPTZOID, INT4OID, TIMESTAMPTZOID, INT8OID,
 		INT2OID, INT2OID, INT2OID, INT2OID, INT2OID, INT2OID, INT2OID, INT2OID};
-		Oid			deliver_types[] = {INT8ARRAYOID, TIMESTAMPTZOID, BOOLOID, INT2OID};
 
 		StaticAssertStmt(lengthof(pick_types) == AHEAD_PICK_PLACES + AHEAD_NEAR_SECONDS,
 						 "one parameter per near second");
 		partition_name(bucket, partition);
-		bp->ahead_deliver = delaysched_prepare_kept(psprintf(ahead_deliver_sql, partition, partition),
-													lengthof(deliver_types), deliver_types);
+		(void) delaysched_ahead_deliver_plan(bucket);
 		bp->ahead_pick_far = delaysched_prepare_kept(psprintf(ahead_pick_sql, partition, ""),
 													 lengthof(pick_types), pick_types);
 		bp->ahead_pick = delaysched_prepare_kept(psprintf(ahead_pick_sql, partition,

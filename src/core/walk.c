@@ -75,8 +75,12 @@ delaysched_walk(const TickRequest *request, TimestampTz pointer, int limit,
 
 		if (room <= 0)
 		{
-			/* The sweep's late tasks took the whole batch. */
+			/*
+			 * The sweep's late tasks, or the tasks that go first, took the
+			 * whole batch: nothing walked, a backlog stays one.
+			 */
 			result->next_due = now;
+			result->cursor.fair = request->cursor.valid && request->cursor.fair;
 			break;
 		}
 
