@@ -339,6 +339,8 @@ typedef struct TickCursor
 	bool		firsts_valid;
 	TimestampTz firsts_run_at;
 	int64		firsts_id;
+	TimestampTz firsts_next_at; /* that lane's next look, unless a task is
+								 * reported before its place */
 } TickCursor;
 
 /* What a worker is doing, for sched.workers. */

@@ -802,6 +802,7 @@ delaysched_scanner_main(Datum main_arg)
 		{
 			request.cursor.firsts_run_at = wake_at;
 			request.cursor.firsts_id = -1;
+			request.cursor.firsts_next_at = DT_NOBEGIN;
 		}
 
 		/*

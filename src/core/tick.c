@@ -86,7 +86,7 @@ delaysched_tick(const TickRequest *request, TickResult *result)
 	bool		late_more = false;
 	int			batch = request->batch;
 	int			firsts = 0;
-	FirstsPlace firsts_place = {false, 0, 0};
+	FirstsPlace firsts_place = {false, 0, 0, 0};
 
 	memset(result, 0, sizeof(*result));
 	result->next_due = DT_NOEND;
@@ -183,6 +183,7 @@ delaysched_tick(const TickRequest *request, TickResult *result)
 	result->cursor.firsts_valid = firsts_place.valid && result->cursor.valid && result->cursor.fair;
 	result->cursor.firsts_run_at = firsts_place.run_at;
 	result->cursor.firsts_id = firsts_place.id;
+	result->cursor.firsts_next_at = firsts_place.next_at;
 
 	/*
 	 * The leases this tick granted: the worker must look again when the

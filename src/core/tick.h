@@ -177,6 +177,7 @@ typedef struct FirstsPlace
 	bool		valid;
 	TimestampTz run_at;
 	int64		id;
+	TimestampTz next_at;		/* when it looks again (firsts_ahead.c) */
 } FirstsPlace;
 
 extern TimestampTz delaysched_firsts_ahead(const TickRequest *request, int limit,

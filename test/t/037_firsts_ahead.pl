@@ -25,9 +25,9 @@ sql("SELECT sched.define_biz('bulk', ack_timeout => '1 hour')");
 # due on any machine this runs on (at full speed about 60,000 a second here):
 # not scaled down on later majors (DelayschedTest::scaled), as a burst that
 # drains within the second would test nothing.
-my $burst = 300_000;
+my $burst = 200_000;
 my $keyed = 1_000;
-my $at = sql("SELECT date_trunc('second', clock_timestamp()) + interval '25 seconds'");
+my $at = sql("SELECT date_trunc('second', clock_timestamp()) + interval '15 seconds'");
 
 # A schedule of the type firing every second from the burst's second: its
 # firing at the burst's instant, made now, comes before the burst in
