@@ -3,6 +3,7 @@
 # transactions, with load control and without (doc/flow-control.md).
 #
 #   bash bench/load.sh [--smoke] [--rounds N] [--tasks N] [--rate TPS] [--caps "N ..."]
+#                      [--profile] [--conf "name = value; ..."]
 #   make bench-load            (make bench-load-smoke: a minute; CI runs it)
 #
 # The application is pgbench's TPC-B-like script at a fixed rate (--rate,
@@ -28,6 +29,17 @@
 # autovacuum in it), so a short window of none would flatter no side.  Results go to bench/results/load-<time>/ (or $BENCH_OUT):
 # raw.csv, table.txt, and latency.svg (pgbench's p99 second by second and
 # the tasks left, last round).
+#
+# --conf: settings for every side's server, as postgresql.conf lines
+# separated by ";" (to try the controller's: "delaysched.load_max_slowdown
+# = 1.1").
+#
+# --profile: where the time goes, side by side (profile-<round>-<side>.txt
+# and profile.txt): what pgbench's sessions wait on while running a
+# statement (pg_stat_activity sampled every 10 ms by one more session, so
+# the latencies of a profiled run are not the figures to quote), and the
+# CPU time of each kind of server process over the side's window, from
+# /proc.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -38,6 +50,8 @@ rounds=""
 tasks=""
 rate=300
 caps=""
+profile=""
+conf=""
 while [ $# -gt 0 ]; do
 	case $1 in
 		--smoke) smoke=1 ;;
@@ -45,7 +59,9 @@ while [ $# -gt 0 ]; do
 		--tasks) tasks=$2; shift ;;
 		--rate) rate=$2; shift ;;
 		--caps) caps=$2; shift ;;
-		*) echo "usage: bench/load.sh [--smoke] [--rounds N] [--tasks N] [--rate TPS] [--caps \"N ...\"]" >&2; exit 2 ;;
+		--profile) profile=1 ;;
+		--conf) conf=$2; shift ;;
+		*) echo "usage: bench/load.sh [--smoke] [--rounds N] [--tasks N] [--rate TPS] [--caps \"N ...\"] [--profile] [--conf \"name = value; ...\"]" >&2; exit 2 ;;
 	esac
 	shift
 done
@@ -65,7 +81,36 @@ work=$(mktemp -d /tmp/delaysched-load.XXXXXX)
 raw=$out/raw.csv
 echo "round,side,before_p50_ms,before_p99_ms,during_p50_ms,during_p99_ms,drain_s,tasks_per_s,transactions" >"$raw"
 pgbench_pid=""
-trap '[ -n "$pgbench_pid" ] && pkill -TERM -f "pgbench -n -h ${CLUSTER_DIR:-none}"; stop_throwaway_cluster; rm -rf "$work"' EXIT
+profilers=""
+trap '[ -n "$profilers" ] && kill $profilers; [ -n "$pgbench_pid" ] && pkill -TERM -f "pgbench -n -h ${CLUSTER_DIR:-none}"; stop_throwaway_cluster; rm -rf "$work"' EXIT
+
+# --profile: one more session samples what pgbench's sessions wait on, and
+# load_profile.py what each kind of process spends on CPU.
+start_profile() {
+	rm -f "$work/waits" "$work/cpu"
+	cat >"$work/sample.sql" <<'SQL'
+SELECT extract(epoch FROM clock_timestamp())::numeric(16,3),
+	w FROM (SELECT coalesce(wait_event_type || ':' || wait_event, 'running') AS w
+		FROM pg_stat_activity
+		WHERE application_name = 'pgbench' AND state = 'active'
+		UNION ALL SELECT '(sample)') AS s \watch 0.01
+SQL
+	(cd "$work" && as_pg_user psql -X -q -A -t -h "$CLUSTER_DIR" -p "$CLUSTER_PORT" -U postgres postgres \
+		-o "$work/waits" -f "$work/sample.sql" >/dev/null 2>&1) &
+	profilers=$!
+	python3 "$root/bench/load_profile.py" cpu "$work/cpu" "$(head -1 "$CLUSTER_DIR/data/postmaster.pid")" &
+	profilers="$profilers $!"
+}
+
+# stop_profile ROUND SIDE FROM TO: the profile of the window FROM..TO.
+stop_profile() {
+	kill $profilers 2>/dev/null || true
+	pkill -TERM -f "psql -X -q -A -t -h $CLUSTER_DIR" 2>/dev/null || true   # runs as another user
+	wait $profilers 2>/dev/null || true
+	profilers=""
+	{ echo "== round $1, $2"; python3 "$root/bench/load_profile.py" report "$work/waits" "$work/cpu" "$3" "$4"; } |
+		tee "$out/profile-$1-$2.txt" >>"$out/profile.txt"
+}
 
 # run_side ROUND SIDE [DRAIN_S]: one run; a line of raw.csv.  DRAIN_S: for
 # "none", the length of the window to measure.
@@ -75,7 +120,8 @@ run_side() {
 	case $side in cap*) cap=${side#cap} ;; esac
 	start_throwaway_cluster 54335 "delaysched.load_control = $control
 delaysched.max_deliveries_per_second = $cap
-max_wal_size = '4GB'"
+max_wal_size = '4GB'
+$(echo "$conf" | tr ';' '\n')"
 	as_pg_user pgbench -q -i -s 10 -h "$CLUSTER_DIR" -p "$CLUSTER_PORT" -U postgres postgres >/dev/null 2>&1
 	cluster_sql -c "SELECT sched.define_biz('burst', ack_timeout => '1 hour')" >/dev/null
 	# The burst is added first, due SETUP seconds later, so that pgbench
@@ -99,6 +145,7 @@ max_wal_size = '4GB'"
 	(cd "$work" && as_pg_user pgbench -n -h "$CLUSTER_DIR" -p "$CLUSTER_PORT" -U postgres \
 		-c 4 -j 2 -R "$rate" -T "$most_s" -l postgres >"$work/pgbench.out" 2>&1) &
 	pgbench_pid=$!
+	[ -n "$profile" ] && start_profile
 	if [ "$side" = none ]; then
 		sleep "$(python3 -c "print($lead + $window + $tail_s)")"
 		ended=$(python3 -c "print($due + $window)")
@@ -121,6 +168,7 @@ max_wal_size = '4GB'"
 	pkill -TERM -f "pgbench -n -h $CLUSTER_DIR" 2>/dev/null || true
 	wait "$pgbench_pid" 2>/dev/null || true
 	pgbench_pid=""
+	[ -n "$profile" ] && stop_profile "$round" "$side" "$due" "$ended"
 	stop_throwaway_cluster
 	python3 - "$work" "$round" "$side" "$due" "$ended" "$tasks" "$out" >>"$raw" <<'PY'
 import glob, sys
@@ -171,10 +219,11 @@ for round in $(seq 1 "$rounds"); do
 	run_side "$round" none "$longest"
 done
 
-python3 - "$raw" "$out/table.txt" "$out" <<'PY'
+python3 - "$raw" "$out/table.txt" "$out" "$conf" <<'PY'
 import csv, statistics, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
 out = sys.argv[3]
+conf = sys.argv[4]
 def pct(a, q):
     a = sorted(a)
     return a[min(len(a) - 1, int(len(a) * q))] if a else float("nan")
@@ -200,6 +249,8 @@ for side in sides:
         statistics.median(base), ratio))
 lines.append("(medians over the rounds; latencies in ms; none p99: pgbench alone, over the side's own drain")
 lines.append(" window from the due time; p99 / none: the median of the rounds' ratios; target 1.5 or less)")
+if conf:
+    lines.append("(every side's server also had: %s)" % conf)
 open(sys.argv[2], "w").write("\n".join(lines) + "\n")
 print("\n".join(lines))
 PY
