@@ -173,13 +173,6 @@ read_types(FairTick *tick)
 	return waiting;
 }
 
-/* Is (a, a_id) before (b, b_id)? */
-static inline bool
-place_before(TimestampTz a, int64 a_id, TimestampTz b, int64 b_id)
-{
-	return a < b || (a == b && a_id < b_id);
-}
-
 /*
  * Every type's place at the start of the tick: its lane's, or the cursor's
  * (the laggard's), never before the pointer.

@@ -135,13 +135,6 @@ deliver_bucket(const TickRequest *request, int bucket, Datum *ids, int nids,
 	return d.first_lease;
 }
 
-/* Is (a_at, a_id) before (b_at, b_id)? */
-static inline bool
-place_before(TimestampTz a_at, int64 a_id, TimestampTz b_at, int64 b_id)
-{
-	return a_at < b_at || (a_at == b_at && a_id < b_id);
-}
-
 /*
  * The lane of a worker's tick (see the file header), before its walk: up
  * to "limit" tasks that go first, after the backlog request->cursor

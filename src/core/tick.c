@@ -20,8 +20,8 @@
  * kept plans (tick_plans.c, with the buckets' arithmetic in buckets.c),
  * the walk (walk.c), the walk in fair shares after a backlog
  * (fair_walk.c), the lanes of the tasks that go first (firsts_ahead.c)
- * and of the keyed tasks (keys_ahead.c) ahead of a backlog, a delivery statement and what it sends (delivery.c),
- * the searches for the next due task (next_due.c), and the sweep
+ * and of the keyed tasks (keys_ahead.c) ahead of a backlog, a delivery
+ * statement and what it sends (delivery.c), the searches for the next due task (next_due.c), and the sweep
  * (sweep.c).  The design of each is written at the top of its file.
  *
  * IDENTIFICATION

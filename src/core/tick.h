@@ -136,6 +136,13 @@ typedef struct TickPlans
 /* ... whose parameters come after the statement's first so many. */
 #define AHEAD_PICK_PLACES	8
 
+/* Is place (a, a_id) before (b, b_id) in (run_at, id) order? */
+static inline bool
+place_before(TimestampTz a, int64 a_id, TimestampTz b, int64 b_id)
+{
+	return a < b || (a == b && a_id < b_id);
+}
+
 /* The most seconds one tick walks before it lets the worker look around. */
 #define WALK_MAX_SECONDS	64
 
