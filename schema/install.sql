@@ -199,7 +199,12 @@ COMMENT ON TABLE sched.dedupe IS 'dedupe keys of unfinished delaysched tasks';
 CREATE TABLE sched.pointer (
 	range_id	 int PRIMARY KEY,
 	pointer		 timestamptz NOT NULL,
-	updated_at	 timestamptz NOT NULL
+	updated_at	 timestamptz NOT NULL,
+	-- The run_at from which a transaction that held the row (sched.resume,
+	-- sched.define_biz turning a pull or http type into notify) put tasks
+	-- back behind the pointer: the next tick sweeps from there, and clears
+	-- it (src/core/tick.c).  NULL: none.
+	behind_from	 timestamptz
 );
 COMMENT ON TABLE sched.pointer IS 'persisted delaysched time pointers, one per range (door number): every task of the range due before pointer has been handled';
 -- Not marked for pg_dump: CREATE EXTENSION starts a restored database's

@@ -150,10 +150,7 @@ BEGIN
 	-- wait for a claim that no consumer will make; make them pending again,
 	-- behind the pointer, for the sweep to deliver by NOTIFY.
 	IF v_old_delivery IN ('pull', 'http') AND delivery = 'notify' THEN
-		UPDATE sched.task t SET state = 'p' WHERE t.biz_type = define_biz.name AND t.state = 'r';
-		IF FOUND THEN
-			PERFORM sched._wake('-infinity');
-		END IF;
+		PERFORM sched._unpark(define_biz.name);
 	END IF;
 END
 $$;
@@ -209,6 +206,38 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION sched.drop_biz(text, boolean) IS 'drop a delaysched business type; with cancel_tasks, drop its schedules and cancel its unfinished tasks';
+
+/*
+ * Make the parked tasks of business type p_biz pending again, behind the
+ * pointers, for the sweep to deliver in run_at order; true if there were
+ * any.  The caller holds every range's row of sched.pointer.  Each range
+ * that got tasks back has the earliest of their run_ats set as its
+ * behind_from, which its next tick reads under its lock on the row and
+ * sweeps from.  The wake-up alone would not do: it is published after the
+ * commit is visible, and a tick that began in between would sweep from
+ * where the last sweep stopped, delivering the later tasks first
+ * (src/core/tick.c).
+ */
+CREATE OR REPLACE FUNCTION sched._unpark(p_biz text) RETURNS boolean
+LANGUAGE plpgsql
+AS $$
+BEGIN
+	WITH released AS (
+		UPDATE sched.task t SET state = 'p' WHERE t.biz_type = p_biz AND t.state = 'r'
+		RETURNING t.door, t.run_at
+	), firsts AS (
+		SELECT r.door, pg_catalog.min(r.run_at) AS run_at FROM released r GROUP BY r.door
+	)
+	UPDATE sched.pointer p SET behind_from = LEAST(p.behind_from, f.run_at)
+	FROM firsts f WHERE p.range_id = f.door;
+	IF NOT FOUND THEN
+		RETURN false;
+	END IF;
+	PERFORM sched._wake('-infinity');
+	RETURN true;
+END
+$$;
+COMMENT ON FUNCTION sched._unpark(text) IS 'internal: make a type''s parked tasks pending again behind the pointers, marking each range''s row to sweep from them; the caller holds every range''s row';
 
 /*
  * Pausing a type stops its deliveries at once: the tasks that fall due stay
@@ -267,9 +296,7 @@ BEGIN
 	ELSE
 		-- The parked tasks are pending again, behind the pointer, for the
 		-- sweep to deliver in run_at order.
-		UPDATE sched.task t SET state = 'p' WHERE t.biz_type = b.name AND t.state = 'r';
-		IF FOUND THEN
-			PERFORM sched._wake('-infinity');
+		IF sched._unpark(b.name) THEN
 			-- A limited type's tasks are parked again for the drain, whose
 			-- hint of the type may be older than the pause.
 			PERFORM sched._wake_drain();

@@ -152,3 +152,7 @@ DROP FUNCTION sched._claim(text, int);
 DROP FUNCTION sched._message(bigint, text, timestamptz, jsonb, int, text);
 -- Returns the task's key too (the body of a webhook carries it).
 DROP FUNCTION sched._http_claim(smallint, int, int, text[], int[]);
+-- The run_at from which a transaction that held a range's row (sched.resume,
+-- sched.define_biz turning a pull or http type into notify) put tasks back
+-- behind its pointer: the next tick sweeps from there (src/core/tick.c).
+ALTER TABLE sched.pointer ADD COLUMN behind_from timestamptz;

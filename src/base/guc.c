@@ -75,6 +75,7 @@ int			delaysched_http_max_in_flight = 1000;
 int			delaysched_http_max_in_flight_per_host = 256;
 int			delaysched_full_sweep_interval_ms = 60 * 1000;
 int			delaysched_extension_recheck_ms = 10 * 1000;
+int			delaysched_debug_commit_wakeup_delay_ms = 0;
 
 /* delaysched.databases: "*" or a list of names. */
 static bool
@@ -458,6 +459,16 @@ delaysched_define_gucs(void)
 							&delaysched_full_sweep_interval_ms,
 							60 * 1000, 100, 3600 * 1000,
 							PGC_SIGHUP,
+							GUC_UNIT_MS | GUC_NOT_IN_SAMPLE,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("delaysched.debug_commit_wakeup_delay",
+							"Developer option: how long a committed transaction waits before it wakes the scanners.",
+							"Widens the moment between a commit becoming visible and its wake-up, for tests of what a "
+							"scanner does in it.",
+							&delaysched_debug_commit_wakeup_delay_ms,
+							0, 0, 10 * 1000,
+							PGC_SUSET,
 							GUC_UNIT_MS | GUC_NOT_IN_SAMPLE,
 							NULL, NULL, NULL);
 

@@ -49,6 +49,7 @@ extern int	delaysched_http_max_in_flight_per_host;
 extern int	delaysched_sql_workers;
 extern int	delaysched_full_sweep_interval_ms;
 extern int	delaysched_extension_recheck_ms;
+extern int	delaysched_debug_commit_wakeup_delay_ms;
 
 extern void delaysched_define_gucs(void);
 extern bool delaysched_database_listed(const char *name);

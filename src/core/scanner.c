@@ -253,7 +253,7 @@ count_ranges(void)
 
 typedef struct TickCall
 {
-	const TickRequest *request;
+	TickRequest *request;
 	TickResult *result;
 } TickCall;
 
@@ -267,7 +267,7 @@ tick_work(void *arg)
 
 /* Run one tick in its own transaction and fill *result (see delaysched_run_in_transaction). */
 static bool
-run_tick(const TickRequest *request, TickResult *result)
+run_tick(TickRequest *request, TickResult *result)
 {
 	TickCall	call = {request, result};
 
@@ -524,6 +524,95 @@ sweep_grid_point(int r, int nranges, TimestampTz now, TimestampTz sweep_every)
 }
 
 /*
+ * The tick being planned or under way, what plan_tick reads: the range's
+ * state as pick_range copied it, and the earliest run_at reported behind
+ * its places (wake_at); and what it decides besides the request: whether
+ * the sweep searches from the lowest keys (full).
+ */
+static struct
+{
+	RangeState *range;
+	int			r;
+	TimestampTz now;
+	TimestampTz sweep_every;
+	TimestampTz wake_at;
+	bool		full;
+} tick_plan;
+
+/*
+ * Plan the sweep of the tick in tick_plan: whether it sweeps, from where,
+ * and which of the range's places (where its deliveries stopped, and its
+ * lanes') a task reported behind them undoes.
+ */
+static void
+plan_tick(TickRequest *request)
+{
+	const RangeState *range = tick_plan.range;
+	TimestampTz now = tick_plan.now;
+	TimestampTz wake_at = tick_plan.wake_at;
+	TimestampTz sweep_every = tick_plan.sweep_every;
+	int			r = tick_plan.r;
+
+	/* (now < last_sweep: the clock went back; do not wait it out.) */
+	request->sweep = wake_at < range->pointer ||
+		now >= range->next_sweep ||
+		now - range->last_sweep >= sweep_every ||
+		now < range->last_sweep;
+	/* A task reported behind where the range's deliveries stopped. */
+	if (request->cursor.valid &&
+		wake_at <= (request->cursor.fair ? request->cursor.reach : request->cursor.run_at))
+	{
+		request->cursor.valid = false;
+		request->cursor.nlanes = 0;
+	}
+	/* ... or behind where the lane of the keyed tasks stopped. */
+	if (request->cursor.ahead_valid && wake_at <= request->cursor.ahead_run_at)
+	{
+		request->cursor.ahead_run_at = wake_at;
+		request->cursor.ahead_id = -1;
+	}
+	/* ... or of the tasks that go first. */
+	if (request->cursor.firsts_valid && wake_at <= request->cursor.firsts_run_at)
+	{
+		request->cursor.firsts_run_at = wake_at;
+		request->cursor.firsts_id = -1;
+		request->cursor.firsts_next_at = DT_NOBEGIN;
+	}
+
+	/*
+	 * The sweep starts where the last one left off (late_from,
+	 * lease_from), but every delaysched.full_sweep_interval (a minute
+	 * unless a test shortens it) from the lowest keys (see "A held
+	 * horizon" in sweep.c).
+	 */
+	tick_plan.full = request->sweep &&
+		(now - range->full_sweep_at >= (int64) delaysched_full_sweep_interval_ms * 1000 ||
+		 now < range->full_sweep_at);
+	request->late_from = tick_plan.full ? DT_NOBEGIN : Min(range->late_from, wake_at);
+	/* Its next regular sweep, as finish_range will record it. */
+	request->ticked_again_by = sweep_every +
+		(request->sweep ? sweep_grid_point(r, delaysched_shared->nranges, now, sweep_every)
+		 : range->last_sweep);
+	request->lease_from = tick_plan.full ? DT_NOBEGIN : range->lease_from;
+	request->purge_done_from = tick_plan.full ? DT_NOBEGIN : range->purge_done_from;
+	request->purge_dead_from = tick_plan.full ? DT_NOBEGIN : range->purge_dead_from;
+}
+
+/*
+ * The tick found, under its lock on the range's row, that a transaction
+ * which held the row put tasks behind the pointer from "behind" on
+ * (sched.resume: see sched.pointer.behind_from).  That transaction's
+ * report (wake_at) is published only after its commit is visible, so this
+ * tick may have started without it: plan it again as if it had come.
+ */
+static void
+replan_tick(TickRequest *request, TimestampTz behind)
+{
+	tick_plan.wake_at = Min(tick_plan.wake_at, behind);
+	plan_tick(request);
+}
+
+/*
  * Record what a tick on range r learnt and release the range.  wake_at is
  * what pick_range took from the range for this tick; full, whether its sweep
  * searched from the lowest keys.  Takes ranges_lock, then workers_lock.
@@ -662,7 +751,6 @@ delaysched_scanner_main(Datum main_arg)
 		RangeState	range;
 		TickRequest request;
 		TickResult	tick;
-		bool		full;
 		int			r;
 		int			load_taken;
 		TimestampTz load_next;
@@ -769,11 +857,6 @@ delaysched_scanner_main(Datum main_arg)
 									 Min(delaysched_workers, delaysched_shared->nranges) /
 									 Max(delaysched_shared->nranges, 1)));
 		request.step = Min(request.step, load_taken);
-		/* (now < last_sweep: the clock went back; do not wait it out.) */
-		request.sweep = wake_at < range.pointer ||
-			now >= range.next_sweep ||
-			now - range.last_sweep >= sweep_every ||
-			now < range.last_sweep;
 		/*
 		 * Every notify type's tasks go through the drain under the global
 		 * cap (and a type's while it is held to its consumers' pace:
@@ -784,45 +867,13 @@ delaysched_scanner_main(Datum main_arg)
 		request.shares = true;
 		request.retention_s = delaysched_retention_s;
 		request.dead_retention_s = delaysched_dead_retention_s;
-		/* A task reported behind where the range's deliveries stopped. */
-		if (request.cursor.valid &&
-			wake_at <= (request.cursor.fair ? request.cursor.reach : request.cursor.run_at))
-		{
-			request.cursor.valid = false;
-			request.cursor.nlanes = 0;
-		}
-		/* ... or behind where the lane of the keyed tasks stopped. */
-		if (request.cursor.ahead_valid && wake_at <= request.cursor.ahead_run_at)
-		{
-			request.cursor.ahead_run_at = wake_at;
-			request.cursor.ahead_id = -1;
-		}
-		/* ... or of the tasks that go first. */
-		if (request.cursor.firsts_valid && wake_at <= request.cursor.firsts_run_at)
-		{
-			request.cursor.firsts_run_at = wake_at;
-			request.cursor.firsts_id = -1;
-			request.cursor.firsts_next_at = DT_NOBEGIN;
-		}
-
-		/*
-		 * The sweep starts where the last one left off (late_from,
-		 * lease_from), but every delaysched.full_sweep_interval (a minute
-		 * unless a test shortens it) from the lowest keys (see "A held
-		 * horizon" in sweep.c).
-		 */
-		full = request.sweep &&
-			(now - range.full_sweep_at >=
-			 (int64) delaysched_full_sweep_interval_ms * 1000 ||
-			 now < range.full_sweep_at);
-		request.late_from = full ? DT_NOBEGIN : range.late_from;
-		/* Its next regular sweep, as finish_range will record it. */
-		request.ticked_again_by = sweep_every +
-			(request.sweep ? sweep_grid_point(r, delaysched_shared->nranges, now, sweep_every)
-			 : range.last_sweep);
-		request.lease_from = full ? DT_NOBEGIN : range.lease_from;
-		request.purge_done_from = full ? DT_NOBEGIN : range.purge_done_from;
-		request.purge_dead_from = full ? DT_NOBEGIN : range.purge_dead_from;
+		tick_plan.range = &range;
+		tick_plan.r = r;
+		tick_plan.now = now;
+		tick_plan.sweep_every = sweep_every;
+		tick_plan.wake_at = wake_at;
+		plan_tick(&request);
+		request.replan = replan_tick;
 
 		handed_before = delaysched_handed_to_workers();
 		if (!run_tick(&request, &tick))
@@ -849,6 +900,6 @@ delaysched_scanner_main(Datum main_arg)
 		/* Tasks given to the HTTP and SQL workers were delivered too. */
 		delaysched_load_settle(load_taken,
 							   tick.delivered + delaysched_handed_to_workers() - handed_before);
-		finish_range(r, now, request.sweep, full, sweep_every, wake_at, &tick);
+		finish_range(r, now, request.sweep, tick_plan.full, sweep_every, tick_plan.wake_at, &tick);
 	}
 }

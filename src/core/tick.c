@@ -72,14 +72,37 @@ share_the_onset(const TickRequest *request, int room, TickResult *result)
 }
 
 /*
+ * Lock the range's row of sched.pointer (values[0]: the range), skipping
+ * it if another transaction has it; false if it did.  *pointer is the time
+ * pointer; *behind the run_at from which a transaction that held the row
+ * put tasks behind it (behind_from), DT_NOEND if none.
+ */
+static bool
+lock_range(Datum *values, TimestampTz *pointer, TimestampTz *behind)
+{
+	bool		isnull;
+	Datum		value;
+
+	if (SPI_execute_plan(delaysched_tick_plans.lock_pointer, values, NULL, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not lock the time pointer of range %d", DatumGetInt32(values[0]));
+	if (SPI_processed == 0)
+		return false;
+	*pointer = DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	value = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
+	*behind = isnull ? DT_NOEND : DatumGetTimestampTz(value);
+	return true;
+}
+
+/*
  * One tick on request->range, in the caller's transaction (with a snapshot
  * pushed).  The extension must be installed.
  */
 void
-delaysched_tick(const TickRequest *request, TickResult *result)
+delaysched_tick(TickRequest *request, TickResult *result)
 {
 	Datum		values[1];
 	TimestampTz pointer;
+	TimestampTz behind;
 	TimestampTz first_lease = DT_NOEND;
 	TimestampTz walked_lease;
 	int			late = 0;
@@ -102,11 +125,32 @@ delaysched_tick(const TickRequest *request, TickResult *result)
 	delaysched_prepare_tick_plans();
 
 	values[0] = Int32GetDatum(request->range);
-	result->held = delaysched_fetch_timestamp(delaysched_tick_plans.lock_pointer, values, &pointer);
+	result->held = lock_range(values, &pointer, &behind);
 	if (!result->held)
 	{
 		SPI_finish();
 		return;
+	}
+
+	/*
+	 * Tasks put behind the pointer by a transaction that held this row
+	 * (sched.resume), told here rather than by its wake-up alone, which
+	 * comes only after its commit is visible: a tick that began in between
+	 * would sweep from where the last sweep stopped, deliver the later of
+	 * them first, and leave the earlier ones to the next sweep.  The worker
+	 * plans the tick again; the mark is cleared by the sweep that starts
+	 * from it (or the walk, if it is not behind the pointer).
+	 */
+	if (behind != DT_NOEND)
+	{
+		if (request->replan != NULL)
+			request->replan(request, behind);
+		if ((request->sweep && request->late_from <= behind) || behind >= pointer)
+		{
+			if (SPI_execute_plan(delaysched_tick_plans.forget_behind, values, NULL, false, 0) !=
+				SPI_OK_UPDATE)
+				elog(ERROR, "could not clear the late mark of range %d", request->range);
+		}
 	}
 
 	/*
@@ -239,6 +283,7 @@ delaysched_tick_sql(PG_FUNCTION_ARGS)
 	request.cursor.ahead_valid = false;
 	request.cursor.firsts_valid = false;
 	request.park_all = !PG_ARGISNULL(8) && PG_GETARG_BOOL(8);
+	request.replan = NULL;
 	/* Always a full sweep, and the far search when it is asked. */
 	request.ticked_again_by = DT_NOEND;
 	request.late_from = DT_NOBEGIN;

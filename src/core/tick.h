@@ -63,6 +63,14 @@ typedef struct TickRequest
 	 * this comes before the seconds it would look at (see tick.c).
 	 */
 	TimestampTz ticked_again_by;
+
+	/*
+	 * The range's row says that a transaction which held it put tasks
+	 * behind the pointer from "behind" on (sched.pointer.behind_from): plan
+	 * the tick again as if a commit had reported that run_at (the worker's;
+	 * NULL for SQL's sched._tick, which sweeps as it is asked).
+	 */
+	void		(*replan) (struct TickRequest *request, TimestampTz behind);
 } TickRequest;
 
 typedef struct TickResult
@@ -120,6 +128,7 @@ typedef struct TickPlans
 	int			nbuckets;
 	BucketPlans *buckets;
 	SPIPlanPtr	lock_pointer;
+	SPIPlanPtr	forget_behind;
 	SPIPlanPtr	move_pointer;
 	SPIPlanPtr	first_pending;
 	SPIPlanPtr	next_lease;
@@ -147,7 +156,7 @@ place_before(TimestampTz a, int64 a_id, TimestampTz b, int64 b_id)
 #define WALK_MAX_SECONDS	64
 
 /* The tick (tick.c). */
-extern void delaysched_tick(const TickRequest *request, TickResult *result);
+extern void delaysched_tick(TickRequest *request, TickResult *result);
 extern Datum delaysched_tick_sql(PG_FUNCTION_ARGS);
 
 /* Its statements and their plans (tick_plans.c), the buckets (buckets.c). */

@@ -217,6 +217,7 @@ delaysched_prepare_tick_plans(void)
 		delaysched_tick_plans.buckets = NULL;
 	}
 	delaysched_free_plan(&delaysched_tick_plans.lock_pointer);
+	delaysched_free_plan(&delaysched_tick_plans.forget_behind);
 	delaysched_free_plan(&delaysched_tick_plans.move_pointer);
 	delaysched_free_plan(&delaysched_tick_plans.first_pending);
 	delaysched_free_plan(&delaysched_tick_plans.next_lease);
@@ -233,7 +234,11 @@ delaysched_prepare_tick_plans(void)
 		Oid			types[] = {INT4OID, TIMESTAMPTZOID};
 
 		delaysched_tick_plans.lock_pointer = delaysched_prepare_kept(
-			"SELECT p.pointer FROM sched.pointer p WHERE p.range_id = $1 FOR UPDATE SKIP LOCKED",
+			"SELECT p.pointer, p.behind_from FROM sched.pointer p WHERE p.range_id = $1"
+			" FOR UPDATE SKIP LOCKED",
+			1, types);
+		delaysched_tick_plans.forget_behind = delaysched_prepare_kept(
+			"UPDATE sched.pointer p SET behind_from = NULL WHERE p.range_id = $1",
 			1, types);
 		delaysched_tick_plans.move_pointer = delaysched_prepare_kept(
 			"UPDATE sched.pointer p SET pointer = $2, updated_at = pg_catalog.clock_timestamp()"

@@ -169,6 +169,9 @@ wake_xact_callback(XactEvent event, void *arg)
 		forget_pending();
 		return;
 	}
+	/* (A test's way to widen the moment before the wake-up: see guc.c.) */
+	if (delaysched_debug_commit_wakeup_delay_ms > 0)
+		pg_usleep((long) delaysched_debug_commit_wakeup_delay_ms * 1000L);
 
 	/*
 	 * Hints before the wake-up, so that the drain finds them.  A new hint

@@ -238,13 +238,23 @@ sub out_of_order_within_ranges
 	my $ids = join ',', map { $_->{id} } @messages;
 	my %door = map { split /\|/ } split /\n/, $node->safe_psql('postgres',
 		"SELECT id || '|' || sched._door(id) FROM unnest('{$ids}'::bigint[]) AS id");
-	my (%last, $disorder);
+	my (%last, %last_id, $disorder);
 	$disorder = 0;
 	for my $m (@messages)
 	{
 		my $d = $door{ $m->{id} };
-		$disorder++ if defined $last{$d} && $m->{run_at_us} < $last{$d};
+		if (defined $last{$d} && $m->{run_at_us} < $last{$d})
+		{
+			$disorder++;
+			# What a failure needs to be understood: the pair, and how each went.
+			Test::More::diag("range $d: task $m->{id} (due $m->{run_at_us} us) came after task "
+				  . "$last_id{$d} (due $last{$d} us)\n"
+				  . $node->safe_psql('postgres',
+					"SELECT id, run_at, state, attempt, delivered_at, priority, key, schedule"
+					  . " FROM sched.tasks WHERE id IN ($m->{id}, $last_id{$d}) ORDER BY run_at"));
+		}
 		$last{$d} = $m->{run_at_us};
+		$last_id{$d} = $m->{id};
 	}
 	return (scalar(keys %last), $disorder);
 }

@@ -17,8 +17,10 @@ $node->safe_psql('postgres', qq{
 	SELECT sched.define_biz('mark');
 	SELECT sched.define_biz('leased', ack_timeout => '3 seconds');
 	SELECT sched.define_biz('pulled', 'pull');
+	SELECT sched.define_biz('late_wake');
 });
-my $listener = DelayschedTest::Listener->start($node, 'postgres', ['--ack'], 'held', 'mark', 'pulled');
+my $listener = DelayschedTest::Listener->start($node, 'postgres', ['--ack'], 'held', 'mark', 'pulled',
+	'late_wake');
 
 # Wait until the listener has heard a task of 'mark' added now.  A listener
 # gets notifications in commit order: whatever was delivered before it has
@@ -75,6 +77,34 @@ my $last_after_resume = (sort { $b <=> $a } map { $_->{recv_us} / 1e6 } @held)[0
 cmp_ok($last_after_resume, '<', $DelayschedTest::BEFORE_SWEEP, 'soon after the resume');
 DelayschedTest::timing_cmp_ok($last_after_resume, '<', 5,
 	'within a few seconds of resume (the sweep, woken by the resume)');
+
+# --- A resume whose wake-up comes late ------------------------------------
+# A commit's wake-up is published after the commit is visible; a scanner
+# that ticks a range in between, on its regular sweep, does not know of the
+# released tasks yet.  The range's row tells it (sched.pointer.behind_from):
+# widened to a second here, that moment must not change the order.  Where
+# the last sweep stopped (the pointer when it began) lies a second or two
+# before the sweep: the tasks fall due over four seconds, and the resume
+# follows the last, so that it lies among them.
+$node->safe_psql('postgres', qq{
+	SELECT sched.pause('late_wake');
+	SELECT sched.add('late_wake', clock_timestamp() + i * interval '40 milliseconds', jsonb_build_object('n', i))
+	FROM generate_series(1, 100) i});
+ok(DelayschedTest::poll_until($node,
+	"SELECT count(*) FROM sched.task WHERE biz_type = 'late_wake' AND state = 'r'", '100', 30),
+	'late_wake: all hundred fell due and were parked');
+$node->safe_psql('postgres', q{
+	SET delaysched.debug_commit_wakeup_delay = '1s';
+	SELECT sched.resume('late_wake')});
+ok(DelayschedTest::poll_until($node,
+	"SELECT count(*) FROM sched.tasks WHERE biz_type = 'late_wake' AND state = 'done'", '100', 30),
+	'late_wake: every one delivered and acknowledged');
+my @late_wake = of_type('late_wake', heard_so_far());
+is(scalar(@late_wake), 100, 'late_wake: each heard once');
+($ranges, $disorder) = DelayschedTest::out_of_order_within_ranges($node, @late_wake);
+is($disorder, 0, "late_wake: in run_at order within each of $ranges ranges, the wake-up a second late");
+is($node->safe_psql('postgres', 'SELECT count(*) FROM sched.pointer WHERE behind_from IS NOT NULL'), '0',
+	'and the ranges\' marks were cleared by the sweeps that started from them');
 
 # --- A lease that runs out while paused parks its task --------------------
 $node->safe_psql('postgres', "SELECT sched.add('leased', now())");
