@@ -4,7 +4,7 @@
  *		anything else, the locks the rest of the update would take one by
  *		one on what sessions use while it runs.
  *
- * The update alters tables (0.2 -> 0.3: sched.schedule; 0.1 -> 0.2, inside
+ * The update alters tables (0.2 -> 0.3: sched.schedule, sched.pointer; 0.1 -> 0.2, inside
  * the update from 0.1: sched.biz, sched.task, sched.finished) and replaces
  * the triggers of sched.task (with its partitions), sched.finished,
  * sched.attempt and sched.biz, and the views.  Taken one by one, in the
@@ -36,7 +36,7 @@ BEGIN
 	INTO v_relations
 	FROM pg_catalog.pg_class c
 	WHERE c.relnamespace = 'sched'::pg_catalog.regnamespace
-	  AND (c.relkind = 'v' OR c.relname IN ('biz', 'task', 'finished', 'attempt', 'schedule'));
+	  AND (c.relkind = 'v' OR c.relname IN ('biz', 'task', 'finished', 'attempt', 'schedule', 'pointer'));
 	LOOP
 		BEGIN
 			EXECUTE pg_catalog.format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', v_relations[v_wait]);

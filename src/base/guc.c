@@ -469,7 +469,7 @@ delaysched_define_gucs(void)
 							&delaysched_debug_commit_wakeup_delay_ms,
 							0, 0, 10 * 1000,
 							PGC_SUSET,
-							GUC_UNIT_MS | GUC_NOT_IN_SAMPLE,
+							GUC_UNIT_MS | GUC_NOT_IN_SAMPLE | GUC_DISALLOW_IN_FILE,
 							NULL, NULL, NULL);
 
 	DefineCustomIntVariable("delaysched.extension_recheck_interval",

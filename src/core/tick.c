@@ -94,6 +94,27 @@ lock_range(Datum *values, TimestampTz *pointer, TimestampTz *behind)
 }
 
 /*
+ * Clear the range's behind_from mark (values[0]: the range) once this
+ * tick's search for late tasks started at or before it ("searched": it
+ * ran).  A worker's search that stopped short (more) is fine: where it
+ * stopped, at or before every task it left, is the range's next start,
+ * and it sweeps again at once.  SQL's sched._tick keeps no such place: its
+ * search must have found them all.  A mark at or after the pointer is the
+ * walk's to find.
+ */
+static void
+forget_behind_if_searched(const TickRequest *request, Datum *values, TimestampTz pointer,
+						  TimestampTz behind, bool searched, bool more)
+{
+	if (behind < pointer &&
+		!(request->sweep && searched && request->late_from <= behind &&
+		  (request->replan != NULL || !more)))
+		return;
+	if (SPI_execute_plan(delaysched_tick_plans.forget_behind, values, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "could not clear the late mark of range %d", request->range);
+}
+
+/*
  * One tick on request->range, in the caller's transaction (with a snapshot
  * pushed).  The extension must be installed.
  */
@@ -115,10 +136,6 @@ delaysched_tick(TickRequest *request, TickResult *result)
 	result->next_due = DT_NOEND;
 	result->urgent_at = DT_NOEND;
 	result->next_sweep = DT_NOEND;
-	result->late_from = request->late_from;
-	result->lease_from = request->lease_from;
-	result->purge_done_from = request->purge_done_from;
-	result->purge_dead_from = request->purge_dead_from;
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
@@ -138,20 +155,16 @@ delaysched_tick(TickRequest *request, TickResult *result)
 	 * comes only after its commit is visible: a tick that began in between
 	 * would sweep from where the last sweep stopped, deliver the later of
 	 * them first, and leave the earlier ones to the next sweep.  The worker
-	 * plans the tick again; the mark is cleared by the sweep that starts
-	 * from it (or the walk, if it is not behind the pointer).
+	 * plans the tick again; the mark is cleared below, by the late tasks'
+	 * search that started from it.
 	 */
-	if (behind != DT_NOEND)
-	{
-		if (request->replan != NULL)
-			request->replan(request, behind);
-		if ((request->sweep && request->late_from <= behind) || behind >= pointer)
-		{
-			if (SPI_execute_plan(delaysched_tick_plans.forget_behind, values, NULL, false, 0) !=
-				SPI_OK_UPDATE)
-				elog(ERROR, "could not clear the late mark of range %d", request->range);
-		}
-	}
+	if (behind != DT_NOEND && request->replan != NULL)
+		request->replan(request, behind);
+	/* Where this tick's sweep starts; what it did not reach, the next one. */
+	result->late_from = request->late_from;
+	result->lease_from = request->lease_from;
+	result->purge_done_from = request->purge_done_from;
+	result->purge_dead_from = request->purge_dead_from;
 
 	/*
 	 * In a backlog, the tasks that go first (a priority above 0, or a
@@ -179,6 +192,8 @@ delaysched_tick(TickRequest *request, TickResult *result)
 										   &first_lease, &result->late_from, &late_more);
 		late_more |= late >= batch;
 	}
+	if (behind != DT_NOEND)
+		forget_behind_if_searched(request, values, pointer, behind, batch > 0, late_more);
 	/*
 	 * After a backlog, in fair shares while other types wait, else a whole
 	 * batch a statement; otherwise a step a statement, so that the first

@@ -37,6 +37,7 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "miscadmin.h"
 #include "nodes/pg_list.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
@@ -169,8 +170,11 @@ wake_xact_callback(XactEvent event, void *arg)
 		forget_pending();
 		return;
 	}
-	/* (A test's way to widen the moment before the wake-up: see guc.c.) */
-	if (delaysched_debug_commit_wakeup_delay_ms > 0)
+	/*
+	 * A test's way to widen the moment before the wake-up (guc.c): in a
+	 * client's session only, never in delaysched's own workers.
+	 */
+	if (delaysched_debug_commit_wakeup_delay_ms > 0 && MyBackendType == B_BACKEND)
 		pg_usleep((long) delaysched_debug_commit_wakeup_delay_ms * 1000L);
 
 	/*
