@@ -21,8 +21,9 @@
  * the walk (walk.c), the walk in fair shares after a backlog
  * (fair_walk.c), the lanes of the tasks that go first (firsts_ahead.c)
  * and of the keyed tasks (keys_ahead.c) ahead of a backlog, a delivery
- * statement and what it sends (delivery.c), the searches for the next due task (next_due.c), and the sweep
- * (sweep.c).  The design of each is written at the top of its file.
+ * statement and what it sends (delivery.c), the searches for the next due
+ * task (next_due.c), and the sweep (sweep.c).  The design of each is
+ * written at the top of its file.
  *
  * IDENTIFICATION
  *	  src/core/tick.c
@@ -106,9 +107,11 @@ static void
 forget_behind_if_searched(const TickRequest *request, Datum *values, TimestampTz pointer,
 						  TimestampTz behind, bool searched, bool more)
 {
-	if (behind < pointer &&
-		!(request->sweep && searched && request->late_from <= behind &&
-		  (request->replan != NULL || !more)))
+	bool		walk_finds_them = behind >= pointer;
+	bool		swept_from_it = request->sweep && searched && request->late_from <= behind &&
+		(request->replan != NULL || !more);
+
+	if (!walk_finds_them && !swept_from_it)
 		return;
 	if (SPI_execute_plan(delaysched_tick_plans.forget_behind, values, NULL, false, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "could not clear the late mark of range %d", request->range);
